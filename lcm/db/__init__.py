@@ -1,0 +1,1 @@
+"""Persistence: models, engines, migrations."""

@@ -1,0 +1,87 @@
+"""One error hierarchy for the domain; ``api/errors.py`` maps it to HTTP in one place."""
+
+from __future__ import annotations
+
+
+class LcmError(Exception):
+    """Root of every error the domain raises on purpose."""
+
+    code = "lcm_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+# --- the caller's fault -------------------------------------------------------
+
+
+class InvalidInput(LcmError):
+    """The request is malformed: unknown role, bad block, bad timestamp, bad text."""
+
+    code = "invalid_input"
+
+
+class TooLarge(LcmError):
+    """A body, batch or message exceeds a configured limit."""
+
+    code = "too_large"
+
+
+class Unauthenticated(LcmError):
+    """No key, or a key that matches no tenant."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(LcmError):
+    """A known tenant asked for something it may not do."""
+
+    code = "forbidden"
+
+
+class NotFound(LcmError):
+    """The thing does not exist, or belongs to another tenant (indistinguishable)."""
+
+    code = "not_found"
+
+
+class Conflict(LcmError):
+    """The request contradicts current state (e.g. a name already taken)."""
+
+    code = "conflict"
+
+
+class RateLimited(LcmError):
+    """Too many requests for this tenant."""
+
+    code = "rate_limited"
+
+
+# --- our side: dependencies and concurrency ----------------------------------
+
+
+class DependencyUnavailable(LcmError):
+    """The database, the broker or the LLM cannot be reached."""
+
+    code = "dependency_unavailable"
+
+
+class StaleLease(LcmError):
+    """A compaction pass lost its lease or its fencing token: it must not commit."""
+
+    code = "stale_lease"
+
+
+class ContextChanged(LcmError):
+    """The context range a pass read changed before it could commit."""
+
+    code = "context_changed"
+
+
+class SummarizerError(LcmError):
+    """The summarizer provider failed after its retries and fallbacks."""
+
+    code = "summarizer_error"
