@@ -52,12 +52,17 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def ensure_sqlite_directory(url: str) -> None:
+    """Create the directory of a SQLite file URL (first start of embedded mode)."""
+    parsed = make_url(url)
+    if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:"):
+        Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
+
+
 def make_engine(settings: Settings) -> Engine:
     url = normalize_url(settings.database_url)
     if url.startswith("sqlite"):
-        db_path = make_url(url).database
-        if db_path and db_path != ":memory:":
-            Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        ensure_sqlite_directory(url)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _configure_sqlite(engine, settings.sqlite_busy_timeout_ms)
         return engine

@@ -7,7 +7,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from lcm.db.engine import normalize_url
+from lcm.db.engine import ensure_sqlite_directory, normalize_url
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -21,6 +21,7 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
+    ensure_sqlite_directory(database_url)
     command.upgrade(alembic_config(database_url), revision)
 
 

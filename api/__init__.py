@@ -1,0 +1,1 @@
+"""The HTTP entrypoint: parse, authenticate, call the domain, map errors."""

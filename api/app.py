@@ -1,0 +1,43 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from fastapi import FastAPI
+
+from api import errors
+from api.limits import BodySizeLimit
+from api.metrics import RequestMetrics
+from api.routes import conversations, health
+from lcm import __version__
+from lcm.db.engine import Database
+from lcm.settings import Settings, get_settings
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    database: Database | None = None,
+    broker_ping: Callable[[], bool] | None = None,
+) -> FastAPI:
+    """Build the app. Migrations are not run here: that is an explicit step."""
+    settings = settings or get_settings()
+    logging.basicConfig(level=settings.log_level)
+    app = FastAPI(title="lcm-server", version=__version__)
+    app.state.settings = settings
+    app.state.database = database or Database(settings)
+    app.state.broker_ping = broker_ping or _default_broker_ping
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(conversations.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestMetrics)
+    return app
+
+
+def _default_broker_ping() -> bool:
+    from workers.celery_app import broker_reachable
+
+    return broker_reachable()

@@ -1,0 +1,46 @@
+"""FastAPI dependencies: settings, a database session per request, the tenant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from lcm.db.engine import Database
+from lcm.errors import Unauthenticated
+from lcm.settings import Settings
+from lcm.tenants.service import authenticate
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_database(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """One session per request; the route commits, anything else rolls back."""
+    with database.session() as session:
+        yield session
+
+
+def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_database)]) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
+    # A short session of its own: authentication must not hold the write
+    # transaction (and, on SQLite, the write lock) of the request open.
+    with database.session() as session:
+        return authenticate(session, token.strip())
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[Session, Depends(get_session)]
+TenantDep = Annotated[str, Depends(get_tenant_id)]

@@ -1,0 +1,85 @@
+"""The one place where domain errors become HTTP responses.
+
+Every error body is ``{"error": {"code", "message"}}``. A client mistake is a
+4xx, never a 500; an unexpected failure is a 500 with a generic message (the
+details go to the log, not to the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException
+
+from lcm import errors
+
+log = logging.getLogger(__name__)
+
+STATUS = {
+    errors.InvalidInput: 400,
+    errors.Unauthenticated: 401,
+    errors.Forbidden: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.TooLarge: 413,
+    errors.RateLimited: 429,
+    errors.DependencyUnavailable: 503,
+    errors.StaleLease: 409,
+    errors.ContextChanged: 409,
+    errors.SummarizerError: 503,
+}
+
+HTTP_CODES = {400: "invalid_input", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
+              405: "method_not_allowed", 409: "conflict", 413: "too_large", 415: "unsupported_media_type",
+              429: "rate_limited"}
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+
+
+def _status_for(exc: errors.LcmError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    problems = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        problems.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(errors.LcmError)
+    async def _lcm_error(_request: Request, exc: errors.LcmError) -> JSONResponse:
+        return error_response(_status_for(exc), exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, "invalid_input", _describe_validation(exc))
+
+    @app.exception_handler(HTTPException)
+    async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
+        code = HTTP_CODES.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def _db_down(_request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", exc)
+        return error_response(503, "dependency_unavailable", "the database is unavailable")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return error_response(500, "internal_error", "internal error")

@@ -1,0 +1,41 @@
+"""Liveness, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from api.deps import get_database
+
+router = APIRouter(tags=["health"])
+log = logging.getLogger(__name__)
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    checks: dict[str, str] = {}
+    try:
+        with get_database(request).session() as session:
+            session.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as exc:
+        log.warning("readiness: database unreachable: %s", exc)
+        checks["database"] = "unreachable"
+    checks["broker"] = "ok" if request.app.state.broker_ping() else "unreachable"
+    ready = all(v == "ok" for v in checks.values())
+    return JSONResponse({"status": "ready" if ready else "not_ready", "checks": checks},
+                        200 if ready else 503)
+
+
+@router.get("/metrics")
+def metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,1 @@
+"""Conversations and session families."""

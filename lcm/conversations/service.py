@@ -1,0 +1,86 @@
+"""Session families: which conversation a write or a read lands in.
+
+A family is every conversation of one ``session_key``. At most one of them is
+live (unarchived). A ``session_id`` the family has not seen starts a new
+conversation and archives the live one; a ``session_id`` it has seen (even an
+archived one, e.g. a gateway's late retry) goes back to that conversation.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from lcm.conversations.repository import ConversationRepository
+from lcm.db.models import Conversation, utcnow
+from lcm.errors import Conflict, NotFound
+
+
+def resolve_for_write(
+    session: Session, tenant_id: str, session_key: str, session_id: str | None
+) -> Conversation:
+    """The conversation a write goes to, created if needed, row-locked on Postgres.
+
+    The row lock (``SELECT … FOR UPDATE``) is held until the caller's commit:
+    it is what serializes concurrent writers of one conversation so that seq
+    numbers have no gaps and no duplicates. On SQLite the whole write
+    transaction already holds the database write lock (BEGIN IMMEDIATE).
+    """
+    repo = ConversationRepository(session)
+    if session_id is not None:
+        found = repo.find_by_session_id(tenant_id, session_key, session_id, lock=True)
+        if found is not None:
+            return found
+    active = repo.find_active(tenant_id, session_key, lock=True)
+    if active is not None and (session_id is None or active.session_id == session_id):
+        return active
+    if active is not None:
+        # A new runtime session in the family: the previous one is archived.
+        repo.archive(active, utcnow())
+    return _create(session, repo, tenant_id, session_key, session_id)
+
+
+def _create(
+    session: Session,
+    repo: ConversationRepository,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+) -> Conversation:
+    # Two writers may both decide to create the conversation. The unique
+    # indexes (one live conversation per family; one row per session_id) let
+    # exactly one insert win; the loser rolls back its savepoint and takes the
+    # winner's row, which is committed by then (Postgres makes the loser's
+    # insert wait for the winner's transaction before reporting the conflict).
+    savepoint = session.begin_nested()
+    try:
+        created = repo.add(
+            Conversation(tenant_id=tenant_id, session_key=session_key, session_id=session_id)
+        )
+        savepoint.commit()
+        return created
+    except IntegrityError:
+        savepoint.rollback()
+    winner = (
+        repo.find_by_session_id(tenant_id, session_key, session_id, lock=True)
+        if session_id is not None
+        else repo.find_active(tenant_id, session_key, lock=True)
+    )
+    if winner is None:
+        raise Conflict("the session family changed concurrently; retry the request")
+    return winner
+
+
+def resolve_for_read(
+    session: Session, tenant_id: str, session_key: str, session_id: str | None = None
+) -> Conversation:
+    """The conversation a read targets: the given session, else the family's latest."""
+    repo = ConversationRepository(session)
+    found = (
+        repo.find_by_session_id(tenant_id, session_key, session_id)
+        if session_id is not None
+        else repo.find_latest(tenant_id, session_key)
+    )
+    if found is None:
+        raise NotFound(f"no conversation for session key {session_key!r}")
+    return found

@@ -1,0 +1,1 @@
+"""The write path: validate what a gateway sends and store it, exactly once."""

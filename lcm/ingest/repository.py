@@ -1,0 +1,61 @@
+"""All SQL of the write path: messages, their parts, their context items."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from lcm.db.models import ContextItem, Message, MessagePart
+
+
+class MessageRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def existing_client_ids(self, conversation_id: int, client_ids: Iterable[str]) -> set[str]:
+        wanted = list(set(client_ids))
+        found: set[str] = set()
+        # Chunked so a 1,000-message batch never exceeds a driver's bind limit.
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            found.update(
+                self.session.scalars(
+                    select(Message.client_id).where(
+                        Message.conversation_id == conversation_id,
+                        Message.client_id.in_(chunk),
+                    )
+                )
+            )
+        return found
+
+    def insert_messages(self, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """Insert message rows in one statement batch; ids in the order given."""
+        if not rows:
+            return []
+        result = self.session.execute(
+            insert(Message).returning(Message.id, sort_by_parameter_order=True), list(rows)
+        )
+        return [int(r[0]) for r in result]
+
+    def insert_parts(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self.session.execute(insert(MessagePart), list(rows))
+
+    def insert_context_items(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            self.session.execute(insert(ContextItem), list(rows))
+
+    def count(self, conversation_id: int) -> int:
+        from sqlalchemy import func
+
+        return int(
+            self.session.scalar(
+                select(func.count()).select_from(Message).where(
+                    Message.conversation_id == conversation_id
+                )
+            )
+            or 0
+        )

@@ -1,0 +1,114 @@
+"""Ingest: store a gateway's batch of messages exactly once, all or nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from lcm.conversations.repository import ConversationRepository
+from lcm.conversations.service import resolve_for_write
+from lcm.db.models import utcnow
+from lcm.errors import TooLarge
+from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
+from lcm.ingest.repository import MessageRepository
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    conversation_id: int
+    ingested: int
+    duplicates: int
+    first_seq: int | None
+    last_seq: int | None
+
+
+def prepare_batch(
+    messages: Sequence[IncomingMessage], *, max_batch: int, max_chars: int
+) -> list[PreparedMessage]:
+    """Validate a whole batch before anything is written (all or nothing)."""
+    if len(messages) > max_batch:
+        raise TooLarge(f"a batch holds at most {max_batch} messages; got {len(messages)}")
+    return [prepare_message(m, f"messages[{i}]", max_chars) for i, m in enumerate(messages)]
+
+
+def ingest_messages(
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    batch: Sequence[PreparedMessage],
+) -> IngestResult:
+    """Append ``batch`` to the conversation; the caller commits.
+
+    A message whose client id is already stored for the conversation (or
+    repeated inside the batch) is skipped and counted as a duplicate. New
+    messages get consecutive seqs after the conversation's ``last_seq``; the
+    conversation row lock taken by ``resolve_for_write`` makes that range ours.
+    """
+    conversation = resolve_for_write(session, tenant_id, session_key, session_id)
+    messages = MessageRepository(session)
+    with_ids = [m.client_id for m in batch if m.client_id is not None]
+    seen = messages.existing_client_ids(conversation.id, with_ids) if with_ids else set()
+    fresh: list[PreparedMessage] = []
+    for message in batch:
+        if message.client_id is not None:
+            if message.client_id in seen:
+                continue
+            seen.add(message.client_id)
+        fresh.append(message)
+    duplicates = len(batch) - len(fresh)
+    if not fresh:
+        return IngestResult(conversation.id, 0, duplicates, None, None)
+
+    last_seq, last_ordinal = ConversationRepository(session).advance_counters(
+        conversation.id, seq_by=len(fresh), ordinal_by=len(fresh)
+    )
+    first_seq, first_ordinal = last_seq - len(fresh) + 1, last_ordinal - len(fresh) + 1
+    now = utcnow()
+    ids = messages.insert_messages(
+        [
+            {
+                "tenant_id": tenant_id,
+                "conversation_id": conversation.id,
+                "seq": first_seq + i,
+                "role": m.role,
+                "content": m.content,
+                "content_shape": m.content_shape,
+                "token_count": m.token_count,
+                "created_at": m.created_at or now,
+                "client_id": m.client_id,
+            }
+            for i, m in enumerate(fresh)
+        ]
+    )
+    messages.insert_parts(
+        [
+            {
+                "tenant_id": tenant_id,
+                "message_id": message_id,
+                "ordinal": ordinal,
+                "part_type": part.part_type,
+                "text": part.text,
+                "tool_call_id": part.tool_call_id,
+                "payload": part.payload,
+            }
+            for message_id, m in zip(ids, fresh, strict=True)
+            for ordinal, part in enumerate(m.parts)
+        ]
+    )
+    messages.insert_context_items(
+        [
+            {
+                "tenant_id": tenant_id,
+                "conversation_id": conversation.id,
+                "ordinal": first_ordinal + i,
+                "item_type": "message",
+                "message_id": message_id,
+                "token_count": m.token_count,
+            }
+            for i, (message_id, m) in enumerate(zip(ids, fresh, strict=True))
+        ]
+    )
+    return IngestResult(conversation.id, len(fresh), duplicates, first_seq, last_seq)

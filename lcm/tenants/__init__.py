@@ -1,0 +1,1 @@
+"""Tenants, API keys and per-tenant settings."""

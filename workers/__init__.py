@@ -1,0 +1,1 @@
+"""The task entrypoint: Celery app, tasks, beat schedule."""

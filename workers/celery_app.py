@@ -1,0 +1,74 @@
+"""The Celery application and its production configuration.
+
+``celery -A workers.celery_app worker`` (or ``lcm worker``) runs it. Embedded
+mode (``lcm serve``) reconfigures the same app with an in-memory broker and
+runs the same task code in a thread of the API process.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from lcm.settings import Settings, get_settings
+from workers import runtime
+
+QUEUES = ("compaction", "files", "expansion")
+
+app = Celery("lcm", include=["workers.tasks.system"])
+
+
+def configure(settings: Settings) -> Celery:
+    """Apply ``settings`` to the app (and to the tasks' database access)."""
+    runtime.use_settings(settings)
+    app.conf.update(
+        broker_url=settings.broker_url,
+        result_backend=settings.result_backend_url or None,
+        broker_connection_retry_on_startup=True,
+        # A pass is acknowledged only when it finished: a worker that dies
+        # mid-pass leaves the message to be redelivered. Tasks are idempotent
+        # (the debt row's fencing token turns a duplicate into a no-op), so a
+        # redelivery is harmless.
+        task_acks_late=True,
+        # With acks_late, a worker killed by SIGKILL or the OOM killer must
+        # hand its message back rather than have it acknowledged.
+        task_reject_on_worker_lost=True,
+        # One reserved message per pool slot: a slow LLM call must not hide
+        # other conversations' wake-ups in one worker's prefetch buffer.
+        worker_prefetch_multiplier=1,
+        # Redis redelivers unacknowledged messages after this long. Passes are
+        # one LLM call each, far shorter than an hour; the debt row's lease,
+        # not this timeout, is what recovers from a dead worker.
+        broker_transport_options={"visibility_timeout": 3600},
+        result_expires=3600,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        # Flower watches these events.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_track_started=True,
+        task_queues=[Queue(q, Exchange(q), routing_key=q) for q in QUEUES],
+        task_default_queue="compaction",
+        task_routes={
+            "compaction.*": {"queue": "compaction"},
+            "files.*": {"queue": "files"},
+            "expansion.*": {"queue": "expansion"},
+        },
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+    )
+    return app
+
+
+def broker_reachable(timeout: float = 2.0) -> bool:
+    """True when the broker answers within ``timeout`` seconds."""
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
+configure(get_settings())

@@ -1,0 +1,19 @@
+"""Operational tasks: a round trip that proves broker, worker and database."""
+
+from __future__ import annotations
+
+import socket
+
+from sqlalchemy import text
+
+from workers import runtime
+from workers.celery_app import app
+
+
+@app.task(name="system.ping")
+def ping() -> dict[str, str]:
+    """Answer with the worker's host and the database it reaches."""
+    database = runtime.database()
+    with database.session() as session:
+        session.execute(text("SELECT 1"))
+    return {"host": socket.gethostname(), "database": database.dialect}
