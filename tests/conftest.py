@@ -129,3 +129,37 @@ def client(db: Database) -> Iterator[TestClient]:
 
 def auth(issued: IssuedKey) -> dict[str, str]:
     return {"Authorization": f"Bearer {issued.api_key}"}
+
+
+@pytest.fixture(scope="session")
+def worker_env(pg_server: servers.PostgresHandle, redis_server: servers.RedisHandle) -> dict[str, str]:
+    """Environment for a real worker process: the test Postgres and Redis."""
+    return {
+        "LCM_DATABASE_URL": pg_server.url,
+        "LCM_BROKER_URL": redis_server.url,
+        "LCM_RESULT_BACKEND_URL": redis_server.url,
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_worker(worker_env: dict[str, str], workdir: Path) -> Iterator[object]:
+    """A real ``celery worker`` process, and the Celery app pointed at the same broker."""
+    from workers.celery_app import app, configure
+    from workers.tasks.system import ping
+
+    configure(Settings(database_url=worker_env["LCM_DATABASE_URL"],
+                       broker_url=worker_env["LCM_BROKER_URL"],
+                       result_backend_url=worker_env["LCM_RESULT_BACKEND_URL"]))
+    log = workdir / "worker-1.log"
+    process = servers.start_celery_worker(worker_env, log=log)
+    try:
+        ping.apply_async(queue="compaction").get(timeout=60)
+    except Exception:
+        process.kill()
+        pytest.fail("the Celery worker did not answer a ping:\n" + log.read_text()[-4000:])
+    yield app
+    process.terminate()
+    try:
+        process.wait(20)
+    except Exception:
+        process.kill()

@@ -39,7 +39,7 @@ class PostgresHandle:
                 sql.Identifier(self.dbname)))
 
 
-def _with_database(url: str, dbname: str) -> str:
+def with_database(url: str, dbname: str) -> str:
     """Swap the database name of a libpq URL (keeps host/socket query args)."""
     from sqlalchemy.engine import make_url
 
@@ -71,7 +71,7 @@ def start_postgres(workdir: Path) -> PostgresHandle:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
     except psycopg.OperationalError as exc:
         raise ServerUnavailable(f"Postgres unreachable at {admin_url}: {exc}") from exc
-    return PostgresHandle(admin_url, _with_database(admin_url, dbname), dbname, owned)
+    return PostgresHandle(admin_url, with_database(admin_url, dbname), dbname, owned)
 
 
 def free_port() -> int:

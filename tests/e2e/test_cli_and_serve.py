@@ -1,0 +1,73 @@
+"""The ``lcm`` command as an operator runs it: real processes, real sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select
+
+from lcm.db.engine import Database
+from lcm.db.models import ApiKey
+from lcm.tenants.service import hash_key
+from tests import servers
+from tests.conftest import settings_for
+
+
+def lcm(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = {"LCM_DATABASE_URL": url}
+    assert lcm("db", "upgrade", env=env).returncode == 0
+    created = lcm("tenant", "create", "acme", "--json", env=env)
+    assert created.returncode == 0, created.stderr
+    printed = json.loads(created.stdout)
+    assert set(printed) == {"tenant_id", "api_key"}
+    again = lcm("tenant", "create", "acme", "--json", env=env)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    database = Database(settings_for(url))
+    with database.session() as s:
+        hashes = s.scalars(select(ApiKey.key_hash)).all()
+    database.dispose()
+    assert hashes == [hash_key(printed["api_key"])]
+
+
+def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) -> None:
+    port = servers.free_port()
+    env = {**os.environ, "LCM_HOME": str(tmp_path / "home")}
+    env.pop("LCM_DATABASE_URL", None)
+    env.pop("LCM_BROKER_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        key = proc.stdout.readline().strip()
+        assert key.startswith("lcm_"), proc.stderr.read() if proc.stderr else ""
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "embedded server did not become ready"
+            time.sleep(0.1)
+        r = httpx.post(f"{base}/v1/conversations/demo/messages",
+                       headers={"Authorization": f"Bearer {key}"},
+                       json={"messages": [{"role": "user", "content": "hello", "id": "1"}]})
+        assert r.status_code == 200, r.text
+        assert r.json()["ingested"] == 1
+        assert (tmp_path / "home" / "lcm.db").exists()
+    finally:
+        proc.terminate()
+        proc.wait(20)

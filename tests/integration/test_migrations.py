@@ -1,0 +1,49 @@
+"""Migrations run forward and back on both databases and match the models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect
+
+from lcm.db.engine import normalize_url
+from lcm.db.migrate import current_revision, downgrade, upgrade
+from lcm.db.models import Base
+from tests import servers
+
+
+def _roundtrip(url: str) -> None:
+    upgrade(url)
+    head = current_revision(url)
+    assert head is not None
+    engine = create_engine(normalize_url(url))
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        tables = set(inspect(conn).get_table_names())
+    engine.dispose()
+    assert diff == [], f"models and migrations disagree: {diff}"
+    assert {t.name for t in Base.metadata.sorted_tables} <= tables
+    downgrade(url, "base")
+    assert current_revision(url) is None
+    upgrade(url)
+    assert current_revision(url) == head
+
+
+def test_sqlite(tmp_path: Path) -> None:
+    _roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+def test_postgres(pg_server: servers.PostgresHandle) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS lcm_migrations WITH (FORCE)")
+        conn.execute("CREATE DATABASE lcm_migrations")
+    url = servers.with_database(pg_server.admin_url, "lcm_migrations")
+    try:
+        _roundtrip(url)
+    finally:
+        with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS lcm_migrations WITH (FORCE)")
