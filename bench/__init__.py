@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench [scenario ...]``; each compares with a same-run reference."""

@@ -1,0 +1,167 @@
+"""Batch ingest into Postgres: lcm's write path against raw psycopg on the same rows.
+
+Each stored message is three rows (message, message_part, context_item). The
+references write exactly those rows for the same messages, in the same
+batches, one transaction per batch: ``executemany`` (what a careful
+hand-written insert does) and ``COPY`` (the fastest bulk path Postgres has).
+lcm additionally locks the conversation row, checks client ids for
+duplicates and allocates seqs; the ratio shows what that costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from datetime import UTC, datetime
+
+import psycopg
+
+from bench.servers import postgres
+from lcm.db.engine import Database
+from lcm.ingest.content import IncomingMessage
+from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.settings import Settings
+from lcm.tenants.service import create_tenant
+
+BATCH = 100
+
+
+def _messages(n: int, tag: str) -> list[IncomingMessage]:
+    body = "The build failed in src/app/main.py line 42; retrying with the cache cleared. " * 3
+    return [
+        IncomingMessage("user" if i % 2 == 0 else "assistant", f"{body} #{i}", f"{tag}-{i}")
+        for i in range(n)
+    ]
+
+
+def _lcm_run(database: Database, tenant_id: str, n: int, run: int) -> float:
+    messages = _messages(n, f"lcm{run}")
+    started = time.perf_counter()
+    for start in range(0, n, BATCH):
+        batch = prepare_batch(messages[start : start + BATCH], max_batch=BATCH, max_chars=10**6)
+        with database.session() as session:
+            ingest_messages(session, tenant_id, f"bench-{run}", None, batch)
+            session.commit()
+    return n / (time.perf_counter() - started)
+
+
+def _setup_conversation(conn: psycopg.Connection, tenant_id: str, key: str) -> int:
+    row = conn.execute(
+        "INSERT INTO conversations (tenant_id, session_key, created_at, context_version, "
+        "last_seq, last_ordinal) VALUES (%s, %s, now(), 0, 0, 0) RETURNING id",
+        (tenant_id, key),
+    ).fetchone()
+    conn.commit()
+    assert row is not None
+    return int(row[0])
+
+
+def _rows(n: int, tenant_id: str, conv: int, first_id: int) -> list[tuple[tuple, tuple, tuple]]:
+    now = datetime.now(UTC)
+    out = []
+    for i, m in enumerate(_messages(n, "raw")):
+        mid = first_id + i
+        text = str(m.content)
+        out.append(
+            (
+                (
+                    mid,
+                    tenant_id,
+                    conv,
+                    i + 1,
+                    m.role,
+                    text,
+                    "text",
+                    len(text) // 4,
+                    now,
+                    m.client_id,
+                ),
+                (tenant_id, mid, 0, "text", text, json.dumps({"type": "text", "text": text})),
+                (tenant_id, conv, i + 1, "message", mid, len(text) // 4),
+            )
+        )
+    return out
+
+
+MSG_COLS = (
+    "id, tenant_id, conversation_id, seq, role, content, content_shape, token_count, "
+    "created_at, client_id"
+)
+PART_COLS = "tenant_id, message_id, ordinal, part_type, text, payload"
+ITEM_COLS = "tenant_id, conversation_id, ordinal, item_type, message_id, token_count"
+
+
+def _executemany_run(conn: psycopg.Connection, rows: list[tuple[tuple, tuple, tuple]]) -> float:
+    started = time.perf_counter()
+    with conn.cursor() as cur:
+        for start in range(0, len(rows), BATCH):
+            chunk = rows[start : start + BATCH]
+            cur.executemany(
+                f"INSERT INTO messages ({MSG_COLS}) VALUES ({', '.join(['%s'] * 10)})",
+                [r[0] for r in chunk],
+            )
+            cur.executemany(
+                f"INSERT INTO message_parts ({PART_COLS}) VALUES (%s,%s,%s,%s,%s,%s)",
+                [r[1] for r in chunk],
+            )
+            cur.executemany(
+                f"INSERT INTO context_items ({ITEM_COLS}) VALUES (%s,%s,%s,%s,%s,%s)",
+                [r[2] for r in chunk],
+            )
+            conn.commit()
+    return len(rows) / (time.perf_counter() - started)
+
+
+def _copy_run(conn: psycopg.Connection, rows: list[tuple[tuple, tuple, tuple]]) -> float:
+    started = time.perf_counter()
+    with conn.cursor() as cur:
+        for start in range(0, len(rows), BATCH):
+            chunk = rows[start : start + BATCH]
+            for table, cols, idx in (
+                ("messages", MSG_COLS, 0),
+                ("message_parts", PART_COLS, 1),
+                ("context_items", ITEM_COLS, 2),
+            ):
+                with cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                    for r in chunk:
+                        copy.write_row(r[idx])
+            conn.commit()
+    return len(rows) / (time.perf_counter() - started)
+
+
+def _median(label: str, runs: list[float]) -> float:
+    med = statistics.median(runs)
+    spread = ", ".join(f"{r:,.0f}" for r in runs)
+    print(f"  {label:<28} median {med:>9,.0f} msg/s   (runs: {spread})", flush=True)
+    return med
+
+
+def run(args: argparse.Namespace) -> None:
+    n, repeat = args.messages, args.repeat
+    print(
+        f"  {n:,} messages per run, batches of {BATCH}, one transaction per batch, {repeat} runs",
+        flush=True,
+    )
+    with postgres() as url:
+        database = Database(Settings(database_url=url))
+        with database.session() as session:
+            tenant_id = create_tenant(session, "bench").tenant_id
+            session.commit()
+        raw = psycopg.connect(url.replace("postgresql+psycopg", "postgresql"))
+        next_id = 10_000_000
+        figures: dict[str, list[float]] = {"lcm": [], "executemany": [], "copy": []}
+        for r in range(repeat):
+            # Interleaved so machine noise hits every contender alike.
+            figures["lcm"].append(_lcm_run(database, tenant_id, n, r))
+            for name, fn in (("executemany", _executemany_run), ("copy", _copy_run)):
+                conv = _setup_conversation(raw, tenant_id, f"{name}-{r}")
+                figures[name].append(fn(raw, _rows(n, tenant_id, conv, next_id)))
+                next_id += n
+        lcm = _median("lcm ingest_messages", figures["lcm"])
+        many = _median("psycopg executemany", figures["executemany"])
+        copy = _median("psycopg COPY", figures["copy"])
+        print(f"  ratio lcm/executemany: {lcm / many:.2f}   lcm/COPY: {lcm / copy:.2f}", flush=True)
+        raw.close()
+        database.dispose()
