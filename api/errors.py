@@ -34,9 +34,17 @@ STATUS = {
     errors.SummarizerError: 503,
 }
 
-HTTP_CODES = {400: "invalid_input", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
-              405: "method_not_allowed", 409: "conflict", 413: "too_large", 415: "unsupported_media_type",
-              429: "rate_limited"}
+HTTP_CODES = {
+    400: "invalid_input",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:

@@ -7,9 +7,7 @@ import time
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-REQUESTS = Counter(
-    "lcm_http_requests_total", "HTTP requests served", ["method", "route", "status"]
-)
+REQUESTS = Counter("lcm_http_requests_total", "HTTP requests served", ["method", "route", "status"])
 LATENCY = Histogram(
     "lcm_http_request_duration_seconds",
     "HTTP request latency",

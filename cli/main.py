@@ -9,7 +9,6 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
-
 from sqlalchemy.orm import Session
 
 from lcm.settings import Settings, get_settings
@@ -51,15 +50,22 @@ def serve(
     database = Database(settings)
     bootstrap_local_tenant(database, console)
     if not settings.llm_available:
-        console.print("[yellow]No ANTHROPIC_API_KEY: summaries use the offline extractive "
-                      "summarizer.[/yellow]")
+        console.print(
+            "[yellow]No ANTHROPIC_API_KEY: summaries use the offline extractive "
+            "summarizer.[/yellow]"
+        )
     worker = EmbeddedWorker(settings, database)
     worker.start()
-    console.print(f"lcm-server (embedded) on http://{host}:{port}  database: "
-                  f"{settings.database_url}")
+    console.print(
+        f"lcm-server (embedded) on http://{host}:{port}  database: {settings.database_url}"
+    )
     try:
-        uvicorn.run(create_app(settings, database=database, broker_ping=lambda: True),
-                    host=host, port=port, log_level=settings.log_level.lower())
+        uvicorn.run(
+            create_app(settings, database=database, broker_ping=lambda: True),
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+        )
     finally:
         worker.stop()
         database.dispose()
@@ -74,8 +80,14 @@ def api(
     """Scaled mode: the HTTP API (run `lcm db upgrade` first)."""
     import uvicorn
 
-    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=processes,
-                log_level=get_settings().log_level.lower())
+    uvicorn.run(
+        "api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=processes,
+        log_level=get_settings().log_level.lower(),
+    )
 
 
 @app.command()
@@ -90,8 +102,14 @@ def worker(
     from workers.celery_app import app as celery_app
 
     settings = get_settings()
-    argv = ["worker", "--pool=threads", f"--concurrency={concurrency or settings.worker_concurrency}",
-            f"--queues={queues}", f"--loglevel={settings.log_level}", "--task-events"]
+    argv = [
+        "worker",
+        "--pool=threads",
+        f"--concurrency={concurrency or settings.worker_concurrency}",
+        f"--queues={queues}",
+        f"--loglevel={settings.log_level}",
+        "--task-events",
+    ]
     if hostname:
         argv.append(f"--hostname={hostname}")
     celery_app.worker_main(argv)

@@ -85,3 +85,9 @@ class SummarizerError(LcmError):
     """The summarizer provider failed after its retries and fallbacks."""
 
     code = "summarizer_error"
+
+
+class ProviderUnavailable(SummarizerError):
+    """The LLM provider's circuit breaker is open: the call failed fast, unsent."""
+
+    code = "provider_unavailable"

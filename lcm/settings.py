@@ -87,6 +87,9 @@ class Settings(CompactionSettings):
     llm_max_retries: int = Field(3, ge=0)
     llm_breaker_failures: int = Field(5, ge=1)
     llm_breaker_reset_seconds: float = Field(30.0, gt=0)
+    # The SDK's current API version refuses sampling parameters; sending the
+    # escalation temperatures (0.2, then 0.1) means pinning the older version.
+    llm_send_temperature: bool = False
 
     log_level: str = "INFO"
 

@@ -18,6 +18,7 @@ _WIDE = re.compile(
 
 CHARS_PER_TOKEN = 4
 
+
 def estimate_tokens(text: str) -> int:
     """Estimated tokens of ``text``: wide (CJK) characters count one each."""
     if not text:
@@ -25,4 +26,3 @@ def estimate_tokens(text: str) -> int:
     wide = len(_WIDE.findall(text))
     narrow = len(text) - wide
     return wide + (narrow + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-

@@ -71,8 +71,12 @@ def sqlite_template(workdir: Path) -> Path:
 
 
 def settings_for(database_url: str, **overrides: object) -> Settings:
-    return Settings(database_url=database_url, broker_url="memory://",
-                    result_backend_url="cache+memory://", **overrides)
+    return Settings(
+        database_url=database_url,
+        broker_url="memory://",
+        result_backend_url="cache+memory://",
+        **overrides,
+    )
 
 
 def truncate_all(database: Database) -> None:
@@ -132,7 +136,9 @@ def auth(issued: IssuedKey) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def worker_env(pg_server: servers.PostgresHandle, redis_server: servers.RedisHandle) -> dict[str, str]:
+def worker_env(
+    pg_server: servers.PostgresHandle, redis_server: servers.RedisHandle
+) -> dict[str, str]:
     """Environment for a real worker process: the test Postgres and Redis."""
     return {
         "LCM_DATABASE_URL": pg_server.url,
@@ -147,9 +153,13 @@ def celery_worker(worker_env: dict[str, str], workdir: Path) -> Iterator[object]
     from workers.celery_app import app, configure
     from workers.tasks.system import ping
 
-    configure(Settings(database_url=worker_env["LCM_DATABASE_URL"],
-                       broker_url=worker_env["LCM_BROKER_URL"],
-                       result_backend_url=worker_env["LCM_RESULT_BACKEND_URL"]))
+    configure(
+        Settings(
+            database_url=worker_env["LCM_DATABASE_URL"],
+            broker_url=worker_env["LCM_BROKER_URL"],
+            result_backend_url=worker_env["LCM_RESULT_BACKEND_URL"],
+        )
+    )
     log = workdir / "worker-1.log"
     process = servers.start_celery_worker(worker_env, log=log)
     try:

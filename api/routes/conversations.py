@@ -17,7 +17,10 @@ SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
 
 @router.post("/{key:path}/messages", response_model=MessagesOut)
 def post_messages(
-    key: SessionKey, body: MessagesIn, tenant_id: TenantDep, session: SessionDep,
+    key: SessionKey,
+    body: MessagesIn,
+    tenant_id: TenantDep,
+    session: SessionDep,
     settings: SettingsDep,
 ) -> MessagesOut:
     batch = prepare_batch(

@@ -32,8 +32,9 @@ def readyz(request: Request) -> JSONResponse:
         checks["database"] = "unreachable"
     checks["broker"] = "ok" if request.app.state.broker_ping() else "unreachable"
     ready = all(v == "ok" for v in checks.values())
-    return JSONResponse({"status": "ready" if ready else "not_ready", "checks": checks},
-                        200 if ready else 503)
+    return JSONResponse(
+        {"status": "ready" if ready else "not_ready", "checks": checks}, 200 if ready else 503
+    )
 
 
 @router.get("/metrics")

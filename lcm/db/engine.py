@@ -97,5 +97,17 @@ class Database:
             # objects without expiring them, so values read stay readable.
             session.close()
 
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A unit of work for an entrypoint: commits if the block exits cleanly.
+
+        Entry points (tasks, requests, commands) hand this to domain code that
+        runs several short transactions of its own, e.g. a compaction pass
+        that must not hold one open across an LLM call.
+        """
+        with self.session() as session:
+            yield session
+            session.commit()
+
     def dispose(self) -> None:
         self.engine.dispose()

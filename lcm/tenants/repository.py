@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from lcm.db.models import ApiKey, Tenant
-from sqlalchemy.orm import Session
 
 
 class TenantRepository:

@@ -20,8 +20,13 @@ from tests.conftest import settings_for
 
 
 def lcm(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
@@ -46,8 +51,13 @@ def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) ->
     env = {**os.environ, "LCM_HOME": str(tmp_path / "home")}
     env.pop("LCM_DATABASE_URL", None)
     env.pop("LCM_BROKER_URL", None)
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         key = proc.stdout.readline().strip()
@@ -62,9 +72,11 @@ def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) ->
                 pass
             assert time.monotonic() < deadline, "embedded server did not become ready"
             time.sleep(0.1)
-        r = httpx.post(f"{base}/v1/conversations/demo/messages",
-                       headers={"Authorization": f"Bearer {key}"},
-                       json={"messages": [{"role": "user", "content": "hello", "id": "1"}]})
+        r = httpx.post(
+            f"{base}/v1/conversations/demo/messages",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"messages": [{"role": "user", "content": "hello", "id": "1"}]},
+        )
         assert r.status_code == 200, r.text
         assert r.json()["ingested"] == 1
         assert (tmp_path / "home" / "lcm.db").exists()

@@ -22,10 +22,13 @@ def count_messages(db: Database) -> int:
 
 
 def test_post_messages_then_repost(client: TestClient, tenant: IssuedKey, db: Database) -> None:
-    body = {"session_id": "s1", "messages": [
-        {"role": "user", "content": "hi", "id": "u1", "created_at": "2026-11-22T10:00:00Z"},
-        {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "id": "a1"},
-    ]}
+    body = {
+        "session_id": "s1",
+        "messages": [
+            {"role": "user", "content": "hi", "id": "u1", "created_at": "2026-11-22T10:00:00Z"},
+            {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "id": "a1"},
+        ],
+    }
     first = client.post(URL, json=body, headers=auth(tenant))
     assert first.status_code == 200, first.text
     assert first.json()["ingested"] == 2 and first.json()["duplicates"] == 0
@@ -35,16 +38,29 @@ def test_post_messages_then_repost(client: TestClient, tenant: IssuedKey, db: Da
 
 
 def test_session_key_may_contain_slashes(client: TestClient, tenant: IssuedKey) -> None:
-    a = client.post("/v1/conversations/a%2Fb/messages", headers=auth(tenant),
-                    json={"messages": [{"role": "user", "content": "x"}]})
-    b = client.post("/v1/conversations/a/b/messages", headers=auth(tenant),
-                    json={"messages": [{"role": "user", "content": "y"}]})
+    a = client.post(
+        "/v1/conversations/a%2Fb/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": "x"}]},
+    )
+    b = client.post(
+        "/v1/conversations/a/b/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": "y"}]},
+    )
     assert a.status_code == b.status_code == 200
     assert a.json()["conversation_id"] == b.json()["conversation_id"]
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer nope"},
-                                     {"Authorization": "Basic abc"}, {"Authorization": "Bearer "}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": "Basic abc"},
+        {"Authorization": "Bearer "},
+    ],
+)
 def test_unauthenticated(client: TestClient, headers: dict[str, str], db: Database) -> None:
     r = client.post(URL, json={"messages": [{"role": "user", "content": "x"}]}, headers=headers)
     assert r.status_code == 401
@@ -59,8 +75,9 @@ def test_only_the_key_hash_is_stored(tenant: IssuedKey, db: Database) -> None:
     assert tenant.api_key not in stored
 
 
-def test_tenants_never_share_a_conversation(client: TestClient, tenant: IssuedKey,
-                                            db: Database) -> None:
+def test_tenants_never_share_a_conversation(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
     other = new_tenant(db, "other")
     body = {"messages": [{"role": "user", "content": "x", "id": "same"}]}
     a = client.post(URL, json=body, headers=auth(tenant)).json()
@@ -83,8 +100,9 @@ BAD_BODIES = [
 
 
 @pytest.mark.parametrize(("body", "fragment"), BAD_BODIES)
-def test_bad_input_is_a_400_with_a_json_error(client: TestClient, tenant: IssuedKey, db: Database,
-                                               body: dict[str, object], fragment: str) -> None:
+def test_bad_input_is_a_400_with_a_json_error(
+    client: TestClient, tenant: IssuedKey, db: Database, body: dict[str, object], fragment: str
+) -> None:
     good = {"role": "user", "content": "kept only if the whole batch is valid", "id": "g"}
     if isinstance(body.get("messages"), list):
         body = {"messages": [good, *body["messages"]]}  # type: ignore[misc]
@@ -107,17 +125,24 @@ def test_unparseable_bodies(client: TestClient, tenant: IssuedKey, raw: bytes) -
 def test_size_limits_are_413(db: Database, tenant: IssuedKey) -> None:
     from api.app import create_app
 
-    settings = db.settings.model_copy(update={"max_body_bytes": 4096, "max_batch_messages": 3,
-                                              "max_message_chars": 100})
+    settings = db.settings.model_copy(
+        update={"max_body_bytes": 4096, "max_batch_messages": 3, "max_message_chars": 100}
+    )
     with TestClient(create_app(settings, database=db, broker_ping=lambda: True)) as c:
-        big = c.post(URL, headers=auth(tenant),
-                     json={"messages": [{"role": "user", "content": "x" * 5000}]})
-        many = c.post(URL, headers=auth(tenant),
-                      json={"messages": [{"role": "user", "content": "x"}] * 4})
-        long = c.post(URL, headers=auth(tenant),
-                      json={"messages": [{"role": "user", "content": "x" * 101}]})
-        ok = c.post(URL, headers=auth(tenant),
-                    json={"messages": [{"role": "user", "content": "x" * 100}] * 3})
+        big = c.post(
+            URL, headers=auth(tenant), json={"messages": [{"role": "user", "content": "x" * 5000}]}
+        )
+        many = c.post(
+            URL, headers=auth(tenant), json={"messages": [{"role": "user", "content": "x"}] * 4}
+        )
+        long = c.post(
+            URL, headers=auth(tenant), json={"messages": [{"role": "user", "content": "x" * 101}]}
+        )
+        ok = c.post(
+            URL,
+            headers=auth(tenant),
+            json={"messages": [{"role": "user", "content": "x" * 100}] * 3},
+        )
     for r in (big, many, long):
         assert r.status_code == 413, r.text
         assert r.json()["error"]["code"] == "too_large"
@@ -131,7 +156,10 @@ def test_health_ready_metrics(client: TestClient, tenant: IssuedKey) -> None:
     assert ready.status_code == 200 and ready.json()["checks"] == {"database": "ok", "broker": "ok"}
     client.post(URL, json={"messages": [{"role": "user", "content": "x"}]}, headers=auth(tenant))
     text = client.get("/metrics").text
-    assert 'lcm_http_requests_total{method="POST",route="/v1/conversations/{key:path}/messages",status="200"}' in text
+    assert (
+        'lcm_http_requests_total{method="POST",route="/v1/conversations/{key:path}/messages",status="200"}'
+        in text
+    )
     assert "lcm_http_request_duration_seconds_bucket" in text
 
 

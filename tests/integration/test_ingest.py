@@ -17,8 +17,13 @@ from lcm.tenants.service import IssuedKey
 from tests.conftest import new_tenant
 
 
-def ingest(db: Database, tenant_id: str, key: str, msgs: Sequence[IncomingMessage],
-           session_id: str | None = None) -> IngestResult:
+def ingest(
+    db: Database,
+    tenant_id: str,
+    key: str,
+    msgs: Sequence[IncomingMessage],
+    session_id: str | None = None,
+) -> IngestResult:
     batch = prepare_batch(msgs, max_batch=10_000, max_chars=1_000_000)
     with db.session() as session:
         result = ingest_messages(session, tenant_id, key, session_id, batch)
@@ -28,8 +33,13 @@ def ingest(db: Database, tenant_id: str, key: str, msgs: Sequence[IncomingMessag
 
 def seqs(db: Database, conversation_id: int) -> list[int]:
     with db.session() as s:
-        return list(s.scalars(select(Message.seq).where(
-            Message.conversation_id == conversation_id).order_by(Message.seq)))
+        return list(
+            s.scalars(
+                select(Message.seq)
+                .where(Message.conversation_id == conversation_id)
+                .order_by(Message.seq)
+            )
+        )
 
 
 def test_seq_and_context_items(db: Database, tenant: IssuedKey) -> None:
@@ -39,8 +49,11 @@ def test_seq_and_context_items(db: Database, tenant: IssuedKey) -> None:
     assert (r1.first_seq, r1.last_seq, r2.first_seq) == (1, 3, 4)
     assert seqs(db, r1.conversation_id) == [1, 2, 3, 4]
     with db.session() as s:
-        items = s.execute(select(ContextItem.ordinal, Message.seq).join(
-            Message, Message.id == ContextItem.message_id).order_by(ContextItem.ordinal)).all()
+        items = s.execute(
+            select(ContextItem.ordinal, Message.seq)
+            .join(Message, Message.id == ContextItem.message_id)
+            .order_by(ContextItem.ordinal)
+        ).all()
         conv = s.get(Conversation, r1.conversation_id)
     assert [seq for _, seq in items] == [1, 2, 3, 4]
     assert conv is not None and conv.context_version == 2
@@ -52,8 +65,16 @@ def test_resending_a_batch_stores_nothing_new(db: Database, tenant: IssuedKey) -
     again = ingest(db, tenant.tenant_id, "k", batch)
     assert (first.ingested, first.duplicates) == (5, 0)
     assert (again.ingested, again.duplicates) == (0, 5)
-    mixed = ingest(db, tenant.tenant_id, "k", [*batch[:2], IncomingMessage("user", "new", client_id="id-9"),
-                                              IncomingMessage("user", "dup in batch", client_id="id-9")])
+    mixed = ingest(
+        db,
+        tenant.tenant_id,
+        "k",
+        [
+            *batch[:2],
+            IncomingMessage("user", "new", client_id="id-9"),
+            IncomingMessage("user", "dup in batch", client_id="id-9"),
+        ],
+    )
     assert (mixed.ingested, mixed.duplicates) == (1, 3)
     assert seqs(db, first.conversation_id) == [1, 2, 3, 4, 5, 6]
 
@@ -71,12 +92,21 @@ def test_parts_rebuild_the_sent_message_exactly(db: Database, tenant: IssuedKey)
     blocks = [
         {"type": "thinking", "thinking": "hmm", "signature": "c2ln"},
         {"type": "text", "text": "Let me check 你好.", "citations": None},
-        {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.py", "n": [1, 2]}},
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "read",
+            "input": {"path": "a.py", "n": [1, 2]},
+        },
     ]
     r = ingest(db, tenant.tenant_id, "k", [IncomingMessage("assistant", blocks)])
     with db.session() as s:
-        parts = s.scalars(select(MessagePart).join(Message).where(
-            Message.conversation_id == r.conversation_id).order_by(MessagePart.ordinal)).all()
+        parts = s.scalars(
+            select(MessagePart)
+            .join(Message)
+            .where(Message.conversation_id == r.conversation_id)
+            .order_by(MessagePart.ordinal)
+        ).all()
         message = s.scalar(select(Message).where(Message.conversation_id == r.conversation_id))
     assert [p.payload for p in parts] == blocks
     assert message is not None and message.content_shape == "blocks"
@@ -101,8 +131,9 @@ def test_session_families(db: Database, tenant: IssuedKey) -> None:
     assert o.conversation_id not in (a.conversation_id, b.conversation_id)
 
 
-def concurrent_writers(db: Database, tenant_id: str, writers: int, per_writer: int,
-                       batch: int) -> list[BaseException]:
+def concurrent_writers(
+    db: Database, tenant_id: str, writers: int, per_writer: int, batch: int
+) -> list[BaseException]:
     errors: list[BaseException] = []
     start = threading.Barrier(writers)
 
@@ -110,9 +141,15 @@ def concurrent_writers(db: Database, tenant_id: str, writers: int, per_writer: i
         try:
             start.wait()
             for i in range(0, per_writer, batch):
-                ingest(db, tenant_id, "hot", [
-                    IncomingMessage("user", f"w{w} m{j}", client_id=f"{w}-{j}")
-                    for j in range(i, min(i + batch, per_writer))])
+                ingest(
+                    db,
+                    tenant_id,
+                    "hot",
+                    [
+                        IncomingMessage("user", f"w{w} m{j}", client_id=f"{w}-{j}")
+                        for j in range(i, min(i + batch, per_writer))
+                    ],
+                )
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
@@ -183,8 +220,15 @@ def test_concurrent_first_writes_create_one_conversation(db: Database, tenant: I
 
     def send(i: int) -> None:
         barrier.wait()
-        results.append(ingest(db, tenant.tenant_id, "new-family",
-                              [IncomingMessage("user", f"hello {i}")], session_id="sess"))
+        results.append(
+            ingest(
+                db,
+                tenant.tenant_id,
+                "new-family",
+                [IncomingMessage("user", f"hello {i}")],
+                session_id="sess",
+            )
+        )
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
     for th in threads:

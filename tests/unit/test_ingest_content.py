@@ -7,7 +7,12 @@ from datetime import UTC, datetime
 import pytest
 
 from lcm.errors import InvalidInput, TooLarge
-from lcm.ingest.content import IMAGE_TOKEN_ESTIMATE, IncomingMessage, parse_timestamp, prepare_message
+from lcm.ingest.content import (
+    IMAGE_TOKEN_ESTIMATE,
+    IncomingMessage,
+    parse_timestamp,
+    prepare_message,
+)
 from lcm.ingest.service import prepare_batch
 from lcm.tokens import estimate_tokens
 
@@ -39,16 +44,26 @@ def test_blocks_are_kept_in_order_as_sent() -> None:
 
 
 def test_tool_result_text_and_pairing_id() -> None:
-    m = prep([{"type": "tool_result", "tool_use_id": "tu_1",
-               "content": [{"type": "text", "text": "a.txt"}, {"type": "image",
-                                                                "source": {"type": "url"}}]}])
+    m = prep(
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "tu_1",
+                "content": [
+                    {"type": "text", "text": "a.txt"},
+                    {"type": "image", "source": {"type": "url"}},
+                ],
+            }
+        ]
+    )
     assert m.parts[0].tool_call_id == "tu_1"
     assert m.content == "a.txt\n[image]"
 
 
 def test_image_counts_a_flat_token_estimate() -> None:
-    m = prep([{"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                           "data": "AAAA"}}])
+    m = prep(
+        [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]
+    )
     assert m.token_count == IMAGE_TOKEN_ESTIMATE + estimate_tokens("[image]")
 
 
@@ -75,8 +90,11 @@ def test_malformed_blocks_are_refused_with_the_field_named(content: object, frag
 
 @pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b", "\udfff"])
 def test_unstorable_text_is_refused_anywhere(bad: str) -> None:
-    for content in (bad, [{"type": "text", "text": bad}],
-                    [{"type": "tool_use", "id": "t", "name": "n", "input": {"k": [bad]}}]):
+    for content in (
+        bad,
+        [{"type": "text", "text": bad}],
+        [{"type": "tool_use", "id": "t", "name": "n", "input": {"k": [bad]}}],
+    ):
         with pytest.raises(InvalidInput) as err:
             prep(content)
         assert err.value.code == "invalid_text"
@@ -93,7 +111,8 @@ def test_timestamps() -> None:
     assert parse_timestamp("2026-01-02T03:04:05Z", "t") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert parse_timestamp("2026-01-02T03:04:05", "t") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert parse_timestamp("2026-01-02T05:04:05+02:00", "t") == datetime(
-        2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        2026, 1, 2, 3, 4, 5, tzinfo=UTC
+    )
     assert parse_timestamp(1_767_323_045, "t") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert parse_timestamp(1_767_323_045_000, "t") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     for bad in ("yesterday", "2026-13-01", True, 1e300):
@@ -107,5 +126,8 @@ def test_batch_limits() -> None:
     with pytest.raises(TooLarge):
         prepare_batch([IncomingMessage("user", "x" * 11)], max_batch=2, max_chars=10)
     with pytest.raises(InvalidInput, match=r"messages\[1\]"):
-        prepare_batch([IncomingMessage("user", "ok"), IncomingMessage("user", [{"type": "x"}])],
-                      max_batch=5, max_chars=10)
+        prepare_batch(
+            [IncomingMessage("user", "ok"), IncomingMessage("user", [{"type": "x"}])],
+            max_batch=5,
+            max_chars=10,
+        )

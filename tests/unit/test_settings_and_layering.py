@@ -14,9 +14,18 @@ from lcm.tokens import estimate_tokens
 def test_design_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Settings()
     assert (s.context_threshold, s.fresh_tail_count, s.leaf_min_fanout, s.leaf_chunk_tokens) == (
-        0.75, 64, 8, 20_000)
-    assert (s.condensed_min_fanout, s.condensed_min_fanout_hard, s.sweep_max_depth,
-            s.max_rounds, s.large_file_token_threshold) == (4, 2, 1, 10, 25_000)
+        0.75,
+        64,
+        8,
+        20_000,
+    )
+    assert (
+        s.condensed_min_fanout,
+        s.condensed_min_fanout_hard,
+        s.sweep_max_depth,
+        s.max_rounds,
+        s.large_file_token_threshold,
+    ) == (4, 2, 1, 10, 25_000)
     assert s.database_url.startswith("sqlite:///") and s.database_url.endswith("/.lcm/lcm.db")
     assert s.compaction_mode == "deferred"
 

@@ -1,0 +1,94 @@
+"""Assembling the model's context for one turn from context entries and a budget.
+
+The fresh tail is always included verbatim. The budget left after it is
+filled newest-first from the evictable prefix (everything before the tail),
+stopping at the first entry that does not fit, so the model sees one
+unbroken, recent stretch of history rather than a scatter of whatever was
+small. The result is then normalized for the Messages API
+(:mod:`lcm.assembly.normalize`); while the text the repairs add pushes it
+over the budget, the oldest included prefix entries are dropped and it is
+rebuilt.
+
+When the fresh tail alone (with its repairs) exceeds the budget, it is still
+returned whole, with no prefix, and ``fresh_tail_overflow`` says so: the
+caller decides whether to compact harder or truncate, never this function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lcm.assembly.normalize import normalize_turns
+from lcm.assembly.render import RenderedEntry, Turn, render_entry
+from lcm.compaction.planning import split_fresh_tail
+from lcm.context import ContextEntry
+from lcm.settings import CompactionSettings
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    """Messages in Anthropic format and what went into them.
+
+    ``estimated_tokens`` is the stored token counts of the included messages,
+    the rendered size of the included summaries and the text repairs added.
+    """
+
+    messages: list[dict[str, Any]]
+    estimated_tokens: int
+    summary_count: int
+    fresh_tail_count: int
+    fresh_tail_overflow: bool
+    evicted_count: int
+
+
+def assemble_context(
+    entries: Sequence[ContextEntry], token_budget: int, settings: CompactionSettings
+) -> AssembledContext:
+    """The context to send the model, within ``token_budget`` unless the tail overflows."""
+    if token_budget < 1:
+        raise ValueError("token_budget must be positive")
+    prefix, tail = split_fresh_tail(entries, settings)
+    rendered_tail = [render_entry(entry) for entry in tail]
+    tail_tokens = sum(r.tokens for r in rendered_tail)
+
+    chosen: list[tuple[ContextEntry, RenderedEntry]] = []  # newest first, then flipped
+    if tail_tokens <= token_budget:
+        room = token_budget - tail_tokens
+        for entry in reversed(prefix):
+            rendered = render_entry(entry)
+            if rendered.tokens > room:
+                break
+            room -= rendered.tokens
+            chosen.append((entry, rendered))
+    chosen.reverse()
+
+    while True:
+        turns = _turns([r for _, r in chosen] + rendered_tail)
+        messages, added = normalize_turns(turns)
+        total = sum(r.tokens for _, r in chosen) + tail_tokens + added
+        if total <= token_budget or not chosen:
+            break
+        # Dropping an entry may also drop the repair it needed (an opening
+        # placeholder, say), so only the excess beyond all repair tokens is sure
+        # to need dropping: drop that much (at least one entry), then rebuild.
+        need, drop = total - token_budget - added, 1
+        need -= chosen[0][1].tokens
+        while need > 0 and drop < len(chosen):
+            need -= chosen[drop][1].tokens
+            drop += 1
+        chosen = chosen[drop:]
+
+    return AssembledContext(
+        messages=messages,
+        estimated_tokens=total,
+        summary_count=sum(1 for entry, _ in chosen if entry.is_summary),
+        fresh_tail_count=len(tail),
+        fresh_tail_overflow=total > token_budget,
+        evicted_count=len(prefix) - len(chosen),
+    )
+
+
+def _turns(rendered: list[RenderedEntry]) -> list[Turn]:
+    return [r.turn for r in rendered if r.turn is not None]

@@ -1,0 +1,180 @@
+"""Rendering context entries as Anthropic Messages content.
+
+Two jobs: :func:`message_to_provider` rebuilds a stored message exactly as the
+gateway sent it, and :func:`render_entry` turns one context entry into a
+``user``/``assistant`` turn the Messages API accepts, with the tokens it costs.
+
+Rules chosen where DESIGN §3 is silent:
+
+* A summary becomes a ``user`` turn holding one text block,
+  ``<summary id kind depth descendant_count earliest_at latest_at>`` with
+  XML-escaped attributes and ISO-8601 UTC times; a condensed summary first
+  lists its parents as ``<parents><summary_ref id="…"/>…</parents>``. The
+  content itself is not escaped: the model reads it as prose, and escaping
+  would garble code and markup quoted in it.
+* A ``system`` message stays where it happened, as a ``user`` turn wrapped in
+  ``<system_message>``. The gateway owns the real system prompt; lifting old
+  mid-conversation notices into it would lose their place in time.
+* A ``tool`` message becomes a ``user`` turn: parts carrying a tool call id
+  become ``tool_result`` blocks, anything else ``<tool_output>`` text.
+* A block type the role may not carry (an image in an assistant turn, a
+  non-API ``file`` block) is replaced by its stored plain-text extraction;
+  blank text blocks are dropped, since the API refuses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+from xml.sax.saxutils import escape
+
+from lcm.context import ContextEntry, MessageView, PartView, SummaryView
+from lcm.tokens import estimate_tokens
+
+TurnRole = Literal["user", "assistant"]
+
+ASSISTANT_BLOCK_TYPES = frozenset(
+    [
+        "text",
+        "tool_use",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+    ]
+)
+USER_BLOCK_TYPES = frozenset({"text", "image", "document", "tool_result", "search_result"})
+
+
+@dataclass(slots=True)
+class Turn:
+    """A message being assembled: a role and its content blocks (mutable)."""
+
+    role: TurnRole
+    blocks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedEntry:
+    """One entry as a turn (None when nothing sendable is left) and its cost."""
+
+    turn: Turn | None
+    tokens: int
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def format_timestamp(value: datetime) -> str:
+    """ISO-8601 in UTC with a ``Z`` suffix; a naive value is taken as UTC."""
+    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return aware.isoformat().replace("+00:00", "Z")
+
+
+def _attr(value: object) -> str:
+    return '"' + escape(str(value), {'"': "&quot;"}) + '"'
+
+
+def render_summary(summary: SummaryView) -> str:
+    """The ``<summary …>`` text a summary is shown to the model as."""
+    attributes = " ".join(
+        f"{name}={_attr(value)}"
+        for name, value in (
+            ("id", summary.id),
+            ("kind", summary.kind),
+            ("depth", summary.depth),
+            ("descendant_count", summary.descendant_count),
+            ("earliest_at", format_timestamp(summary.earliest_at)),
+            ("latest_at", format_timestamp(summary.latest_at)),
+        )
+    )
+    lines = [f"<summary {attributes}>"]
+    if summary.kind == "condensed":
+        refs = "".join(f"<summary_ref id={_attr(parent)}/>" for parent in summary.parent_ids)
+        lines.append(f"<parents>{refs}</parents>")
+    lines += [summary.content, "</summary>"]
+    return "\n".join(lines)
+
+
+def summary_context_tokens(summary: SummaryView) -> int:
+    """What a summary costs in the assembled context (its rendered XML).
+
+    The database layer should store this as the summary's
+    ``context_items.token_count`` so planning and assembly count alike.
+    """
+    return estimate_tokens(render_summary(summary))
+
+
+def message_to_provider(message: MessageView) -> dict[str, Any]:
+    """The message exactly as the gateway sent it: stored role, string or blocks."""
+    if message.content_shape == "text":
+        return {"role": message.role, "content": message.content}
+    return {"role": message.role, "content": [dict(part.payload) for part in message.parts]}
+
+
+def render_entry(entry: ContextEntry) -> RenderedEntry:
+    """One context entry as an API-acceptable turn, and the tokens it costs."""
+    if entry.summary is not None:
+        text = render_summary(entry.summary)
+        return RenderedEntry(Turn("user", [text_block(text)]), estimate_tokens(text))
+    message = entry.message
+    assert message is not None  # ContextEntry guarantees one of the two
+    if message.role == "system":
+        return _wrapped(entry.token_count, message.content, "system_message")
+    if message.role == "tool":
+        return _tool_turn(entry.token_count, message)
+    if message.content_shape == "text":
+        blocks = [text_block(message.content)]
+    else:
+        blocks = [_block_for(message.role, part) for part in message.parts]
+    return RenderedEntry(_turn(message.role, blocks), entry.token_count)
+
+
+def _wrapped(tokens: int, text: str, tag: str) -> RenderedEntry:
+    if not text.strip():
+        return RenderedEntry(None, 0)
+    opening, closing = f"<{tag}>\n", f"\n</{tag}>"
+    overhead = estimate_tokens(opening + closing)
+    return RenderedEntry(Turn("user", [text_block(opening + text + closing)]), tokens + overhead)
+
+
+def _tool_turn(tokens: int, message: MessageView) -> RenderedEntry:
+    """A ``tool`` role message: results when parts carry call ids, else tagged text."""
+    if not any(p.part_type == "tool_result" or p.tool_call_id for p in message.parts):
+        return _wrapped(tokens, message.content, "tool_output")
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if part.part_type == "tool_result":
+            blocks.append(dict(part.payload))
+        elif part.tool_call_id and part.part_type != "tool_use":
+            content = part.text or str(part.payload.get("text", ""))
+            blocks.append(
+                {"type": "tool_result", "tool_use_id": part.tool_call_id, "content": content}
+            )
+        else:
+            blocks.append(_block_for("user", part))
+    return RenderedEntry(_turn("user", blocks), tokens)
+
+
+def _block_for(role: str, part: PartView) -> dict[str, Any]:
+    allowed = ASSISTANT_BLOCK_TYPES if role == "assistant" else USER_BLOCK_TYPES
+    if part.part_type in allowed:
+        return dict(part.payload)
+    return text_block(part.text)
+
+
+def _turn(role: str, blocks: list[dict[str, Any]]) -> Turn | None:
+    kept = [b for b in blocks if not is_blank_text(b)]
+    if not kept:
+        return None
+    return Turn("assistant" if role == "assistant" else "user", kept)
+
+
+def is_blank_text(block: dict[str, Any]) -> bool:
+    """A text block the API would refuse for having no visible text."""
+    if block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return not isinstance(text, str) or not text.strip()

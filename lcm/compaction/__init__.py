@@ -1,0 +1,1 @@
+"""Compaction: deciding what to summarize (pure planning) and doing it."""

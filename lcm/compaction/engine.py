@@ -1,0 +1,309 @@
+"""Running compaction passes against the database.
+
+A pass is three steps, and no database transaction spans the LLM call:
+
+1. read the context (a short read transaction) and plan the pass;
+2. summarize the planned range (no transaction open: this can take seconds);
+3. in one short write transaction: lock the conversation row, check the
+   caller's fence (a lease still held), check that the planned range is
+   still exactly what was read, then insert the summary and its links,
+   replace the range with one summary item, bump ``context_version`` and
+   record the run and its LLM usage.
+
+If step 3's checks fail, nothing is written (``ContextChanged`` /
+``StaleLease``): the summary is discarded and the next pass replans from the
+committed state. The engine never commits itself: ``transaction`` is supplied
+by the entrypoint that owns the work (a task, a request) and commits when its
+block exits cleanly.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lcm.assembly import assemble_context, summary_context_tokens
+from lcm.assembly.assembler import AssembledContext
+from lcm.assembly.render import format_timestamp
+from lcm.compaction.planning import PassPlan
+from lcm.compaction.repository import CompactionRepository, summary_view
+from lcm.compaction.sweep import (
+    CompactUntilUnderResult,
+    SweepResult,
+    compact_until_under,
+    next_pass,
+    run_sweep,
+)
+from lcm.context import ContextEntry
+from lcm.db.models import CompactionRun, LlmUsage, Summary
+from lcm.errors import ContextChanged
+from lcm.settings import CompactionSettings
+from lcm.summarize.summarizer import Summarizer, SummaryResult
+
+Transaction = Callable[[], AbstractContextManager[Session]]
+FenceCheck = Callable[[Session], None]
+"""Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassOutcome:
+    summary_id: str
+    kind: str
+    depth: int
+    tokens_in: int
+    tokens_out: int
+    escalation: str
+    model: str
+    duration_ms: int
+
+
+def new_summary_id() -> str:
+    return "sum_" + secrets.token_hex(8)
+
+
+def render_source(plan: PassPlan) -> str:
+    """The summarizer's input: messages with timestamps, or child summaries with spans."""
+    lines = []
+    for entry in plan.entries:
+        if entry.message is not None:
+            m = entry.message
+            lines.append(f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): {m.content}")
+        else:
+            s = entry.summary
+            assert s is not None
+            lines.append(
+                f"[{format_timestamp(s.earliest_at)} .. {format_timestamp(s.latest_at)}]"
+                f" summary {s.id} (depth {s.depth}):\n{s.content}"
+            )
+    return "\n\n".join(lines)
+
+
+class CompactionEngine:
+    """Executes planned passes; plans come from :mod:`lcm.compaction.sweep`."""
+
+    def __init__(self, transaction: Transaction, summarizer: Summarizer) -> None:
+        self.transaction = transaction
+        self.summarizer = summarizer
+
+    def load(self, conversation_id: int) -> list[ContextEntry]:
+        with self.transaction() as session:
+            return CompactionRepository(session).load_entries(conversation_id)
+
+    def plan_next(
+        self,
+        conversation_id: int,
+        settings: CompactionSettings,
+        token_budget: int,
+        target_tokens: int | None = None,
+    ) -> PassPlan | None:
+        entries = self.load(conversation_id)
+        return next_pass(entries, settings, token_budget, target_tokens=target_tokens)
+
+    def run_pass(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        plan: PassPlan,
+        settings: CompactionSettings,
+        *,
+        fence: FenceCheck | None = None,
+    ) -> PassOutcome:
+        """Summarize ``plan``'s range and commit it if the range is unchanged."""
+        started = time.perf_counter()
+        target = (
+            settings.leaf_target_tokens
+            if plan.kind == "leaf"
+            else (settings.condensed_target_tokens)
+        )
+        result = self.summarizer.summarize(
+            render_source(plan),
+            depth=plan.depth,
+            target_tokens=target,
+            previous_context=plan.previous_summary.content if plan.previous_summary else None,
+            custom_instructions=settings.custom_instructions,
+        )
+        duration_ms = int((time.perf_counter() - started) * 1000)
+        with self.transaction() as session:
+            return self._commit(
+                session, tenant_id, conversation_id, plan, result, fence, duration_ms
+            )
+
+    def _commit(
+        self,
+        session: Session,
+        tenant_id: str,
+        conversation_id: int,
+        plan: PassPlan,
+        result: SummaryResult,
+        fence: FenceCheck | None,
+        duration_ms: int,
+    ) -> PassOutcome:
+        repo = CompactionRepository(session)
+        # The row lock serializes this commit with ingest and with any other
+        # pass on the conversation; the checks below then see settled state.
+        if repo.lock_conversation(conversation_id) is None:
+            raise ContextChanged("the conversation no longer exists")
+        if fence is not None:
+            fence(session)
+        expected = [
+            (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
+            for e in plan.entries
+        ]
+        if repo.range_items(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
+            raise ContextChanged(
+                f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
+            )
+        summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
+        repo.insert_summary(summary)
+        if plan.kind == "leaf":
+            repo.link_messages(tenant_id, summary.id, plan.message_ids)
+        else:
+            repo.link_parents(tenant_id, summary.id, plan.summary_ids)
+        item_tokens = summary_context_tokens(summary_view(summary, plan.summary_ids))
+        repo.replace_range(
+            tenant_id,
+            conversation_id,
+            plan.first_ordinal,
+            plan.last_ordinal,
+            summary.id,
+            item_tokens,
+        )
+        repo.record_run(
+            CompactionRun(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                summary_id=summary.id,
+                kind=plan.kind,
+                depth=plan.depth,
+                tokens_in=plan.source_tokens,
+                tokens_out=item_tokens,
+                duration_ms=duration_ms,
+                escalation=result.escalation,
+            )
+        )
+        repo.record_usage(
+            [
+                LlmUsage(
+                    tenant_id=tenant_id,
+                    conversation_id=conversation_id,
+                    model=u.model,
+                    purpose="summary",
+                    input_tokens=u.input_tokens,
+                    output_tokens=u.output_tokens,
+                )
+                for u in result.usage
+            ]
+        )
+        return PassOutcome(
+            summary.id,
+            plan.kind,
+            plan.depth,
+            plan.source_tokens,
+            item_tokens,
+            result.escalation,
+            result.model,
+            duration_ms,
+        )
+
+    @staticmethod
+    def _summary_row(
+        session: Session,
+        tenant_id: str,
+        conversation_id: int,
+        plan: PassPlan,
+        result: SummaryResult,
+    ) -> Summary:
+        if plan.kind == "leaf":
+            times = [e.message.created_at for e in plan.entries if e.message is not None]
+            earliest, latest, descendants = min(times), max(times), len(times)
+            file_ids: list[str] = []
+        else:
+            parents = [e.summary for e in plan.entries if e.summary is not None]
+            earliest = min(p.earliest_at for p in parents)
+            latest = max(p.latest_at for p in parents)
+            descendants = sum(p.descendant_count for p in parents)
+            file_ids = sorted(
+                {
+                    fid
+                    for ids in session.scalars(
+                        select(Summary.file_ids).where(Summary.id.in_([p.id for p in parents]))
+                    )
+                    for fid in ids
+                }
+            )
+        return Summary(
+            id=new_summary_id(),
+            tenant_id=tenant_id,
+            conversation_id=conversation_id,
+            kind=plan.kind,
+            depth=plan.depth,
+            content=result.text,
+            token_count=result.token_count,
+            source_token_count=plan.source_tokens,
+            earliest_at=earliest,
+            latest_at=latest,
+            descendant_count=descendants,
+            file_ids=file_ids,
+            escalation=result.escalation,
+            model=result.model,
+        )
+
+    # --- whole sweeps, in-process (inline mode, manual compaction, tests) ---
+
+    def sweep(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        settings: CompactionSettings,
+        token_budget: int,
+        *,
+        target_tokens: int | None = None,
+    ) -> SweepResult:
+        """Run passes until the sweep rules stop, each pass its own transactions."""
+        return run_sweep(
+            self.load(conversation_id),
+            settings,
+            token_budget,
+            self._runner(tenant_id, conversation_id, settings),
+            target_tokens=target_tokens,
+        )
+
+    def compact_until_under(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        settings: CompactionSettings,
+        token_budget: int,
+        target_tokens: int,
+    ) -> CompactUntilUnderResult:
+        return compact_until_under(
+            self.load(conversation_id),
+            settings,
+            token_budget,
+            target_tokens,
+            self._runner(tenant_id, conversation_id, settings),
+        )
+
+    def _runner(
+        self, tenant_id: str, conversation_id: int, settings: CompactionSettings
+    ) -> Callable[[PassPlan], Sequence[ContextEntry]]:
+        def run(plan: PassPlan) -> Sequence[ContextEntry]:
+            self.run_pass(tenant_id, conversation_id, plan, settings)
+            return self.load(conversation_id)
+
+        return run
+
+
+def assemble(
+    transaction: Transaction, conversation_id: int, token_budget: int, settings: CompactionSettings
+) -> AssembledContext:
+    """The model context for the next turn of a conversation."""
+    with transaction() as session:
+        entries = CompactionRepository(session).load_entries(conversation_id)
+    return assemble_context(entries, token_budget, settings)

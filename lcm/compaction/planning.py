@@ -1,0 +1,286 @@
+"""What to summarize next: pure selection rules over a list of context entries.
+
+Every function takes the entries of one conversation in ``ordinal`` order and
+the compaction settings, and answers from those alone, so the rules are
+unit-tested without a database and the database-backed engine and the tests
+agree by construction. The sweep order built on top of these lives in
+:mod:`lcm.compaction.sweep`.
+
+Rules chosen where DESIGN §3 is silent (each is tested):
+
+* **Fresh tail.** Counted over the trailing run of raw messages only (a
+  summary ends it). Starting from the newest message, which always stays,
+  older messages are added while the tail holds fewer than
+  ``fresh_tail_count`` and, when ``fresh_tail_max_tokens`` is set, while the
+  tail's tokens stay within it. Then two extensions, both backwards only:
+  (1) the latest user turn is never split: if the latest message that starts a
+  user turn (a ``user`` message carrying no tool results) lies in the trailing
+  run but before the boundary, the tail is extended back to it; (2) the
+  boundary never separates a ``tool_use`` from its result: while it does, it
+  moves back one message. The extensions override the count and token caps, so
+  a long agent loop after one prompt stays verbatim as a whole; the assembler
+  reports ``fresh_tail_overflow`` when that no longer fits the budget.
+* **Leaf chunk.** The oldest run of raw messages outside the tail that holds
+  at least ``leaf_min_fanout`` messages (a shorter run stranded between
+  summaries is skipped, it cannot grow). The chunk takes the first
+  ``leaf_min_fanout`` messages whatever their size (so a pass always makes
+  progress, even over oversized messages) and then more while the chunk stays
+  within ``leaf_chunk_tokens``. If its end would split a tool call from its
+  result, it ends at the nearest earlier boundary that does not (keeping the
+  minimum fanout), else the nearest later one inside the run, else it splits.
+* **Condensation.** Runs of contiguous summaries of one depth; the shallowest
+  depth with a run of at least ``fanout`` wins, the oldest such run first. The
+  chunk is sized like a leaf chunk: ``fanout`` summaries, then more while
+  within ``leaf_chunk_tokens`` (the one bound on a summarizer's input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal, NamedTuple
+
+from lcm.context import ContextEntry, MessageView, SummaryView
+from lcm.settings import CompactionSettings
+
+PassKind = Literal["leaf", "condensed"]
+SweepPhase = Literal["leaf", "routine", "pressure"]
+
+
+@dataclass(frozen=True, slots=True)
+class PassPlan:
+    """One compaction pass: replace ``entries`` (contiguous) with one summary.
+
+    ``depth`` is the depth of the summary the pass creates (0 for a leaf).
+    ``previous_summary`` (leaf passes) is the nearest summary before the chunk,
+    handed to the summarizer as ``previous_context``. The engine commits a pass
+    only if these entries are still exactly the context range it read.
+    """
+
+    kind: PassKind
+    phase: SweepPhase
+    depth: int
+    entries: tuple[ContextEntry, ...]
+    previous_summary: SummaryView | None = None
+
+    def __post_init__(self) -> None:
+        if not self.entries:
+            raise ValueError("a pass needs at least one source entry")
+
+    @property
+    def first_ordinal(self) -> int:
+        return self.entries[0].ordinal
+
+    @property
+    def last_ordinal(self) -> int:
+        return self.entries[-1].ordinal
+
+    @property
+    def source_tokens(self) -> int:
+        return sum(entry.token_count for entry in self.entries)
+
+    @property
+    def message_ids(self) -> tuple[int, ...]:
+        return tuple(e.message.id for e in self.entries if e.message is not None)
+
+    @property
+    def summary_ids(self) -> tuple[str, ...]:
+        return tuple(e.summary.id for e in self.entries if e.summary is not None)
+
+
+class ContextSplit(NamedTuple):
+    """The evictable prefix (everything older) and the verbatim fresh tail."""
+
+    prefix: tuple[ContextEntry, ...]
+    tail: tuple[ContextEntry, ...]
+
+
+class ThresholdCheck(NamedTuple):
+    threshold_tokens: int
+    over_threshold: bool
+
+
+def evaluate_threshold(
+    context_tokens: int, token_budget: int, settings: CompactionSettings
+) -> ThresholdCheck:
+    """``threshold_tokens = floor(context_threshold * budget)``; over means ``≥``."""
+    if token_budget < 1:
+        raise ValueError("token_budget must be positive")
+    # Decimal keeps e.g. 0.29 * 100 at 29 instead of float's 28.999….
+    threshold = int(Decimal(repr(settings.context_threshold)) * token_budget)
+    return ThresholdCheck(threshold, context_tokens >= threshold)
+
+
+def fresh_tail_start(entries: Sequence[ContextEntry], settings: CompactionSettings) -> int:
+    """Index of the first fresh-tail entry (``len(entries)`` when the tail is empty)."""
+    end = len(entries)
+    run_start = end
+    while run_start > 0 and entries[run_start - 1].is_message:
+        run_start -= 1
+    if run_start == end:
+        return end
+
+    start = end - 1  # the newest message always stays
+    tokens = entries[start].token_count
+    cap = settings.fresh_tail_max_tokens
+    while start > run_start and end - start < settings.fresh_tail_count:
+        cost = entries[start - 1].token_count
+        if cap is not None and tokens + cost > cap:
+            break
+        tokens += cost
+        start -= 1
+
+    messages = _messages(entries[run_start:])
+    for index in range(end - 1, run_start - 1, -1):
+        if messages[index - run_start].starts_user_turn:
+            start = min(start, index)
+            break
+
+    unsafe = unsafe_cuts(messages)
+    while start > run_start and unsafe[start - run_start]:
+        start -= 1
+    return start
+
+
+def split_fresh_tail(entries: Sequence[ContextEntry], settings: CompactionSettings) -> ContextSplit:
+    start = fresh_tail_start(entries, settings)
+    return ContextSplit(tuple(entries[:start]), tuple(entries[start:]))
+
+
+def summarized_prefix_tokens(entries: Sequence[ContextEntry], settings: CompactionSettings) -> int:
+    """Tokens of the summary entries in the evictable prefix.
+
+    The fresh tail holds raw messages only, so this is every summary in the
+    context; it is what routine condensation compares with
+    ``prefix_target_tokens(budget)``.
+    """
+    start = fresh_tail_start(entries, settings)
+    return sum(e.token_count for e in entries[:start] if e.is_summary)
+
+
+def unsafe_cuts(messages: Sequence[MessageView]) -> list[bool]:
+    """``unsafe[b]``: cutting before ``messages[b]`` separates a tool call from its result.
+
+    Has ``len(messages) + 1`` items; cuts at either end are always safe because
+    only pairs with both halves inside ``messages`` count.
+    """
+    # Difference array: a pair (use at u, result at r) marks the cuts u+1..r.
+    marks = [0] * (len(messages) + 2)
+    first_use: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        for call_id in message.tool_result_ids:
+            use = first_use.get(call_id)
+            if use is not None and use < index:
+                marks[use + 1] += 1
+                marks[index + 1] -= 1
+        for call_id in message.tool_use_ids:
+            first_use.setdefault(call_id, index)
+    unsafe: list[bool] = []
+    open_pairs = 0
+    for cut in range(len(messages) + 1):
+        open_pairs += marks[cut]
+        unsafe.append(open_pairs > 0)
+    return unsafe
+
+
+def oldest_leaf_chunk(
+    entries: Sequence[ContextEntry], settings: CompactionSettings
+) -> PassPlan | None:
+    """The next leaf pass, or None when no run outside the tail is long enough."""
+    tail = fresh_tail_start(entries, settings)
+    index = 0
+    while index < tail:
+        if not entries[index].is_message:
+            index += 1
+            continue
+        run_end = index
+        while run_end < tail and entries[run_end].is_message:
+            run_end += 1
+        if run_end - index >= settings.leaf_min_fanout:
+            return _leaf_plan(entries, index, run_end, settings)
+        index = run_end
+    return None
+
+
+def _leaf_plan(
+    entries: Sequence[ContextEntry], start: int, run_end: int, settings: CompactionSettings
+) -> PassPlan:
+    # Pairs may continue past the run into the fresh tail: look at the whole
+    # contiguous stretch of raw messages when judging where a cut is safe.
+    stretch_end = run_end
+    while stretch_end < len(entries) and entries[stretch_end].is_message:
+        stretch_end += 1
+    unsafe = unsafe_cuts(_messages(entries[start:stretch_end]))
+
+    min_stop = start + settings.leaf_min_fanout
+    stop = _grow(entries, start, min_stop, run_end, settings.leaf_chunk_tokens)
+    if unsafe[stop - start]:
+        # Prefer shrinking (the chunk stays within its cap) over growing.
+        earlier = range(stop - 1, min_stop - 1, -1)
+        later = range(stop + 1, run_end + 1)
+        stop = next((cut for cut in (*earlier, *later) if not unsafe[cut - start]), stop)
+
+    previous = next((e.summary for e in reversed(entries[:start]) if e.summary is not None), None)
+    return PassPlan(
+        kind="leaf",
+        phase="leaf",
+        depth=0,
+        entries=tuple(entries[start:stop]),
+        previous_summary=previous,
+    )
+
+
+def shallowest_condensation(
+    entries: Sequence[ContextEntry],
+    settings: CompactionSettings,
+    *,
+    fanout: int,
+    max_result_depth: int | None,
+    phase: SweepPhase,
+) -> PassPlan | None:
+    """The condensed pass at the shallowest eligible depth, or None.
+
+    A run is eligible when it holds at least ``fanout`` contiguous summaries of
+    one depth ``d`` and ``d + 1`` does not exceed ``max_result_depth`` (None:
+    no limit). Among eligible runs the shallowest wins, then the oldest.
+    """
+    if fanout < 2:
+        raise ValueError("condensing fewer than two summaries saves nothing")
+    best: tuple[int, int, int] | None = None  # depth, start, end
+    index = 0
+    while index < len(entries):
+        depth = entries[index].summary_depth
+        if depth is None:
+            index += 1
+            continue
+        run_end = index
+        while run_end < len(entries) and entries[run_end].summary_depth == depth:
+            run_end += 1
+        allowed = max_result_depth is None or depth + 1 <= max_result_depth
+        if allowed and run_end - index >= fanout and (best is None or depth < best[0]):
+            best = (depth, index, run_end)
+        index = run_end
+    if best is None:
+        return None
+    depth, start, run_end = best
+    stop = _grow(entries, start, start + fanout, run_end, settings.leaf_chunk_tokens)
+    return PassPlan(
+        kind="condensed", phase=phase, depth=depth + 1, entries=tuple(entries[start:stop])
+    )
+
+
+def _grow(
+    entries: Sequence[ContextEntry], start: int, min_stop: int, run_end: int, cap: int
+) -> int:
+    """End of a chunk: at least ``min_stop``, then grown while within ``cap`` tokens."""
+    tokens = sum(e.token_count for e in entries[start:min_stop])
+    stop = min_stop
+    while stop < run_end and tokens + entries[stop].token_count <= cap:
+        tokens += entries[stop].token_count
+        stop += 1
+    return stop
+
+
+def _messages(entries: Sequence[ContextEntry]) -> list[MessageView]:
+    return [e.message for e in entries if e.message is not None]

@@ -1,0 +1,269 @@
+"""All SQL of compaction: loading the context, writing a pass, its history."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, delete, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from lcm.context import ContentShape, ContextEntry, MessageView, PartView, Role, SummaryView
+from lcm.db.models import (
+    CompactionRun,
+    ContextItem,
+    Conversation,
+    LlmUsage,
+    Message,
+    MessagePart,
+    Summary,
+    SummaryMessage,
+    SummaryParent,
+)
+
+SUMMARY_MESSAGES: Table = SummaryMessage.__table__  # type: ignore[assignment]
+SUMMARY_PARENTS: Table = SummaryParent.__table__  # type: ignore[assignment]
+
+
+class CompactionRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    # --- reading the context ---------------------------------------------
+
+    def load_entries(self, conversation_id: int) -> list[ContextEntry]:
+        """The conversation's context items in order, with their messages and summaries.
+
+        Four queries whatever the size: items+messages, parts, items+summaries,
+        parents. The context is what compaction keeps within budget, so this
+        stays bounded even for conversations with a long history.
+        """
+        items = self.session.execute(
+            select(
+                ContextItem.ordinal,
+                ContextItem.token_count,
+                ContextItem.message_id,
+                ContextItem.summary_id,
+            )
+            .where(ContextItem.conversation_id == conversation_id)
+            .order_by(ContextItem.ordinal)
+        ).all()
+        messages = self._message_views(conversation_id)
+        summaries = self._summary_views(conversation_id)
+        entries = []
+        for ordinal, tokens, message_id, summary_id in items:
+            if message_id is not None:
+                entries.append(ContextEntry(ordinal, tokens, message=messages[message_id]))
+            else:
+                entries.append(ContextEntry(ordinal, tokens, summary=summaries[str(summary_id)]))
+        return entries
+
+    def _message_views(self, conversation_id: int) -> dict[int, MessageView]:
+        in_context = and_(
+            ContextItem.conversation_id == conversation_id, ContextItem.message_id.is_not(None)
+        )
+        parts: dict[int, list[PartView]] = defaultdict(list)
+        for message_id, part_type, payload, tool_call_id, text in self.session.execute(
+            select(
+                MessagePart.message_id,
+                MessagePart.part_type,
+                MessagePart.payload,
+                MessagePart.tool_call_id,
+                MessagePart.text,
+            )
+            .join(ContextItem, ContextItem.message_id == MessagePart.message_id)
+            .where(in_context)
+            .order_by(MessagePart.message_id, MessagePart.ordinal)
+        ):
+            parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
+        views: dict[int, MessageView] = {}
+        for mid, seq, role, content, created_at, shape in self.session.execute(
+            select(
+                Message.id,
+                Message.seq,
+                Message.role,
+                Message.content,
+                Message.created_at,
+                Message.content_shape,
+            )
+            .join(ContextItem, ContextItem.message_id == Message.id)
+            .where(in_context)
+        ):
+            # Roles and shapes were validated on ingest; the casts only tell mypy.
+            views[mid] = MessageView(
+                mid,
+                seq,
+                cast(Role, role),
+                content,
+                created_at,
+                tuple(parts[mid]),
+                cast(ContentShape, shape),
+            )
+        return views
+
+    def _summary_views(self, conversation_id: int) -> dict[str, SummaryView]:
+        in_context = and_(
+            ContextItem.conversation_id == conversation_id, ContextItem.summary_id.is_not(None)
+        )
+        parents: dict[str, list[str]] = defaultdict(list)
+        for summary_id, parent_id in self.session.execute(
+            select(SummaryParent.summary_id, SummaryParent.parent_id)
+            .join(ContextItem, ContextItem.summary_id == SummaryParent.summary_id)
+            .where(in_context)
+            .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
+        ):
+            parents[summary_id].append(parent_id)
+        rows = self.session.scalars(
+            select(Summary)
+            .join(ContextItem, ContextItem.summary_id == Summary.id)
+            .where(in_context)
+        )
+        return {s.id: summary_view(s, parents[s.id]) for s in rows}
+
+    def range_items(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
+        """(ordinal, message_id, summary_id) of the items in an ordinal range."""
+        return [
+            tuple(r)
+            for r in self.session.execute(
+                select(ContextItem.ordinal, ContextItem.message_id, ContextItem.summary_id)
+                .where(
+                    ContextItem.conversation_id == conversation_id,
+                    ContextItem.ordinal.between(first, last),
+                )
+                .order_by(ContextItem.ordinal)
+            )
+        ]
+
+    def lock_conversation(self, conversation_id: int) -> Conversation | None:
+        """Row-lock the conversation: serializes a pass's commit with ingest."""
+        return self.session.scalar(
+            select(Conversation).where(Conversation.id == conversation_id).with_for_update()
+        )
+
+    # --- writing a pass ---------------------------------------------------
+
+    def insert_summary(self, summary: Summary) -> None:
+        self.session.add(summary)
+        self.session.flush()
+
+    def link_messages(self, tenant_id: str, summary_id: str, message_ids: Sequence[int]) -> None:
+        self.session.execute(
+            insert(SUMMARY_MESSAGES),
+            [
+                {"summary_id": summary_id, "message_id": mid, "tenant_id": tenant_id, "ordinal": i}
+                for i, mid in enumerate(message_ids)
+            ],
+        )
+
+    def link_parents(self, tenant_id: str, summary_id: str, parent_ids: Sequence[str]) -> None:
+        self.session.execute(
+            insert(SUMMARY_PARENTS),
+            [
+                {"summary_id": summary_id, "parent_id": pid, "tenant_id": tenant_id, "ordinal": i}
+                for i, pid in enumerate(parent_ids)
+            ],
+        )
+
+    def replace_range(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        first: int,
+        last: int,
+        summary_id: str,
+        token_count: int,
+    ) -> None:
+        """Swap the items in [first, last] for one summary item at ``first``.
+
+        Only the replaced rows are touched: other ordinals never move, so the
+        cost of a pass does not grow with the conversation.
+        """
+        self.session.execute(
+            delete(ContextItem).where(
+                ContextItem.conversation_id == conversation_id,
+                ContextItem.ordinal.between(first, last),
+            )
+        )
+        self.session.add(
+            ContextItem(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                ordinal=first,
+                item_type="summary",
+                summary_id=summary_id,
+                token_count=token_count,
+            )
+        )
+        self.session.execute(
+            update(Conversation)
+            .where(Conversation.id == conversation_id)
+            .values(context_version=Conversation.context_version + 1)
+        )
+        self.session.flush()
+
+    def record_run(self, run: CompactionRun) -> None:
+        self.session.add(run)
+
+    def record_usage(self, rows: Sequence[LlmUsage]) -> None:
+        self.session.add_all(rows)
+
+    # --- reading the DAG --------------------------------------------------
+
+    def reachable_message_ids(self, conversation_id: int) -> list[int]:
+        """Every message id reachable from the current context, with repetition.
+
+        Walks context items -> summaries -> parent summaries -> source messages.
+        Lossless means this is each of the conversation's messages exactly once.
+        """
+        in_context = ContextItem.conversation_id == conversation_id
+        found: list[int] = list(
+            self.session.scalars(
+                select(ContextItem.message_id).where(
+                    in_context, ContextItem.message_id.is_not(None)
+                )
+            )
+        )
+        frontier = list(
+            self.session.scalars(
+                select(ContextItem.summary_id).where(
+                    in_context, ContextItem.summary_id.is_not(None)
+                )
+            )
+        )
+        while frontier:
+            found.extend(
+                self.session.scalars(
+                    select(SummaryMessage.message_id).where(SummaryMessage.summary_id.in_(frontier))
+                )
+            )
+            frontier = list(
+                self.session.scalars(
+                    select(SummaryParent.parent_id).where(SummaryParent.summary_id.in_(frontier))
+                )
+            )
+        return found
+
+    def summary_counts_by_depth(self, conversation_id: int) -> dict[int, int]:
+        return {
+            int(depth): int(count)
+            for depth, count in self.session.execute(
+                select(Summary.depth, func.count())
+                .where(Summary.conversation_id == conversation_id)
+                .group_by(Summary.depth)
+            )
+        }
+
+
+def summary_view(summary: Summary, parent_ids: Sequence[str]) -> SummaryView:
+    return SummaryView(
+        id=summary.id,
+        kind=summary.kind,  # type: ignore[arg-type]
+        depth=summary.depth,
+        content=summary.content,
+        token_count=summary.token_count,
+        earliest_at=summary.earliest_at,
+        latest_at=summary.latest_at,
+        descendant_count=summary.descendant_count,
+        parent_ids=tuple(parent_ids),
+    )

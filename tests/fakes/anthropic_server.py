@@ -1,0 +1,251 @@
+"""A local HTTP server speaking Anthropic's Messages API, scriptable per test.
+
+The real ``anthropic`` SDK is pointed at it through ``base_url``, so tests
+exercise the SDK's own retries, error mapping and parsing. Each request
+consumes the next scripted behaviour (the model's own queue first, then the
+shared one), falling back to a default. Behaviours are strings for the common
+cases or :class:`Behaviour` values for the rest::
+
+    server.script(["429", "ok"])                    # shared queue
+    server.script(["529"] * 3, model="primary")     # only for requests naming "primary"
+    server.set_default("500", model="primary")      # every later "primary" request
+    server.script([Behaviour.reply("exact text"), "latency:0.2", "garbage"])
+
+String forms: ``ok``, ``empty``, ``oversized``, ``garbage`` (2xx, broken JSON),
+``malformed`` (2xx, JSON that is not a message), ``html`` (2xx, an HTML page),
+``latency:<seconds>`` (then ok), ``text:<reply>``, and any HTTP error status
+(``400``, ``401``, ``404``, ``429``, ``500``, ``503``, ``529`` …). Error replies
+carry ``retry-after`` (``retry_after`` seconds, small by default) so the SDK's
+retries stay fast.
+
+Like API version 2026-10-21, a request carrying ``temperature``/``top_p``/``top_k``
+is refused with 400 unless it asks for ``anthropic-version: 2023-06-01``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from lcm.tokens import estimate_tokens
+from tests.fakes.anthropic_script import (
+    ERROR_TYPES,
+    Behaviour,
+    RecordedRequest,
+    reply_text,
+    source_of,
+    validate,
+)
+
+
+class FakeAnthropicServer:
+    """The fake server; use as a context manager and point the SDK at :attr:`base_url`."""
+
+    def __init__(self, *, retry_after: float = 0.01, default: str | Behaviour = "ok") -> None:
+        self.retry_after = retry_after
+        # Handler threads and the test thread share the queues and the log.
+        self._lock = threading.Lock()
+        self._queue: deque[Behaviour] = deque()
+        self._model_queues: dict[str, deque[Behaviour]] = {}
+        self._default = Behaviour.parse(default)
+        self._model_defaults: dict[str, Behaviour] = {}
+        self._requests: list[RecordedRequest] = []
+        self._counter = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- scripting -----------------------------------------------------------
+
+    def script(self, behaviours: Iterable[str | Behaviour], *, model: str | None = None) -> None:
+        """Queue behaviours, consumed one per request (for ``model`` only, if given)."""
+        parsed = [Behaviour.parse(b) for b in behaviours]
+        with self._lock:
+            queue = self._queue if model is None else self._model_queues.setdefault(model, deque())
+            queue.extend(parsed)
+
+    def set_default(self, behaviour: str | Behaviour, *, model: str | None = None) -> None:
+        """What to do once the queues are empty (for ``model`` only, if given)."""
+        parsed = Behaviour.parse(behaviour)
+        with self._lock:
+            if model is None:
+                self._default = parsed
+            else:
+                self._model_defaults[model] = parsed
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def requests_for(self, model: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.model == model]
+
+    def _next_behaviour(self, model: str) -> Behaviour:
+        with self._lock:
+            own = self._model_queues.get(model)
+            if own:
+                return own.popleft()
+            if self._queue:
+                return self._queue.popleft()
+            return self._model_defaults.get(model, self._default)
+
+    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
+        messages = body.get("messages")
+        recorded = RecordedRequest(
+            model=body.get("model"),
+            temperature=body.get("temperature"),
+            system=body.get("system"),
+            messages=messages if isinstance(messages, list) else [],
+            max_tokens=body.get("max_tokens"),
+            headers=headers,
+            body=body,
+        )
+        with self._lock:
+            self._requests.append(recorded)
+            self._counter += 1
+            return self._counter
+
+    # --- lifecycle -------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("fake Anthropic server not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> FakeAnthropicServer:
+        self._httpd = _QuietServer(("127.0.0.1", 0), _make_handler(self))
+        # A short poll interval keeps stop() (and so each test's teardown) quick.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="fake-anthropic",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> FakeAnthropicServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- replies -------------------------------------------------------------------
+
+    def respond(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body for one request (called from handler threads)."""
+        number = self._record(body, headers)
+        problem = validate(body, headers)
+        if problem is not None:
+            return self.error_reply(400, problem)
+        model = str(body["model"])
+        behaviour = self._next_behaviour(model)
+        if behaviour.delay:
+            time.sleep(behaviour.delay)
+        if behaviour.kind == "error":
+            return self.error_reply(behaviour.status, f"scripted {behaviour.status} for {model}")
+        json_headers = {"content-type": "application/json", "request-id": f"req_fake_{number}"}
+        if behaviour.kind == "garbage":
+            return 200, json_headers, b'{"id": "msg_garbage", "type": "message", "content": [{'
+        if behaviour.kind == "malformed":
+            return 200, json_headers, json.dumps({"type": "message", "content": "??"}).encode()
+        if behaviour.kind == "html":
+            return 200, {"content-type": "text/html"}, b"<html><body>502 Bad Gateway</body></html>"
+        source = source_of(body)
+        content: list[dict[str, Any]]
+        stop_reason = "end_turn"
+        if behaviour.kind == "tool_use":
+            content = [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_fake_{number}",
+                    "name": behaviour.tool_name,
+                    "input": behaviour.tool_input,
+                }
+            ]
+            stop_reason = "tool_use"
+        else:
+            content = [{"type": "text", "text": reply_text(behaviour, source)}]
+        message = {
+            "id": f"msg_fake_{number}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": estimate_tokens(json.dumps(body.get("messages"))),
+                "output_tokens": sum(estimate_tokens(json.dumps(block)) for block in content),
+            },
+        }
+        return 200, json_headers, json.dumps(message).encode()
+
+    def error_reply(self, status: int, message: str) -> tuple[int, dict[str, str], bytes]:
+        error_type = ERROR_TYPES.get(status, "api_error")
+        body = {"type": "error", "error": {"type": error_type, "message": message}}
+        headers = {"content-type": "application/json"}
+        if status == 429 or status >= 500:
+            headers["retry-after"] = str(self.retry_after)
+        return status, headers, json.dumps(body).encode()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out closes its socket before a delayed reply is
+        # written; that broken pipe is expected, not worth a traceback.
+        pass
+
+
+def _make_handler(server: FakeAnthropicServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            if self.path.split("?")[0] != "/v1/messages":
+                self._send(*server.error_reply(404, f"no route {self.path}"))
+                return
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._send(*server.error_reply(400, "body is not valid JSON"))
+                return
+            if not isinstance(body, dict):
+                self._send(*server.error_reply(400, "body must be a JSON object"))
+                return
+            self._send(*server.respond(body, headers))
+
+        def _send(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output clean
+
+    return Handler

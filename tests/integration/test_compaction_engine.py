@@ -1,0 +1,215 @@
+"""The compaction engine on real databases: lossless, fenced, range-checked."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from lcm.compaction.engine import CompactionEngine, assemble
+from lcm.compaction.planning import evaluate_threshold
+from lcm.compaction.repository import CompactionRepository
+from lcm.compaction.sweep import next_pass
+from lcm.context import context_tokens
+from lcm.db.engine import Database
+from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Message, Summary
+from lcm.errors import ContextChanged, StaleLease
+from lcm.ingest.content import IncomingMessage
+from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.settings import CompactionSettings
+from lcm.summarize.extractive import ExtractiveProvider
+from lcm.summarize.summarizer import Summarizer
+from lcm.tenants.service import IssuedKey
+
+WORDS = [
+    "deploy",
+    "build",
+    "test",
+    "config",
+    "server",
+    "client",
+    "database",
+    "migration",
+    "error",
+    "fix",
+    "/src/app.py",
+    "version",
+    "1.2.3",
+    "decided",
+    "will",
+    "must",
+    "Alice",
+    "Bob",
+    "2026-11-22",
+]
+
+
+def fill(db: Database, tenant_id: str, n: int, *, seed: int = 1, key: str = "k") -> int:
+    rng = random.Random(seed)
+    conversation_id = 0
+    for start in range(0, n, 500):
+        msgs = []
+        for i in range(start, min(n, start + 500)):
+            words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 120)))
+            msgs.append(IncomingMessage("user" if i % 2 == 0 else "assistant", f"{i}: {words}"))
+        with db.transaction() as session:
+            batch = prepare_batch(msgs, max_batch=1000, max_chars=10**6)
+            conversation_id = ingest_messages(session, tenant_id, key, None, batch).conversation_id
+    return conversation_id
+
+
+def engine(db: Database) -> CompactionEngine:
+    return CompactionEngine(db.transaction, Summarizer(ExtractiveProvider()))
+
+
+def assert_lossless(db: Database, conversation_id: int) -> None:
+    with db.session() as s:
+        reachable = Counter(CompactionRepository(s).reachable_message_ids(conversation_id))
+        all_ids = set(
+            s.scalars(select(Message.id).where(Message.conversation_id == conversation_id))
+        )
+    assert set(reachable) == all_ids, "a message is unreachable from the context"
+    assert max(reachable.values()) == 1, "a message is reachable twice"
+
+
+def test_leaf_pass_writes_a_linked_summary(db: Database, tenant: IssuedKey) -> None:
+    cid = fill(db, tenant.tenant_id, 120)
+    settings = CompactionSettings(fresh_tail_count=16, leaf_chunk_tokens=2_000)
+    eng = engine(db)
+    plan = eng.plan_next(cid, settings, token_budget=4_000)
+    assert plan is not None and plan.kind == "leaf"
+    outcome = eng.run_pass(tenant.tenant_id, cid, plan, settings)
+    with db.session() as s:
+        summary = s.get(Summary, outcome.summary_id)
+        assert summary is not None
+        items = s.scalars(
+            select(ContextItem)
+            .where(ContextItem.conversation_id == cid)
+            .order_by(ContextItem.ordinal)
+        ).all()
+        runs = s.scalars(select(CompactionRun)).all()
+        usage = s.scalar(select(func.count()).select_from(LlmUsage))
+    assert summary.id.startswith("sum_") and len(summary.id) == 20
+    assert summary.depth == 0 and summary.kind == "leaf"
+    assert summary.descendant_count == len(plan.message_ids)
+    assert summary.model == "extractive"
+    assert summary.earliest_at <= summary.latest_at
+    assert "Expand for details about:" in summary.content
+    assert items[0].summary_id == summary.id and items[0].ordinal == plan.first_ordinal
+    assert len(items) == 120 - len(plan.message_ids) + 1
+    assert [r.kind for r in runs] == ["leaf"] and runs[0].tokens_in == plan.source_tokens
+    assert usage == 1
+    assert_lossless(db, cid)
+
+
+def test_replaying_a_committed_pass_is_rejected(db: Database, tenant: IssuedKey) -> None:
+    cid = fill(db, tenant.tenant_id, 60)
+    settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
+    eng = engine(db)
+    plan = eng.plan_next(cid, settings, 2_000)
+    assert plan is not None
+    eng.run_pass(tenant.tenant_id, cid, plan, settings)
+    with pytest.raises(ContextChanged):
+        eng.run_pass(tenant.tenant_id, cid, plan, settings)
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(Summary)) == 1
+    assert_lossless(db, cid)
+
+
+def test_a_fence_that_fails_writes_nothing(db: Database, tenant: IssuedKey) -> None:
+    cid = fill(db, tenant.tenant_id, 60)
+    settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
+    eng = engine(db)
+    plan = eng.plan_next(cid, settings, 2_000)
+    assert plan is not None
+
+    def lost_lease(_session: Session) -> None:
+        raise StaleLease("fencing token 3 is no longer current")
+
+    with pytest.raises(StaleLease):
+        eng.run_pass(tenant.tenant_id, cid, plan, settings, fence=lost_lease)
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(Summary)) == 0
+        assert s.scalar(select(func.count()).select_from(CompactionRun)) == 0
+    assert len(eng.load(cid)) == 60
+
+
+def test_ingest_during_a_pass_does_not_block_its_commit(db: Database, tenant: IssuedKey) -> None:
+    cid = fill(db, tenant.tenant_id, 60)
+    settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
+    eng = engine(db)
+    plan = eng.plan_next(cid, settings, 2_000)
+    assert plan is not None
+    # Appends land after the planned range: the range is unchanged, the pass commits.
+    fill(db, tenant.tenant_id, 5, seed=9)
+    eng.run_pass(tenant.tenant_id, cid, plan, settings)
+    assert_lossless(db, cid)
+
+
+# -1: no limit, so condensation repeats while a depth has >= 3 summaries:
+# 82 leaves -> 27 -> 9 -> 3 -> 1, i.e. depth 4.
+@pytest.mark.parametrize(("max_depth", "deepest"), [(0, 0), (1, 1), (-1, 4)])
+def test_sweep_max_depth(db: Database, tenant: IssuedKey, max_depth: int, deepest: int) -> None:
+    cid = fill(db, tenant.tenant_id, 400)
+    settings = CompactionSettings(
+        fresh_tail_count=8,
+        leaf_min_fanout=4,
+        leaf_chunk_tokens=600,
+        condensed_min_fanout=3,
+        sweep_max_depth=max_depth,
+        summary_prefix_target_tokens=100,
+    )
+    # A budget far above the context: no pressure phase, only routine work.
+    eng = engine(db)
+    eng.sweep(tenant.tenant_id, cid, settings, token_budget=10_000_000)
+    with db.session() as s:
+        depths = CompactionRepository(s).summary_counts_by_depth(cid)
+    assert max(depths) == deepest
+    assert_lossless(db, cid)
+
+
+def test_pressure_phase_goes_deeper_with_the_hard_fanout(db: Database, tenant: IssuedKey) -> None:
+    cid = fill(db, tenant.tenant_id, 300)
+    settings = CompactionSettings(
+        fresh_tail_count=8,
+        leaf_min_fanout=4,
+        leaf_chunk_tokens=600,
+        condensed_min_fanout=50,
+        condensed_min_fanout_hard=2,
+        sweep_max_depth=0,
+    )
+    eng = engine(db)
+    budget = 3_000
+    eng.sweep(tenant.tenant_id, cid, settings, token_budget=budget)
+    with db.session() as s:
+        depths = CompactionRepository(s).summary_counts_by_depth(cid)
+    assert max(depths) >= 1, "only the pressure phase can condense with these settings"
+    assert_lossless(db, cid)
+
+
+def test_large_conversation_ends_under_threshold_and_lossless(pg_db: Database) -> None:
+    from tests.conftest import new_tenant
+
+    tenant = new_tenant(pg_db)
+    cid = fill(pg_db, tenant.tenant_id, 5_000)
+    settings = CompactionSettings()
+    budget = 100_000
+    eng = engine(pg_db)
+    result = eng.compact_until_under(
+        tenant.tenant_id,
+        cid,
+        settings,
+        budget,
+        target_tokens=evaluate_threshold(0, budget, settings)[0],
+    )
+    after = context_tokens(eng.load(cid))
+    assert result.tokens_before > 5 * budget
+    assert not evaluate_threshold(after, budget, settings).over_threshold
+    assert_lossless(pg_db, cid)
+    assembled = assemble(pg_db.transaction, cid, budget, settings)
+    assert assembled.estimated_tokens <= budget
+    assert assembled.fresh_tail_count == settings.fresh_tail_count
+    assert next_pass(eng.load(cid), settings, budget) is None or result.reached_target

@@ -1,0 +1,101 @@
+"""The circuit breaker on its own: states, timing through an injected clock, threads."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lcm.errors import ProviderUnavailable
+from lcm.summarize.breaker import CircuitBreaker
+from tests.unit.summarize.conftest import FakeClock
+
+
+def open_breaker(clock: FakeClock, failures: int = 2) -> CircuitBreaker:
+    breaker = CircuitBreaker(failures, 10.0, clock=clock)
+    for _ in range(failures):
+        breaker.before_call()
+        breaker.record_failure()
+    return breaker
+
+
+def test_opens_after_consecutive_failures_only(clock: FakeClock) -> None:
+    breaker = CircuitBreaker(3, 10.0, clock=clock)
+    for outcome in ("fail", "fail", "ok", "fail", "fail"):
+        breaker.before_call()
+        breaker.record_failure() if outcome == "fail" else breaker.record_success()
+    assert breaker.state == "closed"  # the success reset the count
+    breaker.before_call()
+    breaker.record_failure()
+    assert breaker.state == "open"
+    with pytest.raises(ProviderUnavailable):
+        breaker.before_call()
+
+
+def test_half_open_after_reset_period(clock: FakeClock) -> None:
+    breaker = open_breaker(clock)
+    clock.advance(9.99)
+    assert breaker.state == "open"
+    clock.advance(0.01)
+    assert breaker.state == "half_open"
+    breaker.before_call()  # the trial
+    with pytest.raises(ProviderUnavailable, match="trial"):
+        breaker.before_call()  # everyone else still fails fast
+    breaker.record_success()
+    assert breaker.state == "closed"
+    breaker.before_call()
+
+
+def test_failed_trial_reopens_for_a_full_period(clock: FakeClock) -> None:
+    breaker = open_breaker(clock)
+    clock.advance(10)
+    breaker.before_call()
+    breaker.record_failure()
+    assert breaker.state == "open"
+    clock.advance(9)
+    with pytest.raises(ProviderUnavailable):
+        breaker.before_call()
+    clock.advance(1)
+    breaker.before_call()
+
+
+def test_exactly_one_trial_among_racing_threads(clock: FakeClock) -> None:
+    breaker = open_breaker(clock)
+    clock.advance(10)
+    admitted: list[int] = []
+    start = threading.Barrier(16)
+
+    def attempt(n: int) -> None:
+        start.wait()
+        try:
+            breaker.before_call()
+        except ProviderUnavailable:
+            return
+        admitted.append(n)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(admitted) == 1
+
+
+def test_concurrent_failures_are_all_counted(clock: FakeClock) -> None:
+    breaker = CircuitBreaker(400, 10.0, clock=clock)
+
+    def fail_many() -> None:
+        for _ in range(50):
+            breaker.record_failure()
+
+    threads = [threading.Thread(target=fail_many) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert breaker.state == "open"  # 8 x 50 = 400 failures, none lost
+
+
+def test_rejects_a_zero_threshold() -> None:
+    with pytest.raises(ValueError):
+        CircuitBreaker(0, 1.0)
