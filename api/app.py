@@ -8,9 +8,10 @@ from collections.abc import Callable
 from fastapi import FastAPI
 
 from api import errors
+from api.jobs import CeleryEnqueuer, Enqueuer
 from api.limits import BodySizeLimit
 from api.metrics import RequestMetrics
-from api.routes import conversations, health
+from api.routes import conversations, health, tenant
 from lcm import __version__
 from lcm.db.engine import Database
 from lcm.settings import Settings, get_settings
@@ -21,6 +22,7 @@ def create_app(
     *,
     database: Database | None = None,
     broker_ping: Callable[[], bool] | None = None,
+    enqueuer: Enqueuer | None = None,
 ) -> FastAPI:
     """Build the app. Migrations are not run here: that is an explicit step."""
     settings = settings or get_settings()
@@ -29,8 +31,11 @@ def create_app(
     app.state.settings = settings
     app.state.database = database or Database(settings)
     app.state.broker_ping = broker_ping or _default_broker_ping
+    app.state.enqueuer = enqueuer or CeleryEnqueuer()
+    app.state.inline_jobs = None
     errors.install(app)
     app.include_router(health.router)
+    app.include_router(tenant.router)
     app.include_router(conversations.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetrics)

@@ -42,5 +42,6 @@ def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_da
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
 SessionDep = Annotated[Session, Depends(get_session)]
 TenantDep = Annotated[str, Depends(get_tenant_id)]

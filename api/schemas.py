@@ -30,3 +30,64 @@ class MessagesOut(BaseModel):
     conversation_id: int
     ingested: int
     duplicates: int
+
+
+class TurnIn(MessagesIn):
+    token_budget: int = Field(gt=0, le=10_000_000)
+
+
+class TurnOut(BaseModel):
+    conversation_id: int
+    ingested: int
+    duplicates: int
+    context_tokens: int
+    threshold_tokens: int
+    compaction: Literal["none", "scheduled", "ran"]
+
+
+class AssembleIn(BaseModel):
+    token_budget: int = Field(gt=0, le=10_000_000)
+    session_id: str | None = Field(None, min_length=1, max_length=200)
+    # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
+    prompt: str | None = None
+
+
+class AssembleOut(BaseModel):
+    conversation_id: int
+    messages: list[dict[str, Any]]
+    estimated_tokens: int
+    summary_count: int
+    fresh_tail_count: int
+    fresh_tail_overflow: bool
+
+
+class CompactIn(BaseModel):
+    target_tokens: int | None = Field(None, gt=0)
+    token_budget: int | None = Field(None, gt=0, le=10_000_000)
+    wait: bool | float = False
+
+
+class CompactOut(BaseModel):
+    conversation_id: int
+    status: str
+    context_tokens_before: int
+    context_tokens_after: int
+
+
+class StatusOut(BaseModel):
+    conversation_id: int
+    session_key: str
+    session_id: str | None
+    archived: bool
+    messages: int
+    summaries: dict[int, int]
+    context_tokens: int
+    threshold_tokens: int
+    token_budget: int
+    debt: dict[str, Any] | None
+    last_run: dict[str, Any] | None
+
+
+class TenantSettingsOut(BaseModel):
+    overrides: dict[str, Any]
+    effective: dict[str, Any]

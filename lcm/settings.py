@@ -75,10 +75,44 @@ class Settings(CompactionSettings):
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
     statement_timeout_ms: int = Field(5_000, ge=1)
 
-    # Workers.
+    # Agent tools (grep / describe / expand / expand-query).
+    grep_max_pattern_chars: int = Field(1_000, ge=1)
+    # Hybrid sort: relevance / (1 + age / half_life), so a match this old counts half.
+    grep_recency_half_life_hours: float = Field(168.0, gt=0)
+    expand_token_cap_max: int = Field(100_000, ge=1)
+    # One expand-query: the model, its reading budget (debited on the grant as
+    # tool results are read), its turns, and how long the API waits for it.
+    expansion_model: str | None = None
+    expand_query_token_cap: int = Field(24_000, ge=1)
+    expand_query_max_turns: int = Field(8, ge=1)
+    expand_query_timeout_seconds: float = Field(120.0, gt=0)
+    expand_query_max_conversations: int = Field(2_000, ge=1)
+    # Expired or revoked grants are deleted by beat after this long (kept for audit).
+    expansion_grant_retention_hours: float = Field(24.0, ge=0)
+    expansion_sweep_interval_seconds: float = Field(300.0, gt=0)
+    # `lcm mcp`: the lcm-server the MCP tools call, and the tenant key they use.
+    mcp_api_url: str = "http://127.0.0.1:8000"
+    mcp_api_key: SecretStr | None = None
+    mcp_session_key: str | None = None
+
+    # Workers and the service loop.
     worker_concurrency: int = Field(16, ge=1)
-    lease_seconds: int = Field(300, ge=5)
+    # A pass (one LLM call plus short writes) must finish well inside its lease.
+    lease_seconds: int = Field(300, ge=1)
     max_attempts: int = Field(5, ge=1)
+    retry_base_seconds: float = Field(5.0, ge=0)
+    retry_max_seconds: float = Field(300.0, ge=0)
+    # A pending debt whose wake-up is older than this is woken again by beat.
+    reconcile_grace_seconds: float = Field(60.0, ge=0)
+    reconcile_interval_seconds: float = Field(30.0, gt=0)
+    reconcile_batch: int = Field(500, ge=1)
+    # Budget assumed for debt recorded without one (manual compaction).
+    default_token_budget: int = Field(200_000, ge=1)
+    # POST …/compact with "wait": true waits this long (a number waits that many seconds).
+    compact_wait_seconds: float = Field(30.0, ge=0)
+    compact_wait_max_seconds: float = Field(300.0, ge=0)
+    # Worker processes serve Prometheus figures here (0 disables).
+    worker_metrics_port: int = Field(0, ge=0, le=65535)
 
     # LLM access. Without a key the offline extractive summarizer is used.
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
@@ -90,6 +124,13 @@ class Settings(CompactionSettings):
     # The SDK's current API version refuses sampling parameters; sending the
     # escalation temperatures (0.2, then 0.1) means pinning the older version.
     llm_send_temperature: bool = False
+
+    # Large files and transcripts. Large files live outside the database, in
+    # this directory (default: $LCM_HOME/files; shared by the API and workers).
+    files_dir: Path | None = None
+    # A bootstrap that finds no anchor in a non-empty conversation imports at
+    # most this many of the transcript's newest messages.
+    bootstrap_max_unanchored: int = Field(100, ge=0)
 
     log_level: str = "INFO"
 

@@ -122,11 +122,27 @@ def tenant(db: Database) -> IssuedKey:
     return new_tenant(db)
 
 
+class RecordingEnqueuer:
+    """Stands in for the broker in HTTP tests that run no worker: records wake-ups."""
+
+    def __init__(self) -> None:
+        self.woken: list[int] = []
+
+    def wake(self, conversation_id: int, countdown: float = 0.0) -> bool:
+        self.woken.append(conversation_id)
+        return True
+
+
 @pytest.fixture
-def client(db: Database) -> Iterator[TestClient]:
+def enqueuer() -> RecordingEnqueuer:
+    return RecordingEnqueuer()
+
+
+@pytest.fixture
+def client(db: Database, enqueuer: RecordingEnqueuer) -> Iterator[TestClient]:
     from api.app import create_app
 
-    app = create_app(db.settings, database=db, broker_ping=lambda: True)
+    app = create_app(db.settings, database=db, broker_ping=lambda: True, enqueuer=enqueuer)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

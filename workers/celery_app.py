@@ -15,7 +15,7 @@ from workers import runtime
 
 QUEUES = ("compaction", "files", "expansion")
 
-app = Celery("lcm", include=["workers.tasks.system"])
+app = Celery("lcm", include=["workers.tasks.system", "workers.tasks.compaction"])
 
 
 def configure(settings: Settings) -> Celery:
@@ -25,6 +25,16 @@ def configure(settings: Settings) -> Celery:
         broker_url=settings.broker_url,
         result_backend=settings.result_backend_url or None,
         broker_connection_retry_on_startup=True,
+        # The API publishes wake-ups inside a request: a broker that is down
+        # must cost a request a second, not a minute. The debt row is already
+        # committed, so a lost wake-up is only late (the reconciler resends it).
+        broker_connection_timeout=2,
+        task_publish_retry_policy={
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.25,
+            "interval_max": 0.5,
+        },
         # A pass is acknowledged only when it finished: a worker that dies
         # mid-pass leaves the message to be redelivered. Tasks are idempotent
         # (the debt row's fencing token turns a duplicate into a no-op), so a
@@ -56,6 +66,13 @@ def configure(settings: Settings) -> Celery:
             "expansion.*": {"queue": "expansion"},
         },
         worker_hijack_root_logger=False,
+        beat_schedule={
+            "compaction-reconcile": {
+                "task": "compaction.reconcile",
+                "schedule": settings.reconcile_interval_seconds,
+                "options": {"queue": "compaction", "expires": settings.reconcile_interval_seconds},
+            },
+        },
         timezone="UTC",
     )
     return app

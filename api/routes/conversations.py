@@ -1,18 +1,48 @@
-"""Conversation endpoints: ``/v1/conversations/{key}/…``."""
+"""Conversation endpoints: ``/v1/conversations/{key}/…`` (``{key}`` may hold slashes)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path, Query
 
-from api.deps import SessionDep, SettingsDep, TenantDep
-from api.schemas import MessagesIn, MessagesOut
+from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.jobs import Enqueuer, get_enqueuer, get_inline_jobs
+from api.schemas import (
+    AssembleIn,
+    AssembleOut,
+    CompactIn,
+    CompactOut,
+    MessagesIn,
+    MessagesOut,
+    StatusOut,
+    TurnIn,
+    TurnOut,
+)
+from lcm.compaction.engine import assemble
+from lcm.compaction.jobs import CompactionJobs, context_token_total, record_debt, wait_for_debt
+from lcm.conversations.service import resolve_for_read
+from lcm.conversations.status import conversation_status
+from lcm.db.models import utcnow
+from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.ingest.turns import after_turn
+from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
+EnqueuerDep = Annotated[Enqueuer, Depends(get_enqueuer)]
+InlineJobsDep = Annotated[CompactionJobs, Depends(get_inline_jobs)]
+
+
+def _batch(body: MessagesIn, settings: SettingsDep) -> list[PreparedMessage]:
+    return prepare_batch(
+        [m.to_domain() for m in body.messages],
+        max_batch=settings.max_batch_messages,
+        max_chars=settings.max_message_chars,
+    )
 
 
 @router.post("/{key:path}/messages", response_model=MessagesOut)
@@ -23,15 +53,122 @@ def post_messages(
     session: SessionDep,
     settings: SettingsDep,
 ) -> MessagesOut:
-    batch = prepare_batch(
-        [m.to_domain() for m in body.messages],
-        max_batch=settings.max_batch_messages,
-        max_chars=settings.max_message_chars,
-    )
-    result = ingest_messages(session, tenant_id, key, body.session_id, batch)
+    result = ingest_messages(session, tenant_id, key, body.session_id, _batch(body, settings))
     session.commit()
     return MessagesOut(
         conversation_id=result.conversation_id,
         ingested=result.ingested,
         duplicates=result.duplicates,
     )
+
+
+@router.post("/{key:path}/turns", response_model=TurnOut)
+def post_turn(
+    key: SessionKey,
+    body: TurnIn,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    enqueuer: EnqueuerDep,
+    inline_jobs: InlineJobsDep,
+) -> TurnOut:
+    turn = after_turn(
+        session,
+        tenant_id,
+        key,
+        body.session_id,
+        _batch(body, settings),
+        body.token_budget,
+        settings,
+    )
+    session.commit()  # messages and debt first; the wake-up only after they are durable
+    compaction = "none"
+    if turn.over_threshold:
+        compaction = "scheduled"
+        if turn.mode == "inline" and inline_jobs.run_inline(turn.ingest.conversation_id):
+            compaction = "ran"
+        elif turn.wake:
+            enqueuer.wake(turn.ingest.conversation_id)
+    return TurnOut(
+        conversation_id=turn.ingest.conversation_id,
+        ingested=turn.ingest.ingested,
+        duplicates=turn.ingest.duplicates,
+        context_tokens=turn.context_tokens,
+        threshold_tokens=turn.threshold_tokens,
+        compaction=compaction,
+    )
+
+
+@router.post("/{key:path}/assemble", response_model=AssembleOut)
+def post_assemble(
+    key: SessionKey,
+    body: AssembleIn,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> AssembleOut:
+    conversation = resolve_for_read(session, tenant_id, key, body.session_id)
+    effective = effective_settings(session, tenant_id, settings)
+    result = assemble(session, conversation.id, body.token_budget, effective)
+    return AssembleOut(
+        conversation_id=conversation.id,
+        messages=result.messages,
+        estimated_tokens=result.estimated_tokens,
+        summary_count=result.summary_count,
+        fresh_tail_count=result.fresh_tail_count,
+        fresh_tail_overflow=result.fresh_tail_overflow,
+    )
+
+
+@router.post("/{key:path}/compact", response_model=CompactOut)
+def post_compact(
+    key: SessionKey,
+    body: CompactIn,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    database: DatabaseDep,
+    settings: SettingsDep,
+    enqueuer: EnqueuerDep,
+    inline_jobs: InlineJobsDep,
+) -> CompactOut:
+    conversation = resolve_for_read(session, tenant_id, key)
+    before = context_token_total(session, conversation.id)
+    asked_at = utcnow()
+    wake = record_debt(
+        session, tenant_id, conversation.id, "manual", body.token_budget, body.target_tokens
+    )
+    mode = effective_settings(session, tenant_id, settings).compaction_mode
+    session.commit()
+    if mode == "inline":
+        inline_jobs.run_inline(conversation.id)
+    elif wake:
+        enqueuer.wake(conversation.id)
+    timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
+    status = wait_for_debt(
+        database.session, conversation.id, asked_at, min(timeout, settings.compact_wait_max_seconds)
+    )
+    with database.session() as fresh:
+        after = context_token_total(fresh, conversation.id)
+    return CompactOut(
+        conversation_id=conversation.id,
+        status=status or "none",
+        context_tokens_before=before,
+        context_tokens_after=after,
+    )
+
+
+@router.get("/{key:path}/status", response_model=StatusOut)
+def get_status(
+    key: SessionKey,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    token_budget: Annotated[int | None, Query(gt=0)] = None,
+    session_id: Annotated[str | None, Query(max_length=200)] = None,
+) -> StatusOut:
+    conversation = resolve_for_read(session, tenant_id, key, session_id)
+    effective = effective_settings(session, tenant_id, settings)
+    status = conversation_status(
+        session, conversation, effective, token_budget or settings.default_token_budget
+    )
+    return StatusOut(**asdict(status))

@@ -53,6 +53,7 @@ FenceCheck = Callable[[Session], None]
 
 @dataclass(frozen=True, slots=True)
 class PassOutcome:
+    tenant_id: str
     summary_id: str
     kind: str
     depth: int
@@ -61,6 +62,8 @@ class PassOutcome:
     escalation: str
     model: str
     duration_ms: int
+    llm_input_tokens: int = 0
+    llm_output_tokens: int = 0
 
 
 def new_summary_id() -> str:
@@ -201,6 +204,7 @@ class CompactionEngine:
             ]
         )
         return PassOutcome(
+            tenant_id,
             summary.id,
             plan.kind,
             plan.depth,
@@ -209,6 +213,8 @@ class CompactionEngine:
             result.escalation,
             result.model,
             duration_ms,
+            sum(u.input_tokens for u in result.usage),
+            sum(u.output_tokens for u in result.usage),
         )
 
     @staticmethod
@@ -301,9 +307,8 @@ class CompactionEngine:
 
 
 def assemble(
-    transaction: Transaction, conversation_id: int, token_budget: int, settings: CompactionSettings
+    session: Session, conversation_id: int, token_budget: int, settings: CompactionSettings
 ) -> AssembledContext:
-    """The model context for the next turn of a conversation."""
-    with transaction() as session:
-        entries = CompactionRepository(session).load_entries(conversation_id)
+    """The model context for the next turn of a conversation (read-only)."""
+    entries = CompactionRepository(session).load_entries(conversation_id)
     return assemble_context(entries, token_budget, settings)

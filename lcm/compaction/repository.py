@@ -121,6 +121,17 @@ class CompactionRepository:
         )
         return {s.id: summary_view(s, parents[s.id]) for s in rows}
 
+    def context_token_total(self, conversation_id: int) -> int:
+        """What the whole context costs: the sum the threshold is checked against."""
+        return int(
+            self.session.scalar(
+                select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(
+                    ContextItem.conversation_id == conversation_id
+                )
+            )
+            or 0
+        )
+
     def range_items(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
         """(ordinal, message_id, summary_id) of the items in an ordinal range."""
         return [

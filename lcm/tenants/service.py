@@ -9,15 +9,19 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lcm.db.models import ApiKey, Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound, Unauthenticated
+from lcm.settings import CompactionSettings
 from lcm.tenants.repository import TenantRepository
 
 KEY_PREFIX = "lcm_"
+S = TypeVar("S", bound=CompactionSettings)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,50 @@ def issue_key_for(session: Session, tenant_name: str, label: str = "default") ->
     if tenant is None:
         raise NotFound(f"no tenant named {tenant_name!r}")
     return issue_key(session, tenant, label)
+
+
+OVERRIDABLE = frozenset(CompactionSettings.model_fields)
+
+
+def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Check per-tenant overrides against the compaction settings' own rules."""
+    unknown = sorted(set(overrides) - OVERRIDABLE)
+    if unknown:
+        raise InvalidInput(f"unknown settings: {', '.join(unknown)}")
+    try:
+        checked = CompactionSettings.model_validate(overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise InvalidInput(f"invalid settings: {problems}") from exc
+    return {key: getattr(checked, key) for key in overrides}
+
+
+def effective_settings(session: Session, tenant_id: str, base: S) -> S:
+    """``base`` with the tenant's stored overrides on top."""
+    tenant = TenantRepository(session).get(tenant_id)
+    if tenant is None or not tenant.settings_overrides:
+        return base
+    return base.model_copy(update=tenant.settings_overrides)
+
+
+def stored_overrides(session: Session, tenant_id: str) -> dict[str, Any]:
+    tenant = TenantRepository(session).get(tenant_id)
+    return dict(tenant.settings_overrides) if tenant is not None else {}
+
+
+def update_overrides(session: Session, tenant_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``changes`` into the tenant's overrides (a null value removes one)."""
+    tenant = TenantRepository(session).get(tenant_id)
+    if tenant is None:
+        raise NotFound("no such tenant")
+    removals = {k for k, v in changes.items() if v is None}
+    merged = {
+        k: v for k, v in {**tenant.settings_overrides, **changes}.items() if k not in removals
+    }
+    tenant.settings_overrides = validate_overrides(merged)
+    return dict(tenant.settings_overrides)
 
 
 def authenticate(session: Session, raw_key: str) -> str:

@@ -209,7 +209,8 @@ def test_large_conversation_ends_under_threshold_and_lossless(pg_db: Database) -
     assert result.tokens_before > 5 * budget
     assert not evaluate_threshold(after, budget, settings).over_threshold
     assert_lossless(pg_db, cid)
-    assembled = assemble(pg_db.transaction, cid, budget, settings)
+    with pg_db.session() as session:
+        assembled = assemble(session, cid, budget, settings)
     assert assembled.estimated_tokens <= budget
     assert assembled.fresh_tail_count == settings.fresh_tail_count
     assert next_pass(eng.load(cid), settings, budget) is None or result.reached_target

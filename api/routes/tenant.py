@@ -1,0 +1,42 @@
+"""The calling tenant's own settings: per-tenant overrides of the compaction knobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from api.deps import SessionDep, SettingsDep, TenantDep
+from api.schemas import TenantSettingsOut
+from lcm.tenants.service import (
+    OVERRIDABLE,
+    effective_settings,
+    stored_overrides,
+    update_overrides,
+)
+
+router = APIRouter(prefix="/v1/tenant", tags=["tenant"])
+
+
+def _out(session: SessionDep, tenant_id: str, settings: SettingsDep) -> TenantSettingsOut:
+    effective = effective_settings(session, tenant_id, settings).model_dump(
+        include=set(OVERRIDABLE)
+    )
+    return TenantSettingsOut(overrides=stored_overrides(session, tenant_id), effective=effective)
+
+
+@router.get("/settings", response_model=TenantSettingsOut)
+def get_settings(
+    tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+) -> TenantSettingsOut:
+    return _out(session, tenant_id, settings)
+
+
+@router.patch("/settings", response_model=TenantSettingsOut)
+def patch_settings(
+    changes: dict[str, Any], tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+) -> TenantSettingsOut:
+    """Merge overrides (``null`` removes one); validated like the process settings."""
+    update_overrides(session, tenant_id, changes)
+    session.commit()
+    return _out(session, tenant_id, settings)

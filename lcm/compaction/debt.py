@@ -1,0 +1,207 @@
+"""The compaction debt row: the durable truth that work is owed, and its lock.
+
+One row per conversation (primary key ``conversation_id``), so debt coalesces:
+many turns over threshold make one row, not a queue of jobs. The Redis
+message that wakes a worker is disposable; this row is what a lost message,
+a dead worker or a flushed broker is recovered from.
+
+The row is also the per-conversation lock. Every task *claims* it with a
+single conditional ``UPDATE … RETURNING`` that bumps ``fencing_token``:
+
+* a wake-up claims a ``pending`` row, or a ``running`` row whose lease has
+  expired (its worker died or stalled);
+* a chained pass claims a ``running`` row only if the token is still the one
+  its predecessor handed it, so of two deliveries of the same message exactly
+  one wins and the other is a no-op.
+
+A pass commits only while its token is current and its lease unexpired
+(:meth:`DebtRepository.check_fence`, run under a row lock inside the commit
+transaction), so a worker that lost its lease can never write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, case, or_, select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from lcm.db.models import CompactionDebt
+from lcm.errors import StaleLease
+
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A held lease: whoever holds this token may run the next pass."""
+
+    conversation_id: int
+    tenant_id: str
+    fencing_token: int
+    owner: str
+    reason: str
+    token_budget: int | None
+    target_tokens: int | None
+    attempts: int
+    enqueued_at: datetime | None  # when its wake-up was sent: queue lag = claim time - this
+
+
+class DebtRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, conversation_id: int, *, lock: bool = False) -> CompactionDebt | None:
+        stmt = select(CompactionDebt).where(CompactionDebt.conversation_id == conversation_id)
+        if lock:
+            stmt = stmt.with_for_update()
+        return self.session.scalar(stmt)
+
+    def add(self, debt: CompactionDebt) -> None:
+        self.session.add(debt)
+        self.session.flush()
+
+    def claim(
+        self,
+        conversation_id: int,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        *,
+        successor_of: int | None = None,
+    ) -> Claim | None:
+        """Take the lease, or return None when someone else holds it (or nothing is owed)."""
+        attempts: ColumnElement[int] | InstrumentedAttribute[int]
+        if successor_of is None:
+            # A wake-up: pending work, or work whose holder's lease ran out.
+            condition = or_(
+                CompactionDebt.status == PENDING,
+                (CompactionDebt.status == RUNNING) & (CompactionDebt.lease_expires_at < now),
+            )
+            # Taking over an expired lease counts as a failed attempt of the
+            # holder, so a pass that kills its worker every time ends failed.
+            attempts = case(
+                (CompactionDebt.status == RUNNING, CompactionDebt.attempts + 1),
+                else_=CompactionDebt.attempts,
+            )
+        else:
+            condition = (CompactionDebt.status == RUNNING) & (
+                CompactionDebt.fencing_token == successor_of
+            )
+            attempts = CompactionDebt.attempts
+        row = self.session.execute(
+            update(CompactionDebt)
+            .where(CompactionDebt.conversation_id == conversation_id, condition)
+            .values(
+                status=RUNNING,
+                lease_owner=owner,
+                lease_expires_at=now + lease,
+                fencing_token=CompactionDebt.fencing_token + 1,
+                attempts=attempts,
+                updated_at=now,
+            )
+            .returning(
+                CompactionDebt.tenant_id,
+                CompactionDebt.fencing_token,
+                CompactionDebt.reason,
+                CompactionDebt.token_budget,
+                CompactionDebt.target_tokens,
+                CompactionDebt.attempts,
+                CompactionDebt.enqueued_at,
+            )
+        ).one_or_none()
+        if row is None:
+            return None
+        tenant_id, token, reason, budget, target, tries, created = row
+        return Claim(
+            conversation_id,
+            tenant_id,
+            int(token),
+            owner,
+            reason,
+            budget,
+            target,
+            int(tries),
+            created,
+        )
+
+    def check_fence(self, claim: Claim, now: datetime) -> None:
+        """Raise ``StaleLease`` unless ``claim`` still holds an unexpired lease.
+
+        Locks the row (``FOR UPDATE`` on Postgres) so no claim can slip in
+        between this check and the caller's commit.
+        """
+        debt = self.get(claim.conversation_id, lock=True)
+        if debt is None or debt.fencing_token != claim.fencing_token or debt.status != RUNNING:
+            raise StaleLease(f"fencing token {claim.fencing_token} is no longer current")
+        if debt.lease_expires_at is None or debt.lease_expires_at <= now:
+            raise StaleLease(f"the lease of token {claim.fencing_token} expired")
+
+    def release(self, claim: Claim, now: datetime) -> bool:
+        """Finish the sweep: done, or pending again if debt arrived meanwhile.
+
+        Returns True when the row went back to pending (it needs a wake-up).
+        """
+        debt = self.get(claim.conversation_id, lock=True)
+        if debt is None or debt.fencing_token != claim.fencing_token:
+            return False
+        follow_up = debt.rearmed
+        debt.status = PENDING if follow_up else DONE
+        debt.rearmed = False
+        debt.lease_owner = None
+        debt.lease_expires_at = None
+        debt.attempts = 0
+        debt.last_error = None
+        debt.updated_at = now
+        if follow_up:
+            debt.enqueued_at = now
+        return follow_up
+
+    def fail(
+        self, claim: Claim, error: str, now: datetime, max_attempts: int, retry_at: datetime
+    ) -> str | None:
+        """Record a failed pass: pending (retry at ``retry_at``) or failed for good.
+
+        Returns the new status, or None if the claim was stale (nothing written).
+        """
+        debt = self.get(claim.conversation_id, lock=True)
+        if debt is None or debt.fencing_token != claim.fencing_token:
+            return None
+        debt.attempts += 1
+        debt.last_error = error[:2000]
+        debt.lease_owner = None
+        debt.lease_expires_at = None
+        debt.updated_at = now
+        debt.status = FAILED if debt.attempts >= max_attempts else PENDING
+        # enqueued_at doubles as "not before": the reconciler leaves a pending
+        # row alone until its scheduled retry is overdue.
+        debt.enqueued_at = retry_at
+        return debt.status
+
+    def mark_enqueued(self, conversation_ids: list[int], when: datetime) -> None:
+        if conversation_ids:
+            self.session.execute(
+                update(CompactionDebt)
+                .where(CompactionDebt.conversation_id.in_(conversation_ids))
+                .values(enqueued_at=when)
+            )
+
+    def overdue(self, now: datetime, grace: timedelta, limit: int) -> list[int]:
+        """Debt whose wake-up was probably lost, or whose lease expired.
+
+        Either way only once per ``grace``: a woken row is marked enqueued, so
+        reconciler runs close together do not pile up wake-ups for it.
+        """
+        not_recently_woken = or_(
+            CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at < now - grace
+        )
+        abandoned = (CompactionDebt.status == RUNNING) & (CompactionDebt.lease_expires_at < now)
+        return list(
+            self.session.scalars(
+                select(CompactionDebt.conversation_id)
+                .where(not_recently_woken, or_(CompactionDebt.status == PENDING, abandoned))
+                .order_by(CompactionDebt.updated_at)
+                .limit(limit)
+            )
+        )

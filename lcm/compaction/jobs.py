@@ -1,0 +1,263 @@
+"""The service loop's domain: debt on the way in, one leased pass per job on the way out.
+
+A sweep is a chain of jobs (DESIGN §7): a *wake-up* claims the debt row and
+works out the first pass; each *pass* job claims the row as the designated
+successor (token compare-and-swap), runs one pass, and works out from the
+committed state what comes next. The entrypoint (a Celery task or the API's
+inline mode) enqueues whatever :class:`Step` says, after the domain's
+transactions have committed. Nothing here holds a transaction across an LLM
+call, and nothing here commits: ``transaction`` is the entrypoint's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Literal
+
+from sqlalchemy.orm import Session
+
+from lcm.compaction.debt import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepository
+from lcm.compaction.engine import CompactionEngine, PassOutcome, Transaction
+from lcm.compaction.planning import PassPlan
+from lcm.compaction.repository import CompactionRepository
+from lcm.compaction.sweep import continue_after_pass, next_pass
+from lcm.context import context_tokens
+from lcm.db.models import CompactionDebt, CompactionRun, utcnow
+from lcm.errors import ContextChanged, StaleLease
+from lcm.settings import CompactionSettings, Settings
+from lcm.tenants.service import effective_settings
+
+log = logging.getLogger(__name__)
+
+Action = Literal["noop", "pass", "done", "retry", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What the entrypoint does next: enqueue a pass, a delayed wake-up, or nothing."""
+
+    action: Action
+    conversation_id: int
+    kind: str | None = None  # "leaf" | "condensed" when action == "pass"
+    fencing_token: int | None = None
+    countdown: float = 0.0
+    follow_up: bool = False  # debt re-armed meanwhile: send a wake-up
+    outcome: PassOutcome | None = None
+    queue_lag_seconds: float | None = None  # set on a wake-up's claim
+
+
+def record_debt(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    reason: str,
+    token_budget: int | None,
+    target_tokens: int | None = None,
+) -> bool:
+    """Upsert the one debt row; True when a wake-up should be sent after commit.
+
+    Runs in the ingest transaction, which holds the conversation row lock, so
+    two turns of one conversation never race here. Workers change the row with
+    single conditional UPDATEs, which this row lock also orders.
+    """
+    debts = DebtRepository(session)
+    now = utcnow()
+    debt = debts.get(conversation_id, lock=True)
+    if debt is None:
+        debts.add(
+            CompactionDebt(
+                conversation_id=conversation_id,
+                tenant_id=tenant_id,
+                reason=reason,
+                status=PENDING,
+                token_budget=token_budget,
+                target_tokens=target_tokens,
+                enqueued_at=now,
+                updated_at=now,
+            )
+        )
+        return True
+    debt.token_budget = token_budget or debt.token_budget
+    debt.updated_at = now
+    if reason == "manual" or target_tokens is not None:
+        debt.reason, debt.target_tokens = reason, target_tokens
+    if debt.status == RUNNING:
+        # Coalesce: however many turns arrive during a sweep, one follow-up.
+        debt.rearmed = True
+        return False
+    if debt.status == PENDING:
+        return False  # a wake-up is already on its way (the reconciler covers its loss)
+    debt.status, debt.reason, debt.attempts, debt.enqueued_at = PENDING, reason, 0, now
+    return True
+
+
+def context_token_total(session: Session, conversation_id: int) -> int:
+    return CompactionRepository(session).context_token_total(conversation_id)
+
+
+class CompactionJobs:
+    """Runs wake-ups and passes for one worker (``owner`` names it in leases)."""
+
+    def __init__(
+        self,
+        transaction: Transaction,
+        engine: CompactionEngine,
+        settings: Settings,
+        owner: str,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.transaction = transaction
+        self.engine = engine
+        self.settings = settings
+        self.owner = owner
+        self.clock = clock
+        self.lease = timedelta(seconds=settings.lease_seconds)
+
+    def wake(self, conversation_id: int) -> Step:
+        """Claim pending (or abandoned) debt and name the first pass."""
+        with self.transaction() as session:
+            claim = DebtRepository(session).claim(
+                conversation_id, self.owner, self.clock(), self.lease
+            )
+        if claim is None:
+            return Step("noop", conversation_id)
+        if claim.attempts >= self.settings.max_attempts:
+            return self._fail(claim, "gave up: the lease expired too many times")
+        step = self._after(claim, self._plan(claim), None)
+        if claim.enqueued_at is None:
+            return step
+        lag = max(0.0, (self.clock() - claim.enqueued_at).total_seconds())
+        return replace(step, queue_lag_seconds=lag)
+
+    def run_pass(self, conversation_id: int, fencing_token: int) -> Step:
+        """Run the pass the holder of ``fencing_token`` handed over, then name the next."""
+        with self.transaction() as session:
+            claim = DebtRepository(session).claim(
+                conversation_id, self.owner, self.clock(), self.lease, successor_of=fencing_token
+            )
+        if claim is None:
+            return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
+        settings = self._settings(claim)
+        budget = claim.token_budget or self.settings.default_token_budget
+        before = self.engine.load(conversation_id)
+        plan = next_pass(before, settings, budget, target_tokens=claim.target_tokens)
+        if plan is None:
+            return self._after(claim, None, None)
+        try:
+            outcome = self.engine.run_pass(
+                claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
+            )
+        except StaleLease:
+            return Step("noop", conversation_id)
+        except ContextChanged:
+            outcome = None  # replanned below from the committed state
+        except Exception as exc:
+            log.exception("compaction pass failed for conversation %s", conversation_id)
+            return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
+        after = self.engine.load(conversation_id)
+        if outcome is not None and not continue_after_pass(
+            context_tokens(before), context_tokens(after), claim.target_tokens
+        ):
+            return self._after(claim, None, outcome)
+        return self._after(
+            claim, next_pass(after, settings, budget, target_tokens=claim.target_tokens), outcome
+        )
+
+    def run_inline(self, conversation_id: int) -> bool:
+        """Run a whole sweep in this thread (inline mode). False if a worker holds the lease."""
+        step = self.wake(conversation_id)
+        if step.action == "noop":
+            return False
+        while step.action == "pass" and step.fencing_token is not None:
+            step = self.run_pass(conversation_id, step.fencing_token)
+        return True
+
+    # --- helpers ------------------------------------------------------------
+
+    def _settings(self, claim: Claim) -> CompactionSettings:
+        with self.transaction() as session:
+            return effective_settings(session, claim.tenant_id, self.settings)
+
+    def _plan(self, claim: Claim) -> PassPlan | None:
+        budget = claim.token_budget or self.settings.default_token_budget
+        return next_pass(
+            self.engine.load(claim.conversation_id),
+            self._settings(claim),
+            budget,
+            target_tokens=claim.target_tokens,
+        )
+
+    def _fence(self, claim: Claim) -> Callable[[Session], None]:
+        def check(session: Session) -> None:
+            DebtRepository(session).check_fence(claim, self.clock())
+
+        return check
+
+    def _after(self, claim: Claim, plan: PassPlan | None, outcome: PassOutcome | None) -> Step:
+        if plan is not None:
+            return Step(
+                "pass", claim.conversation_id, plan.kind, claim.fencing_token, outcome=outcome
+            )
+        with self.transaction() as session:
+            follow_up = DebtRepository(session).release(claim, self.clock())
+        return Step("done", claim.conversation_id, follow_up=follow_up, outcome=outcome)
+
+    def _fail(self, claim: Claim, error: str, plan: PassPlan | None = None) -> Step:
+        now = self.clock()
+        delay = min(
+            2**claim.attempts * self.settings.retry_base_seconds, self.settings.retry_max_seconds
+        )
+        with self.transaction() as session:
+            status = DebtRepository(session).fail(
+                claim, error, now, self.settings.max_attempts, now + timedelta(seconds=delay)
+            )
+            if status is not None and plan is not None:
+                CompactionRepository(session).record_run(
+                    CompactionRun(
+                        tenant_id=claim.tenant_id,
+                        conversation_id=claim.conversation_id,
+                        kind=plan.kind,
+                        depth=plan.depth,
+                        tokens_in=plan.source_tokens,
+                        error=error[:2000],
+                    )
+                )
+        if status == FAILED:
+            return Step("failed", claim.conversation_id)
+        if status is None:
+            return Step("noop", claim.conversation_id)
+        return Step("retry", claim.conversation_id, countdown=delay)
+
+
+def wait_for_debt(
+    transaction: Transaction,
+    conversation_id: int,
+    since: datetime,
+    timeout: float,
+    poll: float = 0.1,
+) -> str | None:
+    """Poll until the debt settles (done or failed) after ``since``; its status either way.
+
+    A sweep that was already running when the caller asked re-arms the debt
+    (pending again) when it ends, so "done after ``since``" means a sweep that
+    saw the caller's request has finished.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with transaction() as session:
+            debt = DebtRepository(session).get(conversation_id)
+            status = None if debt is None else debt.status
+            settled = (
+                debt is not None and debt.status in (DONE, FAILED) and (debt.updated_at >= since)
+            )
+        if settled or time.monotonic() >= deadline:
+            return status
+        time.sleep(poll)
+
+
+__all__ = ["CompactionJobs", "Step", "context_token_total", "record_debt", "wait_for_debt"]

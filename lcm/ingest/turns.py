@@ -1,0 +1,52 @@
+"""After a turn: store its messages, then check the threshold and record debt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from lcm.compaction.jobs import context_token_total, record_debt
+from lcm.compaction.planning import evaluate_threshold
+from lcm.ingest.content import PreparedMessage
+from lcm.ingest.service import IngestResult, ingest_messages
+from lcm.settings import Settings
+from lcm.tenants.service import effective_settings
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    ingest: IngestResult
+    context_tokens: int
+    threshold_tokens: int
+    over_threshold: bool
+    mode: str  # deferred | inline (the tenant's effective compaction mode)
+    wake: bool  # a wake-up must be sent after commit
+
+
+def after_turn(
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    batch: Sequence[PreparedMessage],
+    token_budget: int,
+    base: Settings,
+) -> TurnResult:
+    """Ingest ``batch`` and, at or over the threshold, record (coalesced) threshold debt.
+
+    Everything happens in the caller's one transaction: the messages and the
+    debt row commit together or not at all. Below the threshold no debt is
+    written.
+    """
+    ingest = ingest_messages(session, tenant_id, session_key, session_id, batch)
+    settings = effective_settings(session, tenant_id, base)
+    tokens = context_token_total(session, ingest.conversation_id)
+    check = evaluate_threshold(tokens, token_budget, settings)
+    wake = False
+    if check.over_threshold:
+        wake = record_debt(session, tenant_id, ingest.conversation_id, "threshold", token_budget)
+    return TurnResult(
+        ingest, tokens, check.threshold_tokens, check.over_threshold, settings.compaction_mode, wake
+    )

@@ -1,0 +1,351 @@
+"""The service loop without a broker: debt, claims, fencing, retries, endpoints.
+
+Jobs are driven by hand here (a test plays the worker), with a clock the test
+moves, so lease expiry and fencing are deterministic rather than timed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from lcm.compaction.debt import DebtRepository
+from lcm.compaction.engine import CompactionEngine
+from lcm.compaction.jobs import CompactionJobs, Step, record_debt
+from lcm.compaction.reconcile import overdue_debts
+from lcm.db.engine import Database
+from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
+from lcm.summarize.extractive import ExtractiveProvider
+from lcm.summarize.summarizer import Summarizer, SummaryResult
+from lcm.tenants.service import IssuedKey, update_overrides
+from tests.conftest import RecordingEnqueuer, auth
+from tests.integration.test_compaction_engine import assert_lossless
+
+BUDGET = 2_000
+SMALL = {"fresh_tail_count": 4, "leaf_min_fanout": 4, "leaf_chunk_tokens": 400}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class HookedSummarizer(Summarizer):
+    """The offline summarizer, with a hook that runs mid-"LLM call"."""
+
+    def __init__(self, hook: Callable[[], None] | None = None, fail: bool = False) -> None:
+        super().__init__(ExtractiveProvider())
+        self.hook, self.fail = hook, fail
+
+    def summarize(self, source_text: str, **kwargs: Any) -> SummaryResult:
+        if self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        if self.fail:
+            raise RuntimeError("summarizer exploded")
+        return super().summarize(source_text, **kwargs)
+
+
+def jobs_for(
+    db: Database, clock: Clock, owner: str, summarizer: Summarizer | None = None, **overrides: Any
+) -> CompactionJobs:
+    settings = db.settings.model_copy(update={**SMALL, "lease_seconds": 60, **overrides})
+    engine = CompactionEngine(db.transaction, summarizer or HookedSummarizer())
+    return CompactionJobs(db.transaction, engine, settings, owner, clock=clock)
+
+
+def turn(
+    client: TestClient,
+    tenant: IssuedKey,
+    n: int,
+    key: str = "k",
+    start: int = 0,
+    budget: int = BUDGET,
+) -> dict[str, Any]:
+    messages = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "id": f"{key}-{i}",
+            "content": f"message {i} about the deploy of service {i % 7} " * 8,
+        }
+        for i in range(start, start + n)
+    ]
+    r = client.post(
+        f"/v1/conversations/{key}/turns",
+        headers=auth(tenant),
+        json={"messages": messages, "token_budget": budget},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def drain(jobs: CompactionJobs, conversation_id: int, limit: int = 200) -> list[Step]:
+    """Play the worker: wake, then follow the chain of passes to the end."""
+    steps = [jobs.wake(conversation_id)]
+    while steps[-1].action == "pass" and len(steps) < limit:
+        token = steps[-1].fencing_token
+        assert token is not None
+        steps.append(jobs.run_pass(conversation_id, token))
+    return steps
+
+
+def debt_of(db: Database, conversation_id: int) -> CompactionDebt:
+    with db.session() as s:
+        debt = DebtRepository(s).get(conversation_id)
+    assert debt is not None
+    return debt
+
+
+def test_below_threshold_records_no_debt(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    out = turn(client, tenant, 2)
+    assert out["compaction"] == "none"
+    assert out["context_tokens"] < out["threshold_tokens"] == int(0.75 * BUDGET)
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(CompactionDebt)) == 0
+    assert enqueuer.woken == []
+
+
+def test_turns_over_threshold_coalesce_into_one_debt(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    first = turn(client, tenant, 40)
+    second = turn(client, tenant, 10, start=40)
+    assert first["compaction"] == second["compaction"] == "scheduled"
+    assert enqueuer.woken == [first["conversation_id"]]  # one wake-up, not one per turn
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(CompactionDebt)) == 1
+    assert debt_of(db, first["conversation_id"]).status == "pending"
+
+
+def test_a_sweep_drains_the_debt_losslessly(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    steps = drain(jobs_for(db, Clock(), "w1"), cid)
+    assert steps[-1].action == "done"
+    assert sum(1 for s in steps if s.outcome is not None) >= 2
+    assert debt_of(db, cid).status == "done"
+    assert_lossless(db, cid)
+    status = client.get("/v1/conversations/k/status", headers=auth(tenant)).json()
+    assert status["debt"]["status"] == "done" and status["summaries"]["0"] >= 1
+    assert status["context_tokens"] < status["threshold_tokens"]
+
+
+def test_turns_during_a_sweep_rearm_one_follow_up(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    jobs = jobs_for(db, Clock(), "w1")
+    step = jobs.wake(cid)
+    assert step.action == "pass" and debt_of(db, cid).status == "running"
+    for i in range(3):  # three turns while the sweep runs
+        assert turn(client, tenant, 5, start=60 + 5 * i)["compaction"] == "scheduled"
+    assert enqueuer.woken == [cid]  # only the first turn's wake-up
+    while step.action == "pass":
+        assert step.fencing_token is not None
+        step = jobs.run_pass(cid, step.fencing_token)
+    assert step.action == "done" and step.follow_up  # exactly one follow-up, coalesced
+    assert debt_of(db, cid).status == "pending"
+    assert drain(jobs, cid)[-1].action == "done"
+    assert debt_of(db, cid).status == "done"
+
+
+def test_a_duplicate_delivery_is_a_noop(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    jobs = jobs_for(db, Clock(), "w1")
+    first = jobs.wake(cid)
+    assert first.fencing_token is not None
+    assert jobs.wake(cid).action == "noop"  # the lease is held
+    after = jobs.run_pass(cid, first.fencing_token)
+    assert jobs.run_pass(cid, first.fencing_token).action == "noop"  # same message again
+    assert after.action in ("pass", "done")
+
+
+def test_a_worker_whose_lease_expired_cannot_commit(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    clock = Clock()
+    taken_over: list[Step] = []
+    b = jobs_for(db, clock, "worker-b")
+
+    def stall_then_lose_the_lease() -> None:
+        # Mid-"LLM call", A stalls past its lease and B claims the debt.
+        clock.advance(61)
+        taken_over.append(b.wake(cid))
+
+    a = jobs_for(db, clock, "worker-a", HookedSummarizer(hook=stall_then_lose_the_lease))
+    start = a.wake(cid)
+    assert start.fencing_token is not None
+    result = a.run_pass(cid, start.fencing_token)
+    assert result.action == "noop" and result.outcome is None  # fenced out at commit
+    assert taken_over[0].action == "pass"
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(Summary)) == 0  # A wrote nothing
+    step = taken_over[0]
+    while step.action == "pass":
+        assert step.fencing_token is not None
+        step = b.run_pass(cid, step.fencing_token)
+    assert step.action == "done"
+    assert_lossless(db, cid)
+    with db.session() as s:
+        linked = s.scalars(select(SummaryMessage.message_id)).all()
+    assert len(linked) == len(set(linked))  # no message summarized twice
+
+
+def test_an_expired_lease_is_rejected_even_if_nobody_took_over(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    clock = Clock()
+    a = jobs_for(db, clock, "worker-a", HookedSummarizer(hook=lambda: clock.advance(61)))
+    start = a.wake(cid)
+    assert start.fencing_token is not None
+    assert a.run_pass(cid, start.fencing_token).action == "noop"
+    with db.session() as s:
+        assert s.scalar(select(func.count()).select_from(Summary)) == 0
+
+
+def test_failures_retry_then_fail_then_the_next_turn_rearms(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    jobs = jobs_for(
+        db, Clock(), "w1", HookedSummarizer(fail=True), max_attempts=2, retry_base_seconds=1.0
+    )
+    first = drain(jobs, cid)[-1]
+    assert first.action == "retry" and first.countdown == 1.0
+    debt = debt_of(db, cid)
+    assert (debt.status, debt.attempts) == ("pending", 1)
+    assert debt.last_error is not None and "summarizer exploded" in debt.last_error
+    assert drain(jobs, cid)[-1].action == "failed"
+    status = client.get("/v1/conversations/k/status", headers=auth(tenant)).json()
+    assert status["debt"]["status"] == "failed" and status["debt"]["attempts"] == 2
+    assert status["last_run"]["error"].startswith("RuntimeError")
+    turn(client, tenant, 1, start=60)
+    debt = debt_of(db, cid)
+    assert (debt.status, debt.attempts) == ("pending", 0)
+    assert enqueuer.woken == [cid, cid]
+
+
+def test_the_reconciler_finds_lost_wake_ups_and_expired_leases(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    lost = turn(client, tenant, 60, key="lost")["conversation_id"]
+    stuck = turn(client, tenant, 60, key="stuck")["conversation_id"]
+    fresh = turn(client, tenant, 60, key="fresh")["conversation_id"]
+    clock = Clock()
+    assert jobs_for(db, clock, "dead-worker", lease_seconds=1).wake(stuck).action == "pass"
+    with db.transaction() as s:  # age the first two debts' wake-ups
+        for cid in (lost, stuck):
+            s.get(CompactionDebt, cid).enqueued_at = utcnow() - timedelta(minutes=5)  # type: ignore[union-attr]
+            if cid == stuck:
+                s.get(CompactionDebt, cid).lease_expires_at = utcnow() - timedelta(seconds=1)  # type: ignore[union-attr]
+    settings = db.settings.model_copy(update={"reconcile_grace_seconds": 60})
+    assert sorted(overdue_debts(db.transaction, settings)) == sorted([lost, stuck])
+    assert overdue_debts(db.transaction, settings) == []  # marked: not woken twice in a row
+    assert fresh not in (lost, stuck)
+
+
+def test_inline_mode_runs_the_sweep_in_the_request(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    with db.transaction() as s:
+        update_overrides(s, tenant.tenant_id, {"compaction_mode": "inline", **SMALL})
+    out = turn(client, tenant, 60)
+    assert out["compaction"] == "ran"
+    assert debt_of(db, out["conversation_id"]).status == "done"
+    assert_lossless(db, out["conversation_id"])
+
+
+def test_assemble_and_manual_compact_endpoints(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    with db.transaction() as s:
+        update_overrides(s, tenant.tenant_id, {"compaction_mode": "inline", **SMALL})
+    turn(client, tenant, 30, budget=1_000_000)  # far below threshold: nothing compacts
+    r = client.post(
+        "/v1/conversations/k/compact",
+        headers=auth(tenant),
+        json={"target_tokens": 500, "token_budget": BUDGET, "wait": True},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "done"
+    assert body["context_tokens_after"] < body["context_tokens_before"]
+    a = client.post(
+        "/v1/conversations/k/assemble", headers=auth(tenant), json={"token_budget": BUDGET}
+    ).json()
+    assert a["summary_count"] >= 1 and a["fresh_tail_count"] == 4
+    assert a["estimated_tokens"] <= BUDGET and a["messages"][0]["role"] == "user"
+    assert (
+        client.post(
+            "/v1/conversations/nope/assemble", headers=auth(tenant), json={"token_budget": 100}
+        ).status_code
+        == 404
+    )
+
+
+def test_manual_compact_without_a_worker_reports_pending(
+    client: TestClient, tenant: IssuedKey, enqueuer: RecordingEnqueuer
+) -> None:
+    cid = turn(client, tenant, 10, budget=1_000_000)["conversation_id"]
+    r = client.post("/v1/conversations/k/compact", headers=auth(tenant), json={"wait": 0.3})
+    assert r.json()["status"] == "pending"
+    assert enqueuer.woken == [cid]
+
+
+def test_tenant_settings_endpoint(client: TestClient, tenant: IssuedKey) -> None:
+    r = client.patch(
+        "/v1/tenant/settings",
+        headers=auth(tenant),
+        json={"fresh_tail_count": 12, "custom_instructions": "Keep ticket ids."},
+    )
+    assert r.status_code == 200
+    assert r.json()["effective"]["fresh_tail_count"] == 12
+    bad = client.patch("/v1/tenant/settings", headers=auth(tenant), json={"fresh_tail_count": 0})
+    assert bad.status_code == 400
+    unknown = client.patch("/v1/tenant/settings", headers=auth(tenant), json={"database_url": "x"})
+    assert unknown.status_code == 400 and "unknown settings" in unknown.json()["error"]["message"]
+    cleared = client.patch(
+        "/v1/tenant/settings", headers=auth(tenant), json={"fresh_tail_count": None}
+    )
+    assert cleared.json()["overrides"] == {"custom_instructions": "Keep ticket ids."}
+
+
+def test_record_debt_is_one_row_per_conversation(db: Database, tenant: IssuedKey) -> None:
+    from lcm.ingest.content import IncomingMessage
+    from tests.integration.test_ingest import ingest
+
+    cid = ingest(db, tenant.tenant_id, "k", [IncomingMessage("user", "x")]).conversation_id
+    with db.transaction() as s:
+        assert record_debt(s, tenant.tenant_id, cid, "threshold", 100) is True
+    with db.transaction() as s:
+        assert record_debt(s, tenant.tenant_id, cid, "manual", 100, 50) is False
+    debt = debt_of(db, cid)
+    assert (debt.reason, debt.target_tokens, debt.status) == ("manual", 50, "pending")
+
+
+@pytest.mark.parametrize("budget", [0, -5])
+def test_turn_budget_must_be_positive(client: TestClient, tenant: IssuedKey, budget: int) -> None:
+    r = client.post(
+        "/v1/conversations/k/turns",
+        headers=auth(tenant),
+        json={"messages": [], "token_budget": budget},
+    )
+    assert r.status_code == 400
