@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from typing import Protocol
 
 from fastapi import Request
@@ -43,9 +44,14 @@ def get_enqueuer(request: Request) -> Enqueuer:
     return enqueuer
 
 
-def get_inline_jobs(request: Request) -> CompactionJobs:
+def get_inline_jobs(request: Request) -> Callable[[], CompactionJobs]:
+    """The app's inline job runner, built on first use (most deployments never need it)."""
     state = request.app.state
-    if getattr(state, "inline_jobs", None) is None:
-        state.inline_jobs = build_inline_jobs(state.database, state.settings)
-    jobs: CompactionJobs = state.inline_jobs
+
+    def jobs() -> CompactionJobs:
+        if state.inline_jobs is None:
+            state.inline_jobs = build_inline_jobs(state.database, state.settings)
+        built: CompactionJobs = state.inline_jobs
+        return built
+
     return jobs

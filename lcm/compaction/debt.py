@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, case, or_, select, update
+from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from lcm.db.models import CompactionDebt
@@ -205,3 +205,19 @@ class DebtRepository:
                 .limit(limit)
             )
         )
+
+
+def debt_overview(session: Session) -> tuple[dict[str, int], datetime | None]:
+    """Debt rows by status, and when the oldest still-owed one was last woken."""
+    by_status = {
+        str(status): int(count)
+        for status, count in session.execute(
+            select(CompactionDebt.status, func.count()).group_by(CompactionDebt.status)
+        )
+    }
+    oldest = session.scalar(
+        select(func.min(CompactionDebt.enqueued_at)).where(
+            CompactionDebt.status.in_((PENDING, RUNNING))
+        )
+    )
+    return by_status, oldest
