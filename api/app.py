@@ -6,12 +6,13 @@ import logging
 from collections.abc import Callable
 
 from fastapi import FastAPI
+from prometheus_client import REGISTRY
 
 from api import errors
 from api.jobs import CeleryEnqueuer, Enqueuer
 from api.limits import BodySizeLimit
-from api.metrics import RequestMetrics
-from api.routes import conversations, health, tenant
+from api.metrics import DebtCollector, RequestMetrics
+from api.routes import bootstrap, conversations, health, tenant, tools
 from lcm import __version__
 from lcm.db.engine import Database
 from lcm.settings import Settings, get_settings
@@ -36,10 +37,25 @@ def create_app(
     errors.install(app)
     app.include_router(health.router)
     app.include_router(tenant.router)
+    app.include_router(bootstrap.router)
     app.include_router(conversations.router)
+    app.include_router(tools.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetrics)
+    _register_debt_metrics(app.state.database)
     return app
+
+
+_debt_collector: DebtCollector | None = None
+
+
+def _register_debt_metrics(database: Database) -> None:
+    """One debt collector per process (the registry is global); the newest app's DB wins."""
+    global _debt_collector
+    if _debt_collector is None:
+        _debt_collector = DebtCollector(database)
+        REGISTRY.register(_debt_collector)
+    _debt_collector.database = database
 
 
 def _default_broker_ping() -> bool:

@@ -6,10 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import ingest
+from bench import grep, ingest, transcripts
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
+    "transcripts": transcripts.run,
+    "grep": grep.run,
 }
 
 
@@ -18,6 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], default=[])
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure (median quoted)")
     parser.add_argument("--messages", type=int, default=20_000, help="messages per ingest run")
+    parser.add_argument(
+        "--grep-sizes",
+        type=int,
+        nargs="+",
+        default=[20_000, 1_000_000],
+        help="table sizes the grep scenario measures at (grown in order)",
+    )
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.orm import Session
 
+from cli import transcripts
 from lcm.settings import Settings, get_settings
 from lcm.tenants.service import IssuedKey
 
@@ -131,6 +132,36 @@ def flower(port: Port = 5555) -> None:
     celery_app.start(["flower", f"--port={port}"])
 
 
+@app.command()
+def mcp(
+    transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP).")] = "stdio",
+    host: Host = "127.0.0.1",
+    port: Port = 8765,
+    api_url: Annotated[str | None, typer.Option(help="lcm-server URL.")] = None,
+    session_key: Annotated[str | None, typer.Option(help="Default session family.")] = None,
+) -> None:
+    """MCP server with lcm_grep, lcm_describe, lcm_expand_query for one tenant key.
+
+    The key comes from LCM_MCP_API_KEY (not an option: it would show in `ps`).
+    """
+    from cli.mcp_server import LcmApi, build_server
+
+    settings = get_settings()
+    if settings.mcp_api_key is None or transport not in ("stdio", "http"):
+        console.print("[red]set LCM_MCP_API_KEY; --transport is stdio or http[/red]")
+        raise typer.Exit(2)
+    api = LcmApi(
+        api_url or settings.mcp_api_url,
+        settings.mcp_api_key.get_secret_value(),
+        expand_query_timeout=settings.expand_query_timeout_seconds + 30,
+    )
+    server = build_server(api, session_key or settings.mcp_session_key)
+    if transport == "stdio":
+        server.run("stdio")  # stdout carries the protocol: nothing else may print there
+    else:
+        server.run("streamable-http", host=host, port=port)
+
+
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Apply migrations up to ``revision``."""
@@ -192,6 +223,8 @@ def _print_key(issued: IssuedKey, as_json: bool) -> None:
     else:
         typer.echo(f"tenant {issued.tenant_name} ({issued.tenant_id})\napi key: {issued.api_key}")
 
+
+transcripts.register(app)  # import, status, dag
 
 if __name__ == "__main__":
     app()

@@ -77,7 +77,7 @@ class Settings(CompactionSettings):
 
     # Agent tools (grep / describe / expand / expand-query).
     grep_max_pattern_chars: int = Field(1_000, ge=1)
-    # Hybrid sort: relevance / (1 + age / half_life), so a match this old counts half.
+    # Hybrid sort: relevance x 2^(-age / half_life), so a match this old counts half.
     grep_recency_half_life_hours: float = Field(168.0, gt=0)
     expand_token_cap_max: int = Field(100_000, ge=1)
     # One expand-query: the model, its reading budget (debited on the grant as

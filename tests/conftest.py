@@ -153,21 +153,22 @@ def auth(issued: IssuedKey) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def worker_env(
-    pg_server: servers.PostgresHandle, redis_server: servers.RedisHandle
+    pg_server: servers.PostgresHandle, redis_server: servers.RedisHandle, workdir: Path
 ) -> dict[str, str]:
     """Environment for a real worker process: the test Postgres and Redis."""
     return {
         "LCM_DATABASE_URL": pg_server.url,
         "LCM_BROKER_URL": redis_server.url,
         "LCM_RESULT_BACKEND_URL": redis_server.url,
+        # Large files written by a test are read by the worker from here.
+        "LCM_FILES_DIR": str(workdir / "files"),
     }
 
 
 @pytest.fixture(scope="session")
-def celery_worker(worker_env: dict[str, str], workdir: Path) -> Iterator[object]:
-    """A real ``celery worker`` process, and the Celery app pointed at the same broker."""
+def celery_app(worker_env: dict[str, str]) -> object:
+    """This process's Celery app, pointed at the test Redis (to send tasks to real workers)."""
     from workers.celery_app import app, configure
-    from workers.tasks.system import ping
 
     configure(
         Settings(
@@ -176,14 +177,28 @@ def celery_worker(worker_env: dict[str, str], workdir: Path) -> Iterator[object]
             result_backend_url=worker_env["LCM_RESULT_BACKEND_URL"],
         )
     )
-    log = workdir / "worker-1.log"
+    return app
+
+
+@pytest.fixture(scope="module")
+def celery_worker(
+    celery_app: object, worker_env: dict[str, str], workdir: Path
+) -> Iterator[object]:
+    """A real ``celery worker`` process with default settings, for one test module.
+
+    Module-scoped so that modules which start workers with settings of their
+    own never share the queues with it.
+    """
+    from workers.tasks.system import ping
+
+    log = workdir / "worker-default.log"
     process = servers.start_celery_worker(worker_env, log=log)
     try:
         ping.apply_async(queue="compaction").get(timeout=60)
     except Exception:
         process.kill()
         pytest.fail("the Celery worker did not answer a ping:\n" + log.read_text()[-4000:])
-    yield app
+    yield celery_app
     process.terminate()
     try:
         process.wait(20)

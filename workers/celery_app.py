@@ -15,7 +15,15 @@ from workers import runtime
 
 QUEUES = ("compaction", "files", "expansion")
 
-app = Celery("lcm", include=["workers.tasks.system", "workers.tasks.compaction"])
+app = Celery(
+    "lcm",
+    include=[
+        "workers.tasks.system",
+        "workers.tasks.compaction",
+        "workers.tasks.files",
+        "workers.tasks.expansion",
+    ],
+)
 
 
 def configure(settings: Settings) -> Celery:
@@ -71,6 +79,14 @@ def configure(settings: Settings) -> Celery:
                 "task": "compaction.reconcile",
                 "schedule": settings.reconcile_interval_seconds,
                 "options": {"queue": "compaction", "expires": settings.reconcile_interval_seconds},
+            },
+            "expansion-sweep-grants": {
+                "task": "expansion.sweep_grants",
+                "schedule": settings.expansion_sweep_interval_seconds,
+                "options": {
+                    "queue": "expansion",
+                    "expires": settings.expansion_sweep_interval_seconds,
+                },
             },
         },
         timezone="UTC",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
 from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.file_jobs import FileJobsDep
 from api.jobs import Enqueuer, get_enqueuer, get_inline_jobs
 from api.schemas import (
     AssembleIn,
@@ -25,6 +27,7 @@ from lcm.compaction.jobs import CompactionJobs, context_token_total, record_debt
 from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import conversation_status
 from lcm.db.models import utcnow
+from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.ingest.turns import after_turn
@@ -34,7 +37,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
 EnqueuerDep = Annotated[Enqueuer, Depends(get_enqueuer)]
-InlineJobsDep = Annotated[CompactionJobs, Depends(get_inline_jobs)]
+InlineJobsDep = Annotated[Callable[[], CompactionJobs], Depends(get_inline_jobs)]
 
 
 def _batch(body: MessagesIn, settings: SettingsDep) -> list[PreparedMessage]:
@@ -52,9 +55,20 @@ def post_messages(
     tenant_id: TenantDep,
     session: SessionDep,
     settings: SettingsDep,
+    file_jobs: FileJobsDep,
 ) -> MessagesOut:
-    result = ingest_messages(session, tenant_id, key, body.session_id, _batch(body, settings))
+    effective = effective_settings(session, tenant_id, settings)
+    result = ingest_messages(
+        session,
+        tenant_id,
+        key,
+        body.session_id,
+        _batch(body, settings),
+        large_files=LargeFileExtractor.from_settings(effective),
+        new_session_retain_depth=effective.new_session_retain_depth,
+    )
     session.commit()
+    file_jobs(result.file_ids)  # after commit: the large_files rows exist when a worker looks
     return MessagesOut(
         conversation_id=result.conversation_id,
         ingested=result.ingested,
@@ -71,6 +85,7 @@ def post_turn(
     settings: SettingsDep,
     enqueuer: EnqueuerDep,
     inline_jobs: InlineJobsDep,
+    file_jobs: FileJobsDep,
 ) -> TurnOut:
     turn = after_turn(
         session,
@@ -82,10 +97,11 @@ def post_turn(
         settings,
     )
     session.commit()  # messages and debt first; the wake-up only after they are durable
+    file_jobs(turn.ingest.file_ids)
     compaction = "none"
     if turn.over_threshold:
         compaction = "scheduled"
-        if turn.mode == "inline" and inline_jobs.run_inline(turn.ingest.conversation_id):
+        if turn.mode == "inline" and inline_jobs().run_inline(turn.ingest.conversation_id):
             compaction = "ran"
         elif turn.wake:
             enqueuer.wake(turn.ingest.conversation_id)
@@ -140,7 +156,7 @@ def post_compact(
     mode = effective_settings(session, tenant_id, settings).compaction_mode
     session.commit()
     if mode == "inline":
-        inline_jobs.run_inline(conversation.id)
+        inline_jobs().run_inline(conversation.id)
     elif wake:
         enqueuer.wake(conversation.id)
     timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from lcm.assembly import assemble_context, summary_context_tokens
 from lcm.assembly.assembler import AssembledContext
 from lcm.assembly.render import format_timestamp
-from lcm.compaction.planning import PassPlan
+from lcm.compaction.planning import PassPlan, split_fresh_tail
 from lcm.compaction.repository import CompactionRepository, summary_view
 from lcm.compaction.sweep import (
     CompactUntilUnderResult,
@@ -309,6 +309,16 @@ class CompactionEngine:
 def assemble(
     session: Session, conversation_id: int, token_budget: int, settings: CompactionSettings
 ) -> AssembledContext:
-    """The model context for the next turn of a conversation (read-only)."""
-    entries = CompactionRepository(session).load_entries(conversation_id)
+    """The model context for the next turn of a conversation (read-only).
+
+    Reads only the newest items that can fit the budget. If the fresh tail
+    reaches the start of that window (it may extend further back: the latest
+    user turn is never split), the whole context is read instead, so the
+    tail is always complete.
+    """
+    repo = CompactionRepository(session)
+    start = repo.recent_window_start(conversation_id, token_budget, settings.fresh_tail_count + 1)
+    entries = repo.load_entries(conversation_id, from_ordinal=start)
+    if start is not None and not split_fresh_tail(entries, settings).prefix:
+        entries = repo.load_entries(conversation_id)
     return assemble_context(entries, token_budget, settings)

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, Table, and_, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from lcm.context import ContentShape, ContextEntry, MessageView, PartView, Role, SummaryView
@@ -32,13 +32,17 @@ class CompactionRepository:
 
     # --- reading the context ---------------------------------------------
 
-    def load_entries(self, conversation_id: int) -> list[ContextEntry]:
+    def load_entries(
+        self, conversation_id: int, from_ordinal: int | None = None
+    ) -> list[ContextEntry]:
         """The conversation's context items in order, with their messages and summaries.
 
         Four queries whatever the size: items+messages, parts, items+summaries,
-        parents. The context is what compaction keeps within budget, so this
-        stays bounded even for conversations with a long history.
+        parents. ``from_ordinal`` limits them to a suffix of the context.
         """
+        window = ContextItem.conversation_id == conversation_id
+        if from_ordinal is not None:
+            window = and_(window, ContextItem.ordinal >= from_ordinal)
         items = self.session.execute(
             select(
                 ContextItem.ordinal,
@@ -46,11 +50,11 @@ class CompactionRepository:
                 ContextItem.message_id,
                 ContextItem.summary_id,
             )
-            .where(ContextItem.conversation_id == conversation_id)
+            .where(window)
             .order_by(ContextItem.ordinal)
         ).all()
-        messages = self._message_views(conversation_id)
-        summaries = self._summary_views(conversation_id)
+        messages = self._message_views(window)
+        summaries = self._summary_views(window)
         entries = []
         for ordinal, tokens, message_id, summary_id in items:
             if message_id is not None:
@@ -59,10 +63,38 @@ class CompactionRepository:
                 entries.append(ContextEntry(ordinal, tokens, summary=summaries[str(summary_id)]))
         return entries
 
-    def _message_views(self, conversation_id: int) -> dict[int, MessageView]:
-        in_context = and_(
-            ContextItem.conversation_id == conversation_id, ContextItem.message_id.is_not(None)
-        )
+    def recent_window_start(
+        self, conversation_id: int, token_budget: int, min_items: int, page: int = 2048
+    ) -> int | None:
+        """The first ordinal of the newest items that hold more than ``token_budget``.
+
+        Assembly fills the budget newest-first, so nothing older than this
+        window can make it into the context; reading only the window keeps
+        assembly independent of how much raw history is still uncompacted.
+        Returns None when the whole context is within the budget.
+        """
+        total, count, before = 0, 0, None
+        while True:
+            stmt = (
+                select(ContextItem.ordinal, ContextItem.token_count)
+                .where(ContextItem.conversation_id == conversation_id)
+                .order_by(ContextItem.ordinal.desc())
+                .limit(page)
+            )
+            if before is not None:
+                stmt = stmt.where(ContextItem.ordinal < before)
+            rows = self.session.execute(stmt).all()
+            for ordinal, tokens in rows:
+                total += tokens
+                count += 1
+                if total > token_budget and count >= min_items:
+                    return int(ordinal)
+            if len(rows) < page:
+                return None
+            before = rows[-1][0]
+
+    def _message_views(self, window: ColumnElement[bool]) -> dict[int, MessageView]:
+        in_context = and_(window, ContextItem.message_id.is_not(None))
         parts: dict[int, list[PartView]] = defaultdict(list)
         for message_id, part_type, payload, tool_call_id, text in self.session.execute(
             select(
@@ -73,7 +105,10 @@ class CompactionRepository:
                 MessagePart.text,
             )
             .join(ContextItem, ContextItem.message_id == MessagePart.message_id)
-            .where(in_context)
+            .join(Message, Message.id == MessagePart.message_id)
+            # A plain-string message has one text part equal to its content
+            # (ingest guarantees it), so only block messages read their parts.
+            .where(in_context, Message.content_shape == "blocks")
             .order_by(MessagePart.message_id, MessagePart.ordinal)
         ):
             parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
@@ -97,15 +132,13 @@ class CompactionRepository:
                 cast(Role, role),
                 content,
                 created_at,
-                tuple(parts[mid]),
+                tuple(parts[mid]) if shape == "blocks" else _text_part(content),
                 cast(ContentShape, shape),
             )
         return views
 
-    def _summary_views(self, conversation_id: int) -> dict[str, SummaryView]:
-        in_context = and_(
-            ContextItem.conversation_id == conversation_id, ContextItem.summary_id.is_not(None)
-        )
+    def _summary_views(self, window: ColumnElement[bool]) -> dict[str, SummaryView]:
+        in_context = and_(window, ContextItem.summary_id.is_not(None))
         parents: dict[str, list[str]] = defaultdict(list)
         for summary_id, parent_id in self.session.execute(
             select(SummaryParent.summary_id, SummaryParent.parent_id)
@@ -264,6 +297,10 @@ class CompactionRepository:
                 .group_by(Summary.depth)
             )
         }
+
+
+def _text_part(content: str) -> tuple[PartView, ...]:
+    return (PartView("text", {"type": "text", "text": content}, None, content),)
 
 
 def summary_view(summary: Summary, parent_ids: Sequence[str]) -> SummaryView:

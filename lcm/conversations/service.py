@@ -4,6 +4,8 @@ A family is every conversation of one ``session_key``. At most one of them is
 live (unarchived). A ``session_id`` the family has not seen starts a new
 conversation and archives the live one; a ``session_id`` it has seen (even an
 archived one, e.g. a gateway's late retry) goes back to that conversation.
+Which summaries of the archived conversation the new one starts with is
+``new_session_retain_depth`` (see :mod:`lcm.conversations.retention`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lcm.conversations.repository import ConversationRepository
+from lcm.conversations.retention import carry_summaries
 from lcm.db.models import Conversation, utcnow
 from lcm.errors import Conflict, NotFound
 
 
 def resolve_for_write(
-    session: Session, tenant_id: str, session_key: str, session_id: str | None
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    *,
+    retain_depth: int = -1,
 ) -> Conversation:
     """The conversation a write goes to, created if needed, row-locked on Postgres.
 
@@ -37,7 +45,12 @@ def resolve_for_write(
     if active is not None:
         # A new runtime session in the family: the previous one is archived.
         repo.archive(active, utcnow())
-    return _create(session, repo, tenant_id, session_key, session_id)
+    conversation, created = _create(session, repo, tenant_id, session_key, session_id)
+    if created and active is not None:
+        # Only the writer that archived the live conversation and created its
+        # successor carries summaries over, so a racing writer never does it twice.
+        carry_summaries(session, tenant_id, active.id, conversation.id, retain_depth)
+    return conversation
 
 
 def _create(
@@ -46,7 +59,8 @@ def _create(
     tenant_id: str,
     session_key: str,
     session_id: str | None,
-) -> Conversation:
+) -> tuple[Conversation, bool]:
+    """The new conversation, and whether this call created it (False: a racing writer did)."""
     # Two writers may both decide to create the conversation. The unique
     # indexes (one live conversation per family; one row per session_id) let
     # exactly one insert win; the loser rolls back its savepoint and takes the
@@ -58,7 +72,7 @@ def _create(
             Conversation(tenant_id=tenant_id, session_key=session_key, session_id=session_id)
         )
         savepoint.commit()
-        return created
+        return created, True
     except IntegrityError:
         savepoint.rollback()
     winner = (
@@ -68,7 +82,7 @@ def _create(
     )
     if winner is None:
         raise Conflict("the session family changed concurrently; retry the request")
-    return winner
+    return winner, False
 
 
 def resolve_for_read(

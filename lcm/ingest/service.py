@@ -11,6 +11,8 @@ from lcm.conversations.repository import ConversationRepository
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import utcnow
 from lcm.errors import TooLarge
+from lcm.files.extraction import LargeFileExtractor, PendingFile
+from lcm.files.repository import LargeFileRepository
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.ingest.repository import MessageRepository
 
@@ -22,6 +24,8 @@ class IngestResult:
     duplicates: int
     first_seq: int | None
     last_seq: int | None
+    # Large files taken out of the batch: enqueue their summaries after commit.
+    file_ids: tuple[str, ...] = ()
 
 
 def prepare_batch(
@@ -39,6 +43,9 @@ def ingest_messages(
     session_key: str,
     session_id: str | None,
     batch: Sequence[PreparedMessage],
+    *,
+    large_files: LargeFileExtractor | None = None,
+    new_session_retain_depth: int = -1,
 ) -> IngestResult:
     """Append ``batch`` to the conversation; the caller commits.
 
@@ -46,8 +53,12 @@ def ingest_messages(
     repeated inside the batch) is skipped and counted as a duplicate. New
     messages get consecutive seqs after the conversation's ``last_seq``; the
     conversation row lock taken by ``resolve_for_write`` makes that range ours.
+    With ``large_files``, oversized payloads of the new messages are stored
+    outside the database and replaced by references (``lcm.files.extraction``).
     """
-    conversation = resolve_for_write(session, tenant_id, session_key, session_id)
+    conversation = resolve_for_write(
+        session, tenant_id, session_key, session_id, retain_depth=new_session_retain_depth
+    )
     messages = MessageRepository(session)
     with_ids = [m.client_id for m in batch if m.client_id is not None]
     seen = messages.existing_client_ids(conversation.id, with_ids) if with_ids else set()
@@ -61,6 +72,9 @@ def ingest_messages(
     duplicates = len(batch) - len(fresh)
     if not fresh:
         return IngestResult(conversation.id, 0, duplicates, None, None)
+    files: list[PendingFile] = []
+    if large_files is not None:
+        fresh, files = large_files.extract(tenant_id, fresh)
 
     last_seq, last_ordinal = ConversationRepository(session).advance_counters(
         conversation.id, seq_by=len(fresh), ordinal_by=len(fresh)
@@ -111,4 +125,7 @@ def ingest_messages(
             for i, (message_id, m) in enumerate(zip(ids, fresh, strict=True))
         ]
     )
-    return IngestResult(conversation.id, len(fresh), duplicates, first_seq, last_seq)
+    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
+    return IngestResult(
+        conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
+    )

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from lcm.compaction.jobs import context_token_total, record_debt
 from lcm.compaction.planning import evaluate_threshold
+from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import IngestResult, ingest_messages
 from lcm.settings import Settings
@@ -40,8 +41,16 @@ def after_turn(
     debt row commit together or not at all. Below the threshold no debt is
     written.
     """
-    ingest = ingest_messages(session, tenant_id, session_key, session_id, batch)
     settings = effective_settings(session, tenant_id, base)
+    ingest = ingest_messages(
+        session,
+        tenant_id,
+        session_key,
+        session_id,
+        batch,
+        large_files=LargeFileExtractor.from_settings(settings),
+        new_session_retain_depth=settings.new_session_retain_depth,
+    )
     tokens = context_token_total(session, ingest.conversation_id)
     check = evaluate_threshold(tokens, token_budget, settings)
     wake = False

@@ -48,8 +48,15 @@ def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
 
 def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) -> None:
     port = servers.free_port()
-    env = {**os.environ, "LCM_HOME": str(tmp_path / "home")}
+    env = {
+        **os.environ,
+        "LCM_HOME": str(tmp_path / "home"),
+        "LCM_FRESH_TAIL_COUNT": "4",
+        "LCM_LEAF_MIN_FANOUT": "4",
+        "LCM_LEAF_CHUNK_TOKENS": "300",
+    }
     env.pop("LCM_DATABASE_URL", None)
+    env.pop("ANTHROPIC_API_KEY", None)
     env.pop("LCM_BROKER_URL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
@@ -72,14 +79,40 @@ def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) ->
                 pass
             assert time.monotonic() < deadline, "embedded server did not become ready"
             time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {key}"}
         r = httpx.post(
             f"{base}/v1/conversations/demo/messages",
-            headers={"Authorization": f"Bearer {key}"},
+            headers=headers,
             json={"messages": [{"role": "user", "content": "hello", "id": "1"}]},
         )
         assert r.status_code == 200, r.text
         assert r.json()["ingested"] == 1
         assert (tmp_path / "home" / "lcm.db").exists()
+        # The service loop in one process: after-turn debt, the in-process worker drains it.
+        messages = [
+            {"role": "user" if i % 2 else "assistant", "content": f"step {i} " * 60}
+            for i in range(24)
+        ]
+        turn = httpx.post(
+            f"{base}/v1/conversations/demo/turns",
+            headers=headers,
+            json={"messages": messages, "token_budget": 1_000},
+        )
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["compaction"] == "scheduled"
+        deadline = time.monotonic() + 30
+        while True:
+            status = httpx.get(f"{base}/v1/conversations/demo/status", headers=headers).json()
+            if status["debt"]["status"] == "done":
+                break
+            assert time.monotonic() < deadline, f"debt not drained: {status}"
+            time.sleep(0.2)
+        assert status["summaries"]["0"] >= 2
+        assert status["context_tokens"] < turn.json()["context_tokens"]
+        metrics = httpx.get(f"{base}/metrics").text
+        assert 'lcm_compaction_passes_total{escalation="normal",kind="leaf"}' in metrics
+        assert 'lcm_compaction_debt{status="done"} 1.0' in metrics
+        assert "lcm_compaction_queue_lag_seconds_count" in metrics
     finally:
         proc.terminate()
         proc.wait(20)

@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, inspect
 from lcm.db.engine import normalize_url
 from lcm.db.migrate import current_revision, downgrade, upgrade
 from lcm.db.models import Base
+from lcm.db.search_objects import include_name
 from tests import servers
 
 
@@ -20,7 +21,8 @@ def _roundtrip(url: str) -> None:
     assert head is not None
     engine = create_engine(normalize_url(url))
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        context = MigrationContext.configure(conn, opts={"include_name": include_name})
+        diff = compare_metadata(context, Base.metadata)
         tables = set(inspect(conn).get_table_names())
     engine.dispose()
     assert diff == [], f"models and migrations disagree: {diff}"

@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from lcm.db.models import Base
+from lcm.db.search_objects import include_name
 
 config = context.config
 target_metadata = Base.metadata
@@ -22,6 +23,8 @@ def run_migrations_online() -> None:
             # SQLite cannot ALTER most things in place; batch mode copies tables.
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            # Search columns, indexes and FTS5 tables are migration-only (0002).
+            include_name=include_name,
         )
         with context.begin_transaction():
             context.run_migrations()

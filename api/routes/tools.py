@@ -1,0 +1,112 @@
+"""Agent tools over HTTP: grep, describe, expand, expand-query (DESIGN §4, §5)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, Field, field_validator
+
+from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from lcm.errors import DependencyUnavailable, InvalidInput
+from lcm.retrieval.agent_tools import to_jsonable
+from lcm.retrieval.answers import ExpandQueryRequest
+from lcm.retrieval.describe import describe_file, describe_summary
+from lcm.retrieval.expand import MAX_SUMMARY_IDS, expand
+from lcm.retrieval.expansion import abandon_expand_query, grep_limits, start_expand_query
+from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, grep
+from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+
+router = APIRouter(prefix="/v1", tags=["tools"])
+NodeId = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+class ScopeIn(BaseModel):
+    session_key: str | None = Field(None, min_length=1, max_length=512)
+    conversation_id: int | None = None
+    all_conversations: bool = False
+
+    def selector(self) -> ScopeSelector:
+        return ScopeSelector(self.session_key, self.conversation_id, self.all_conversations)
+
+
+class GrepIn(ScopeIn):
+    pattern: str = Field(min_length=1)
+    mode: Literal["regex", "full_text"] = "regex"
+    scope: Literal["messages", "summaries", "both"] = "both"
+    sort: Literal["recency", "relevance", "hybrid"] = "recency"
+    limit: int = Field(50, ge=1, le=MAX_LIMIT)
+    since: datetime | None = None
+    before: datetime | None = None
+
+    @field_validator("since", "before")
+    @classmethod
+    def _naive_is_utc(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value and value.tzinfo is None else value
+
+
+class ExpandIn(BaseModel):
+    summary_ids: list[str] = Field(min_length=1, max_length=MAX_SUMMARY_IDS)
+    token_cap: int | None = Field(None, ge=1)
+
+
+class ExpandQueryIn(ScopeIn):
+    prompt: str = Field(min_length=1, max_length=20_000)
+    query: str | None = Field(None, min_length=1, max_length=2_000)
+    summary_ids: list[str] = Field(default_factory=list, max_length=MAX_SUMMARY_IDS)
+    max_tokens: int = Field(2_000, ge=1, le=16_000)
+
+    def to_domain(self) -> ExpandQueryRequest:
+        return ExpandQueryRequest(self.prompt, self.query, tuple(self.summary_ids), self.max_tokens)
+
+
+@router.post("/grep")
+def post_grep(
+    body: GrepIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+) -> Any:
+    bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
+    query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
+    return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
+
+
+@router.get("/summaries/{summary_id}")
+def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
+    return to_jsonable(describe_summary(session, tenant_id, summary_id))
+
+
+@router.get("/files/{file_id}")
+def get_file(file_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
+    return to_jsonable(describe_file(session, tenant_id, file_id))
+
+
+@router.post("/expand")
+def post_expand(
+    body: ExpandIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+) -> Any:
+    cap = body.token_cap or settings.max_expand_tokens
+    if cap > settings.expand_token_cap_max:
+        raise InvalidInput(f"token_cap is at most {settings.expand_token_cap_max}")
+    return to_jsonable(expand(session, tenant_id, body.summary_ids, cap))
+
+
+@router.post("/expand-query")
+def post_expand_query(
+    body: ExpandQueryIn,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    database: DatabaseDep,
+) -> Any:
+    from workers.tasks.expansion import submit_and_wait
+
+    request = body.to_domain()
+    grant = start_expand_query(session, tenant_id, body.selector(), request, settings)
+    session.commit()  # the worker must find the grant: commit before enqueueing
+    try:
+        return submit_and_wait(
+            grant.id, tenant_id, to_jsonable(request), settings.expand_query_timeout_seconds
+        )
+    except DependencyUnavailable:
+        abandon_expand_query(database.transaction, grant.id)  # a late loop stops reading
+        raise

@@ -1,0 +1,117 @@
+"""``lcm status`` and ``lcm dag``: one conversation's figures and its summary DAG."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from cli.common import (
+    BudgetOpt,
+    JsonOpt,
+    KeyArg,
+    SessionOpt,
+    TenantOpt,
+    console,
+    out,
+    tenant_id_for,
+)
+from lcm.conversations.dag import ConversationDag, MessageRange
+from lcm.db.engine import Database
+from lcm.errors import LcmError
+from lcm.settings import get_settings
+
+
+def status_command(
+    key: KeyArg,
+    tenant: TenantOpt = "local",
+    session_id: SessionOpt = None,
+    token_budget: BudgetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A conversation's messages, summaries by depth, context tokens, debt and last run."""
+    from lcm.conversations.service import resolve_for_read
+    from lcm.conversations.status import conversation_status
+    from lcm.tenants.service import effective_settings
+
+    settings = get_settings()
+    database = Database(settings)
+    try:
+        with database.session() as session:
+            tenant_id = tenant_id_for(session, tenant)
+            conversation = resolve_for_read(session, tenant_id, key, session_id)
+            effective = effective_settings(session, tenant_id, settings)
+            status = conversation_status(
+                session, conversation, effective, token_budget or settings.default_token_budget
+            )
+    except LcmError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        database.dispose()
+    if as_json:
+        out.print_json(json.dumps(asdict(status), default=str))
+        return
+    table = Table(show_header=False, title=f"{key} (conversation {status.conversation_id})")
+    for name, value in asdict(status).items():
+        table.add_row(name, "-" if value is None else str(value))
+    out.print(table)
+
+
+def dag_command(
+    key: KeyArg,
+    tenant: TenantOpt = "local",
+    session_id: SessionOpt = None,
+) -> None:
+    """The conversation's context and summary DAG, as a tree."""
+    from lcm.conversations.dag import load_dag
+    from lcm.conversations.service import resolve_for_read
+
+    settings = get_settings()
+    database = Database(settings)
+    try:
+        with database.session() as session:
+            tenant_id = tenant_id_for(session, tenant)
+            conversation = resolve_for_read(session, tenant_id, key, session_id)
+            dag = load_dag(session, conversation.id)
+    except LcmError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        database.dispose()
+    root = Tree(
+        f"[bold]{key}[/bold] conversation {conversation.id}: {len(dag.context)} context rows"
+    )
+    for row in dag.context:
+        if row.summary_id is not None:
+            _add_summary(root, dag, row.summary_id, set())
+        elif row.messages is not None:
+            root.add(_messages_label(row.messages))
+    out.print(root)
+
+
+def _add_summary(parent: Tree, dag: ConversationDag, summary_id: str, seen: set[str]) -> None:
+    node = dag.nodes.get(summary_id)
+    if node is None or summary_id in seen:
+        parent.add(f"[red]{summary_id} (missing or repeated)[/red]")
+        return
+    seen.add(summary_id)
+    span = f"{node.earliest_at:%Y-%m-%d %H:%M}..{node.latest_at:%Y-%m-%d %H:%M}"
+    branch = parent.add(
+        f"[cyan]{node.id}[/cyan] {node.kind} depth {node.depth}: {node.token_count:,} tokens, "
+        f"{node.descendant_count:,} messages below, {span}"
+    )
+    for source in node.sources:
+        _add_summary(branch, dag, source, seen)
+    if node.messages is not None:
+        branch.add(_messages_label(node.messages))
+
+
+def _messages_label(messages: MessageRange) -> str:
+    return (
+        f"[dim]messages #{messages.first_seq}..#{messages.last_seq} "
+        f"({messages.count:,}, {messages.tokens:,} tokens)[/dim]"
+    )

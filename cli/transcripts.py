@@ -1,0 +1,223 @@
+"""``lcm import``: gateway transcripts into the database, with progress bars.
+
+Works on the database directly (like ``lcm tenant create``), so it needs no
+running API: it runs the same bootstrap as ``POST …/bootstrap``, and
+``--compact`` the same compaction passes a worker runs, in-process. Progress
+goes to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from cli import conversations
+from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, out, tenant_id_for
+from lcm.db.engine import Database
+from lcm.errors import LcmError
+from lcm.settings import Settings, get_settings
+from lcm.transcripts.model import FORMATS, FormatChoice
+
+
+class _Rate(ProgressColumn):
+    """Messages per second of a message task (rich's own speed columns speak bytes)."""
+
+    def render(self, task: Task) -> Text:
+        if not task.fields.get("messages"):
+            return Text("")
+        return Text(f"{task.speed or 0:>7,.0f} msg/s", style="progress.data.speed")
+
+
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    file: str
+    key: str
+    conversation_id: int
+    format: str
+    messages: int
+    imported: int
+    tool_pairs: int
+    seconds: float
+    context_tokens_before: int
+    context_tokens_after: int
+    passes: int
+
+
+def register(app: typer.Typer) -> None:
+    """``lcm import`` here; ``lcm status`` and ``lcm dag`` from :mod:`cli.conversations`."""
+    app.command("import")(import_command)
+    app.command("status")(conversations.status_command)
+    app.command("dag")(conversations.dag_command)
+
+
+def import_command(
+    paths: Annotated[list[Path], typer.Argument(help="JSONL files or directories of them.")],
+    transcript_format: Annotated[
+        str, typer.Option("--format", help="auto, openclaw or claude-code.")
+    ] = "auto",
+    compact: Annotated[bool, typer.Option(help="Run a compaction sweep after each file.")] = False,
+    tenant: TenantOpt = "local",
+    key: Annotated[str | None, typer.Option(help="Session key (default: file name).")] = None,
+    token_budget: BudgetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import gateway transcripts (OpenClaw/pi JSONL v1-3, Claude Code JSONL)."""
+    if transcript_format != "auto" and transcript_format not in FORMATS:
+        raise typer.BadParameter("--format is auto, openclaw or claude-code")
+    files = _transcript_files(paths)
+    settings = get_settings()
+    database = Database(settings)
+    try:
+        fmt = cast(FormatChoice, transcript_format)
+        reports = _import_all(database, settings, files, fmt, compact, tenant, key, token_budget)
+    except LcmError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        database.dispose()
+    if as_json:
+        for report in reports:
+            out.print_json(json.dumps(asdict(report)))
+    else:
+        out.print(_report_table(reports))
+
+
+def _import_all(
+    database: Database,
+    settings: Settings,
+    files: list[Path],
+    transcript_format: FormatChoice,
+    compact: bool,
+    tenant: str,
+    key: str | None,
+    token_budget: int | None,
+) -> list[FileReport]:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate())
+    with Progress(*columns, console=console) as progress:
+        importer = _Importer(database, settings, transcript_format, tenant, progress)
+        files_task = progress.add_task("files", total=len(files))
+        reports = []
+        for path in files:
+            reports.append(importer.run(path, key or path.stem, compact, token_budget))
+            progress.advance(files_task)
+    return reports
+
+
+class _Importer:
+    """One tenant's import: bootstrap each file, summarize its large files, maybe compact."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        transcript_format: FormatChoice,
+        tenant: str,
+        progress: Progress,
+    ) -> None:
+        from lcm.compaction.engine import CompactionEngine
+        from lcm.files.storage import build_storage
+        from lcm.summarize.summarizer import Summarizer
+        from lcm.tenants.service import effective_settings
+        from lcm.transcripts.service import BootstrapOptions
+
+        self.database = database
+        self.progress = progress
+        with database.session() as session:
+            self.tenant_id = tenant_id_for(session, tenant)
+            self.settings = effective_settings(session, self.tenant_id, settings)
+        self.options = BootstrapOptions.from_settings(self.settings, transcript_format)
+        self.summarizer = Summarizer.from_settings(self.settings)
+        self.storage = build_storage(self.settings)
+        self.engine = CompactionEngine(database.transaction, self.summarizer)
+
+    def run(self, path: Path, key: str, compact: bool, token_budget: int | None) -> FileReport:
+        from lcm.files.service import summarize_file
+        from lcm.transcripts.importer import import_transcript
+        from lcm.transcripts.parse import parse_transcript
+        from lcm.transcripts.repository import TranscriptRepository
+        from lcm.transcripts.service import BootstrapResult
+
+        data = path.read_bytes()
+        total = len(parse_transcript(data, self.options.transcript_format).messages)
+        task = self.progress.add_task(f"  {path.name}", total=total, messages=True)
+
+        def advance(result: BootstrapResult) -> None:
+            self.progress.advance(task, result.transcript_messages)
+
+        outcome = import_transcript(
+            self.database.transaction, self.tenant_id, key, data, self.options, on_chunk=advance
+        )
+        for file_id in outcome.file_ids:
+            summarize_file(self.database.transaction, self.storage, self.summarizer, file_id)
+        before = after = sum(e.token_count for e in self.engine.load(outcome.conversation_id))
+        passes = 0
+        if compact:
+            budget = token_budget or self.settings.default_token_budget
+            after, passes = self._compact(outcome.conversation_id, before, budget)
+        with self.database.session() as session:
+            pairs = TranscriptRepository(session).tool_pairs(outcome.conversation_id)
+        return FileReport(
+            file=str(path),
+            key=key,
+            conversation_id=outcome.conversation_id,
+            format=outcome.format,
+            messages=outcome.transcript_messages,
+            imported=outcome.imported,
+            tool_pairs=pairs,
+            seconds=round(outcome.seconds, 3),
+            context_tokens_before=before,
+            context_tokens_after=after,
+            passes=passes,
+        )
+
+    def _compact(self, conversation_id: int, before: int, budget: int) -> tuple[int, int]:
+        from lcm.compaction.planning import PassPlan
+        from lcm.transcripts.importer import compact_conversation
+
+        task = self.progress.add_task(f"  compaction passes ({before:,} tokens)", total=None)
+
+        def advance(plan: PassPlan, tokens: int) -> None:
+            self.progress.update(
+                task, advance=1, description=f"  {plan.kind} pass -> {tokens:,} tokens"
+            )
+
+        done = compact_conversation(
+            self.engine, self.tenant_id, conversation_id, self.settings, budget, on_pass=advance
+        )
+        return done.tokens_after, done.passes
+
+
+def _transcript_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise typer.BadParameter(f"{path} is neither a file nor a directory")
+    return files
+
+
+def _report_table(reports: list[FileReport]) -> Table:
+    table = Table(title="lcm import")
+    numeric = ("messages", "imported", "tool pairs", "seconds", "msg/s", "context tokens", "passes")
+    for column in ("file", "format"):
+        table.add_column(column)
+    for column in numeric:
+        table.add_column(column, justify="right")
+    for r in reports:
+        rate = r.imported / r.seconds if r.seconds else 0.0
+        tokens = f"{r.context_tokens_before:,}"
+        if r.passes:
+            tokens += f" -> {r.context_tokens_after:,}"
+        cells = (f"{r.messages:,}", f"{r.imported:,}", f"{r.tool_pairs:,}", f"{r.seconds:.2f}")
+        table.add_row(Path(r.file).name, r.format, *cells, f"{rate:,.0f}", tokens, str(r.passes))
+    return table

@@ -1,0 +1,38 @@
+"""What an expand-query is asked and what it answers (shared by the LLM and offline paths)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lcm.retrieval.agent_tools import REF_RE
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandQueryRequest:
+    prompt: str
+    query: str | None = None
+    summary_ids: tuple[str, ...] = ()
+    max_tokens: int = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    model: str
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandQueryAnswer:
+    answer: str
+    cited_ids: list[str]
+    offline: bool
+    model: str
+    turns: int
+    tokens_read: int
+    usage: list[Usage] = field(default_factory=list)
+
+
+def cited_ids(answer: str, seen: set[str]) -> list[str]:
+    """Ids the answer cites that the loop was actually shown (invented ids are dropped)."""
+    return [ref for ref in dict.fromkeys(REF_RE.findall(answer)) if ref in seen]

@@ -1,0 +1,154 @@
+"""describe: what a summary or a large file is, where it sits in the DAG, what it covers.
+
+Naming follows LCM's own (and the ``<parents>`` list the assembler renders):
+a condensed summary's ``parents`` are the summaries it was condensed from;
+its ``children`` are the deeper summaries that were later condensed from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from lcm.errors import InvalidInput, NotFound
+from lcm.retrieval.dag import walk
+from lcm.retrieval.repository import HistoryRepository
+
+SUMMARY_PREFIX = "sum_"
+FILE_PREFIX = "file_"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRange:
+    """The raw messages a summary covers (through every level below it)."""
+
+    message_count: int
+    first_seq: int | None
+    last_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDescription:
+    id: str
+    conversation_id: int
+    session_key: str | None
+    kind: str
+    depth: int
+    content: str
+    token_count: int
+    source_token_count: int
+    descendant_count: int
+    earliest_at: datetime
+    latest_at: datetime
+    created_at: datetime
+    escalation: str
+    model: str
+    file_ids: list[str]
+    parents: list[str]
+    children: list[str]
+    source_messages: SourceRange
+    in_context: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FileDescription:
+    id: str
+    conversation_id: int
+    name: str | None
+    mime: str | None
+    ext: str | None
+    byte_size: int
+    token_count: int
+    exploration_summary: str | None
+    created_at: datetime
+    message_seq: int | None
+    cited_by: list[str]
+
+
+def describe(
+    session: Session,
+    tenant_id: str,
+    node_id: str,
+    allowed_conversations: Collection[int] | None = None,
+) -> SummaryDescription | FileDescription:
+    """Describe ``node_id`` (``sum_…`` or ``file_…``).
+
+    Another tenant's id, or (under a grant) an id outside the granted
+    conversations, is reported exactly as a missing one.
+    """
+    if node_id.startswith(SUMMARY_PREFIX):
+        return describe_summary(session, tenant_id, node_id, allowed_conversations)
+    if node_id.startswith(FILE_PREFIX):
+        return describe_file(session, tenant_id, node_id, allowed_conversations)
+    raise InvalidInput(f"expected a {SUMMARY_PREFIX}… or {FILE_PREFIX}… id, got {node_id!r}")
+
+
+def describe_summary(
+    session: Session,
+    tenant_id: str,
+    summary_id: str,
+    allowed_conversations: Collection[int] | None = None,
+) -> SummaryDescription:
+    repo = HistoryRepository(session)
+    summary = repo.summaries(tenant_id, [summary_id]).get(summary_id)
+    if summary is None or not _allowed(summary.conversation_id, allowed_conversations):
+        raise NotFound(f"no summary {summary_id}")
+    parents = repo.sources_of([summary_id]).get(summary_id, [])
+    return SummaryDescription(
+        id=summary.id,
+        conversation_id=summary.conversation_id,
+        session_key=repo.session_key_of(summary.conversation_id),
+        kind=summary.kind,
+        depth=summary.depth,
+        content=summary.content,
+        token_count=summary.token_count,
+        source_token_count=summary.source_token_count,
+        descendant_count=summary.descendant_count,
+        earliest_at=summary.earliest_at,
+        latest_at=summary.latest_at,
+        created_at=summary.created_at,
+        escalation=summary.escalation,
+        model=summary.model,
+        file_ids=list(summary.file_ids or []),
+        parents=parents,
+        children=repo.condensed_into(summary_id),
+        source_messages=source_range(repo, [summary_id]),
+        in_context=repo.in_context(summary_id),
+    )
+
+
+def describe_file(
+    session: Session,
+    tenant_id: str,
+    file_id: str,
+    allowed_conversations: Collection[int] | None = None,
+) -> FileDescription:
+    repo = HistoryRepository(session)
+    found = repo.large_file(tenant_id, file_id)
+    if found is None or not _allowed(found.conversation_id, allowed_conversations):
+        raise NotFound(f"no file {file_id}")
+    return FileDescription(
+        id=found.id,
+        conversation_id=found.conversation_id,
+        name=found.name,
+        mime=found.mime,
+        ext=found.ext,
+        byte_size=found.byte_size,
+        token_count=found.token_count,
+        exploration_summary=found.exploration_summary,
+        created_at=found.created_at,
+        message_seq=None if found.message_id is None else repo.message_seq(found.message_id),
+        cited_by=repo.summaries_citing_file(found.conversation_id, file_id),
+    )
+
+
+def source_range(repo: HistoryRepository, summary_ids: list[str]) -> SourceRange:
+    count, _tokens, first, last = repo.leaf_totals(walk(repo, summary_ids).leaves)
+    return SourceRange(count, first, last)
+
+
+def _allowed(conversation_id: int, allowed: Collection[int] | None) -> bool:
+    return allowed is None or conversation_id in allowed

@@ -1,0 +1,170 @@
+"""expand_query: answer a question from the history with an LLM that may only use the tools.
+
+The loop (official Anthropic SDK): the model gets grep, describe and expand
+(see :mod:`lcm.retrieval.agent_tools`), calls them under the grant, and
+answers citing ids. Without an API key the answer is assembled offline from
+the best grep and expand hits, deterministically, and says so.
+
+The caller (the ``expansion.query`` task) owns the grant: it revokes it when
+this returns, whatever happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lcm.errors import SummarizerError
+from lcm.retrieval.agent_tools import TOOLS, GrantedTools, ToolOutcome
+from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest, Usage, cited_ids
+from lcm.retrieval.offline_answer import offline_answer
+from lcm.settings import Settings
+from lcm.summarize.breaker import CircuitBreaker
+from lcm.summarize.truncation import clip_to_tokens
+
+if TYPE_CHECKING:
+    import anthropic
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = """You answer questions about an AI agent's earlier conversation history, \
+which Lossless Context Management (LCM) stores in full: every original message, plus a DAG \
+of summaries (leaf summaries of messages, condensed summaries of summaries).
+
+Tools: grep finds messages and summaries; describe shows one summary's metadata, full text \
+and what it was condensed from; expand returns the original messages under summaries, exactly. \
+Start with grep or describe; expand only the narrowest summaries you need, because everything \
+you read is debited from a reading budget of {budget} tokens.
+
+Answer in at most {max_tokens} tokens. Cite every message or summary you rely on by its id in \
+square brackets, e.g. [msg_42] or [sum_0123456789abcdef]. If the history does not hold the \
+answer, say so plainly; never guess."""
+
+
+@dataclass
+class ExpansionLlm:
+    """The SDK client, the model, and a breaker shared by the process's loops."""
+
+    client: anthropic.Anthropic
+    model: str
+    breaker: CircuitBreaker
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ExpansionLlm | None:
+        if settings.anthropic_api_key is None:
+            return None
+        # Imported here: the SDK takes a second to import, which offline
+        # deployments and every importer of this module should not pay.
+        import anthropic
+
+        client = anthropic.Anthropic(
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            timeout=settings.llm_timeout_seconds,
+            max_retries=settings.llm_max_retries,  # the SDK backs off on 429/5xx
+        )
+        breaker = CircuitBreaker(settings.llm_breaker_failures, settings.llm_breaker_reset_seconds)
+        return cls(client, settings.expansion_model or settings.summary_model, breaker)
+
+    def create(self, **kwargs: Any) -> Any:
+        import anthropic
+
+        self.breaker.before_call()
+        try:
+            message = self.client.messages.create(model=self.model, **kwargs)
+        except anthropic.AnthropicError as exc:
+            self.breaker.record_failure()
+            raise SummarizerError(f"expand-query model call failed: {exc}") from exc
+        self.breaker.record_success()
+        return message
+
+
+def run_expand_query(
+    tools: GrantedTools,
+    request: ExpandQueryRequest,
+    llm: ExpansionLlm | None,
+    *,
+    max_turns: int,
+    budget: int,
+) -> ExpandQueryAnswer:
+    """Answer ``request``; every read goes through ``tools`` (and so through the grant)."""
+    if llm is None:
+        log.info("no ANTHROPIC_API_KEY: expand-query answers OFFLINE from the best grep hits")
+        return offline_answer(tools, request)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": _opening(request)}]
+    system = SYSTEM_PROMPT.format(budget=budget, max_tokens=request.max_tokens)
+    usage: list[Usage] = []
+    for turn in range(1, max_turns + 2):
+        # The last turn withholds the tools so the model must answer with what it read.
+        final = turn > max_turns
+        reply = llm.create(
+            max_tokens=request.max_tokens,
+            system=system,
+            messages=messages,
+            tools=TOOLS,
+            tool_choice={"type": "none"} if final else {"type": "auto"},
+        )
+        usage.append(_usage(reply, llm.model))
+        calls = [b for b in reply.content if getattr(b, "type", None) == "tool_use"]
+        if not calls or final:
+            return _answer(tools, request, reply, llm.model, turn, usage)
+        messages.append({"role": "assistant", "content": [_block(b) for b in reply.content]})
+        messages.append({"role": "user", "content": [_result(b, tools) for b in calls]})
+    raise AssertionError("unreachable: the final turn always answers")  # pragma: no cover
+
+
+def _opening(request: ExpandQueryRequest) -> str:
+    lines = [f"Question: {request.prompt}"]
+    if request.query:
+        lines.append(f"Suggested search: {request.query}")
+    if request.summary_ids:
+        lines.append("Start from these summaries: " + ", ".join(request.summary_ids))
+    return "\n".join(lines)
+
+
+def _block(block: Any) -> dict[str, Any]:
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return {"type": "text", "text": getattr(block, "text", "")}
+
+
+def _result(call: Any, tools: GrantedTools) -> dict[str, Any]:
+    arguments = call.input if isinstance(call.input, dict) else {}
+    outcome: ToolOutcome = tools.call(call.name, arguments)
+    return {
+        "type": "tool_result",
+        "tool_use_id": call.id,
+        "content": outcome.text,
+        "is_error": outcome.is_error,
+    }
+
+
+def _answer(
+    tools: GrantedTools,
+    request: ExpandQueryRequest,
+    reply: Any,
+    model: str,
+    turns: int,
+    usage: list[Usage],
+) -> ExpandQueryAnswer:
+    text = "".join(getattr(b, "text", "") for b in reply.content if b.type == "text").strip()
+    answer = clip_to_tokens(text, request.max_tokens)
+    return ExpandQueryAnswer(
+        answer=answer,
+        cited_ids=cited_ids(answer, tools.seen_refs),
+        offline=False,
+        model=model,
+        turns=turns,
+        tokens_read=tools.tokens_read,
+        usage=usage,
+    )
+
+
+def _usage(reply: Any, model: str) -> Usage:
+    usage = getattr(reply, "usage", None)
+    return Usage(
+        getattr(reply, "model", None) or model,
+        int(getattr(usage, "input_tokens", 0) or 0),
+        int(getattr(usage, "output_tokens", 0) or 0),
+    )

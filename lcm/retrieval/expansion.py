@@ -1,0 +1,137 @@
+"""An expand-query's life: a grant is issued (API), the loop runs under it (worker), revoked.
+
+Issuing happens in the API's transaction, which commits before the job is
+enqueued: the worker must find the grant. Running happens in the worker;
+its tool calls are their own short transactions, and the grant is revoked
+(with the LLM usage recorded) in a last one, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from lcm.db.models import LlmUsage, utcnow
+from lcm.errors import InvalidInput, NotFound
+from lcm.retrieval.agent_tools import GrantedTools
+from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
+from lcm.retrieval.expand_query import ExpansionLlm, run_expand_query
+from lcm.retrieval.grants import Grant, GrantRepository, issue_grant, revoke_grant
+from lcm.retrieval.grep import GrepLimits
+from lcm.retrieval.repository import HistoryRepository
+from lcm.retrieval.scope import ScopeSelector, conversation_ids
+from lcm.settings import Settings
+
+Transaction = Callable[[], AbstractContextManager[Session]]
+# The grant outlives the API's wait a little: a job that starts just before the
+# deadline may finish its current call; it never outlives this margin.
+GRANT_MARGIN_SECONDS = 30.0
+
+
+def grep_limits(settings: Settings) -> GrepLimits:
+    return GrepLimits(
+        timeout_ms=settings.statement_timeout_ms,
+        max_pattern_chars=settings.grep_max_pattern_chars,
+        half_life_hours=settings.grep_recency_half_life_hours,
+    )
+
+
+def start_expand_query(
+    session: Session,
+    tenant_id: str,
+    selector: ScopeSelector,
+    request: ExpandQueryRequest,
+    settings: Settings,
+    now: datetime | None = None,
+) -> Grant:
+    """Validate the request and issue its grant; the caller commits, then enqueues."""
+    if not request.prompt.strip():
+        raise InvalidInput("prompt must not be empty")
+    if not request.query and not request.summary_ids:
+        raise InvalidInput("give a query, summary_ids, or both")
+    repo = HistoryRepository(session)
+    summaries = repo.summaries(tenant_id, list(request.summary_ids))
+    missing = [sid for sid in request.summary_ids if sid not in summaries]
+    if missing:
+        raise NotFound(f"no summary {missing[0]}")
+    if selector.given == 0 and summaries:
+        # No explicit scope: the conversations of the summaries asked about.
+        ids = sorted({s.conversation_id for s in summaries.values()})
+    elif selector.all_conversations and selector.given == 1:
+        cap = settings.expand_query_max_conversations
+        ids = repo.tenant_conversation_ids(tenant_id, cap + 1)
+        if len(ids) > cap:
+            raise InvalidInput(
+                f"all_conversations covers more than {cap} conversations; give a session_key "
+                "or conversation_id",
+                code="scope_too_large",
+            )
+    elif selector.given == 1:
+        ids = conversation_ids(session, tenant_id, selector)
+    else:
+        raise InvalidInput(
+            "give at most one scope: session_key, conversation_id or all_conversations",
+            code="scope_required",
+        )
+    outside = [s.id for s in summaries.values() if s.conversation_id not in ids]
+    if outside:
+        raise NotFound(f"no summary {outside[0]} in this scope")
+    return issue_grant(
+        session,
+        tenant_id,
+        ids,
+        settings.expand_query_token_cap,
+        settings.expand_query_timeout_seconds + GRANT_MARGIN_SECONDS,
+        now or utcnow(),
+    )
+
+
+def execute_expand_query(
+    transaction: Transaction,
+    grant_id: str,
+    tenant_id: str,
+    request: ExpandQueryRequest,
+    settings: Settings,
+    llm: ExpansionLlm | None,
+) -> ExpandQueryAnswer:
+    """Run the loop under the grant, then revoke the grant (always) and record usage."""
+    tools = GrantedTools(
+        transaction, grant_id, tenant_id, grep_limits(settings), settings.max_expand_tokens
+    )
+    answer: ExpandQueryAnswer | None = None
+    try:
+        answer = run_expand_query(
+            tools,
+            request,
+            llm,
+            max_turns=settings.expand_query_max_turns,
+            budget=settings.expand_query_token_cap,
+        )
+        return answer
+    finally:
+        # Revoked even when the loop failed: a grant never outlives its loop.
+        with transaction() as session:
+            revoke_grant(session, grant_id)
+            if answer is not None and answer.usage:
+                GrantRepository(session).record_usage(
+                    [
+                        LlmUsage(
+                            tenant_id=tenant_id,
+                            conversation_id=None,
+                            model=u.model,
+                            purpose="expansion",
+                            input_tokens=u.input_tokens,
+                            output_tokens=u.output_tokens,
+                        )
+                        for u in answer.usage
+                    ]
+                )
+
+
+def abandon_expand_query(transaction: Transaction, grant_id: str) -> None:
+    """The caller stopped waiting: revoke the grant so the loop's next read fails."""
+    with transaction() as session:
+        revoke_grant(session, grant_id)

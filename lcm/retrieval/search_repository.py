@@ -1,0 +1,323 @@
+"""All SQL of grep: full text through each database's own index, regex candidates.
+
+Postgres: the generated ``content_tsv`` column (GIN) with
+``websearch_to_tsquery`` and ``ts_rank_cd``; ``pg_trgm`` GIN indexes serve
+CJK queries (substring ``ILIKE``) and the literal prefilter of regex mode.
+SQLite: FTS5 ``*_fts`` tables (unicode61, bm25) and ``*_trigram`` tables.
+Both rank with the same formula (see :mod:`lcm.retrieval.ranking_sql`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    and_,
+    case,
+    cast,
+    column,
+    func,
+    literal_column,
+    not_,
+    or_,
+    select,
+    table,
+    text,
+)
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from lcm.db.models import Message, Summary
+from lcm.errors import InvalidInput
+from lcm.retrieval.query import Term, TextQuery
+from lcm.retrieval.ranking_sql import (
+    PHRASE_WEIGHT,
+    Target,
+    fts5_match,
+    hybrid,
+    row_id,
+    table_name,
+    tsvector_match,
+)
+
+Sort = Literal["recency", "relevance", "hybrid"]
+
+_PG_QUERY_CANCELED = "57014"
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Where a search may look: always one tenant; ``None`` = all its conversations."""
+
+    tenant_id: str
+    conversation_ids: tuple[int, ...] | None
+    since: datetime | None = None
+    before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """One searchable row: a message or a summary, with what a match reports."""
+
+    target: Target
+    id: int | str
+    conversation_id: int
+    seq: int | None
+    at: datetime  # what recency means: message time, or a summary's newest source
+    created_at: datetime
+    content: str
+    role: str | None = None
+    kind: str | None = None
+    depth: int | None = None
+    score: float | None = None
+
+
+def is_timeout(exc: OperationalError) -> bool:
+    """True when the database cancelled a statement for running past its deadline."""
+    orig = exc.orig
+    return getattr(orig, "sqlstate", None) == _PG_QUERY_CANCELED or "interrupted" in str(orig)
+
+
+class SearchRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.dialect = session.get_bind().dialect.name
+        self._binds = 0  # unique bind names for repeated trigram subqueries
+
+    @contextmanager
+    def statement_deadline(self, milliseconds: int) -> Iterator[None]:
+        """No search statement outlives ``milliseconds``.
+
+        Postgres: ``SET LOCAL statement_timeout`` (this transaction only; a
+        statement past it is cancelled server-side). SQLite has no such
+        setting, so a progress handler interrupts the running statement.
+        """
+        if self.dialect == "postgresql":
+            self.session.execute(text(f"SET LOCAL statement_timeout = {int(milliseconds)}"))
+            yield
+            return
+        raw: Any = self.session.connection().connection.driver_connection
+        deadline = time.monotonic() + milliseconds / 1000
+        raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            yield
+        finally:
+            raw.set_progress_handler(None, 0)
+
+    # --- full text --------------------------------------------------------------
+
+    def full_text(
+        self,
+        target: Target,
+        bounds: Bounds,
+        query: TextQuery,
+        sort: Sort,
+        limit: int,
+        now: datetime,
+        half_life_seconds: float,
+    ) -> list[SearchRow]:
+        """The best ``limit`` rows of ``target`` for ``query``, ordered as ``sort`` says."""
+        base: Any = Message.__table__ if target == "message" else Summary.__table__
+        source: Any = base
+        if query.cjk:
+            match, relevance = self._substring_match(target, query)
+        elif self.dialect == "postgresql":
+            match, relevance = tsvector_match(target, query)
+        else:
+            match, relevance = fts5_match(target, query)
+            fts = table(f"{table_name(target)}_fts", column("rowid"), column("summary_id"))
+            key = fts.c.rowid if target == "message" else fts.c.summary_id
+            # The FTS table drives the query: bm25() exists only in its scan.
+            source = fts.join(base, key == row_id(target))
+        if self.dialect == "sqlite" and sort == "hybrid":
+            raw: Any = self.session.connection().connection.driver_connection
+            raw.create_function("lcm_exp", 1, math.exp, deterministic=True)
+        at = _at(target)
+        score = (
+            hybrid(relevance, at, now, half_life_seconds, self.dialect)
+            if sort == "hybrid"
+            else relevance
+        )
+        order = [at.desc(), row_id(target).desc()]
+        if sort != "recency":
+            order.insert(0, score.desc())
+        stmt = _row_select(target, score).select_from(source)
+        stmt = stmt.where(match, *_bounds(target, bounds)).order_by(*order).limit(limit)
+        return self._rows(target, stmt)
+
+    def _substring_match(
+        self, target: Target, query: TextQuery
+    ) -> tuple[ColumnElement[bool], ColumnElement[float]]:
+        """CJK queries: every term is a substring, found through the trigram indexes."""
+        content = _content(target)
+        groups = [or_(*[self._contains(target, t.text) for t in g]) for g in query.groups]
+        excluded = [not_(self._contains(target, t.text)) for t in query.excluded]
+        occurrences: Any = sum(
+            (func.length(content) - func.length(func.replace(content, t.text, "")))
+            / max(len(t.text), 1)
+            for t in _words(query.positive_terms)
+        )
+        squashed = cast(occurrences, Float) / (cast(occurrences, Float) + 1.0)
+        phrase = case((self._contains(target, query.phrase_text), 1.0), else_=0.0)
+        relevance = PHRASE_WEIGHT * phrase + (1 - PHRASE_WEIGHT) * squashed
+        return and_(*groups, *excluded), relevance
+
+    def _contains(self, target: Target, needle: str) -> ColumnElement[bool]:
+        content = _content(target)
+        if self.dialect == "postgresql":
+            # pg_trgm's GIN index answers ILIKE '%…%' for needles of 3+ characters.
+            return content.ilike(f"%{_escape_like(needle)}%")
+        if len(needle) < 3:
+            # An FTS5 trigram table matches nothing shorter than a trigram.
+            return func.instr(func.lower(content), needle.lower()) > 0
+        fts = f"{table_name(target)}_trigram"
+        key = "rowid" if target == "message" else "summary_id"
+        self._binds += 1
+        name = f"trigram_{self._binds}"
+        ids: Any = (
+            select(literal_column(key))
+            .select_from(table(fts))
+            .where(
+                text(f"{fts} MATCH :{name}").bindparams(
+                    **{name: '"' + needle.replace('"', '""') + '"'}
+                )
+            )
+        )
+        return row_id(target).in_(ids)
+
+    # --- regex candidates ---------------------------------------------------------
+
+    def stream_candidates(
+        self, target: Target, bounds: Bounds, literals: Sequence[str]
+    ) -> Iterator[SearchRow]:
+        """Rows that may match, newest first, streamed (server-side cursor on Postgres).
+
+        ``literals`` must all occur in a matching row; the trigram indexes find
+        the rows that hold them, so RE2 only reads those.
+        """
+        stmt = _row_select(target, None).where(*_bounds(target, bounds))
+        for literal in literals:
+            stmt = stmt.where(self._prefilter(target, literal))
+        stmt = stmt.order_by(_at(target).desc(), row_id(target).desc())
+        result = self.session.execute(stmt, execution_options={"yield_per": 500})
+        try:
+            for row in result:
+                yield _to_row(target, row._mapping)
+        finally:
+            result.close()
+
+    def _prefilter(self, target: Target, literal: str) -> ColumnElement[bool]:
+        if self.dialect == "postgresql":
+            return _content(target).ilike(f"%{literal}%")
+        fts = f"{table_name(target)}_trigram"
+        key = "rowid" if target == "message" else "summary_id"
+        ids: Any = (
+            select(literal_column(key))
+            .select_from(table(fts))
+            .where(column("content").like(f"%{literal}%"))
+        )
+        return row_id(target).in_(ids)
+
+    def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
+        return [_to_row(target, row._mapping) for row in self.session.execute(stmt)]
+
+
+# --- building blocks ----------------------------------------------------------------
+
+
+def _at(target: Target) -> Any:
+    return Message.created_at if target == "message" else Summary.latest_at
+
+
+def _content(target: Target) -> Any:
+    return Message.content if target == "message" else Summary.content
+
+
+def _row_select(target: Target, score: ColumnElement[float] | None) -> Any:
+    score_column = (score if score is not None else literal_column("NULL")).label("score")
+    if target == "message":
+        return select(
+            Message.id,
+            Message.conversation_id,
+            Message.seq,
+            Message.created_at,
+            Message.content,
+            Message.role,
+            score_column,
+        )
+    return select(
+        Summary.id,
+        Summary.conversation_id,
+        Summary.latest_at,
+        Summary.created_at,
+        Summary.content,
+        Summary.kind,
+        Summary.depth,
+        score_column,
+    )
+
+
+def _to_row(target: Target, m: Any) -> SearchRow:
+    score = None if m["score"] is None else float(m["score"])
+    if target == "message":
+        return SearchRow(
+            "message",
+            m["id"],
+            m["conversation_id"],
+            m["seq"],
+            m["created_at"],
+            m["created_at"],
+            m["content"],
+            role=m["role"],
+            score=score,
+        )
+    return SearchRow(
+        "summary",
+        m["id"],
+        m["conversation_id"],
+        None,
+        m["latest_at"],
+        m["created_at"],
+        m["content"],
+        kind=m["kind"],
+        depth=m["depth"],
+        score=score,
+    )
+
+
+def _bounds(target: Target, bounds: Bounds) -> list[ColumnElement[bool]]:
+    model: Any = Message if target == "message" else Summary
+    conditions = [model.tenant_id == bounds.tenant_id]
+    if bounds.conversation_ids is not None:
+        conditions.append(model.conversation_id.in_(bounds.conversation_ids))
+    if bounds.since is not None:
+        conditions.append(_at(target) >= bounds.since)
+    if bounds.before is not None:
+        start = Message.created_at if target == "message" else Summary.earliest_at
+        conditions.append(start < bounds.before)
+    return conditions
+
+
+def _words(terms: Sequence[Term]) -> list[Term]:
+    return [t for t in terms if t.text]
+
+
+def _escape_like(needle: str) -> str:
+    # Backslash is Postgres's default LIKE escape; pg_trgm understands it too.
+    return needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def refuse_timeout(milliseconds: int) -> InvalidInput:
+    return InvalidInput(
+        f"the search ran past its {milliseconds} ms limit; narrow it with conversation_id, "
+        "since/before, a longer literal in the pattern, or full_text mode",
+        code="search_timeout",
+    )

@@ -1,0 +1,200 @@
+"""Large files end to end: a pasted 200 KB file becomes a reference, a row, and a summary."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from lcm.db.engine import Database
+from lcm.db.models import LargeFile, LlmUsage, Message, MessagePart, utcnow
+from lcm.errors import NotFound
+from lcm.files.repository import LargeFileRepository
+from lcm.files.service import grep_files, load_file, summarize_file
+from lcm.files.storage import LocalFileStorage
+from lcm.summarize.anthropic_provider import AnthropicProvider
+from lcm.summarize.extractive import ExtractiveProvider
+from lcm.summarize.summarizer import Summarizer
+from lcm.tenants.service import IssuedKey
+from tests.conftest import RecordingEnqueuer, auth, new_tenant
+from tests.fakes import FakeAnthropicServer
+from tests.fakes.anthropic_script import Behaviour
+
+
+def big_json() -> str:
+    rows = [{"id": i, "email": f"user{i}@example.com", "plan": "pro"} for i in range(3_300)]
+    return json.dumps({"users": rows, "generated": "2026-01-01"})
+
+
+@pytest.fixture
+def files_dir(tmp_path: Path) -> Path:
+    return tmp_path / "files"
+
+
+@pytest.fixture
+def sent() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def files_client(
+    db: Database, files_dir: Path, sent: list[str], enqueuer: RecordingEnqueuer
+) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    settings = db.settings.model_copy(update={"files_dir": files_dir})
+    app = create_app(settings, database=db, broker_ping=lambda: True, enqueuer=enqueuer)
+    app.state.file_jobs = sent.extend
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_a_pasted_200kb_file(
+    db: Database, tenant: IssuedKey, files_client: TestClient, files_dir: Path, sent: list[str]
+) -> None:
+    body = big_json()
+    assert len(body.encode()) > 200_000
+    text = f'Can you check these users?\n<file name="users.json">{body}</file>'
+    r = files_client.post(
+        "/v1/conversations/k/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": text, "id": "m1"}]},
+    )
+    assert r.status_code == 200, r.text
+    with db.session() as s:
+        message = s.scalars(select(Message)).one()
+        part = s.scalars(select(MessagePart)).one()
+        row = s.scalars(select(LargeFile)).one()
+    assert message.content.startswith('Can you check these users?\n<file name="users.json">')
+    assert f"[LCM File: {row.id} | users.json | application/json | " in message.content
+    assert len(message.content) < 500 and message.token_count < 150
+    assert row.id in part.payload["text"] and body not in part.payload["text"]
+    assert (row.message_id, row.conversation_id, row.byte_size) == (
+        message.id,
+        message.conversation_id,
+        len(body.encode()),
+    )
+    assert row.sha256 == hashlib.sha256(body.encode()).hexdigest()
+    assert row.exploration_summary is None
+    assert sent == [row.id]  # enqueued once, after the commit
+
+    storage = LocalFileStorage(files_dir)
+    other = new_tenant(db, "other")
+    with db.session() as s:
+        loaded = load_file(s, storage, tenant.tenant_id, row.id)
+        assert loaded.content == body and loaded.name == "users.json"
+        with pytest.raises(NotFound):
+            load_file(s, storage, other.tenant_id, row.id)
+        found = grep_files(s, storage, [row.conversation_id], lambda line: "user3299@" in line)
+        assert [(m.file_id, m.line) for m in found] == [(row.id, 1)]
+        assert grep_files(s, storage, [row.conversation_id], lambda line: "nobody@" in line) == []
+
+    later = utcnow() + timedelta(seconds=1)
+    with db.session() as s:  # what a reconciler would re-send: only files still unsummarized
+        assert LargeFileRepository(s).missing_summaries(later, 10) == [row.id]
+        assert LargeFileRepository(s).missing_summaries(row.created_at, 10) == []
+    outcome = summarize_file(db.transaction, storage, Summarizer(ExtractiveProvider()), row.id)
+    assert outcome is not None and (outcome.kind, outcome.written) == ("json", True)
+    assert summarize_file(db.transaction, storage, None, row.id) is None  # a duplicate job
+    with db.session() as s:
+        assert LargeFileRepository(s).missing_summaries(later, 10) == []
+    with db.session() as s:
+        summary = s.scalars(select(LargeFile.exploration_summary)).one()
+    assert summary is not None
+    assert summary.startswith("JSON object with 2 keys. users: array[3,300] of object{id, email")
+
+    # A retry of the same message is a duplicate: no second file, nothing enqueued.
+    again = files_client.post(
+        "/v1/conversations/k/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": text, "id": "m1"}]},
+    )
+    assert again.json()["duplicates"] == 1
+    with db.session() as s:
+        assert len(s.scalars(select(LargeFile.id)).all()) == 1
+    assert sent == [row.id]
+
+
+def test_large_tool_result_through_turns_and_bootstrap(
+    db: Database, tenant: IssuedKey, files_client: TestClient, sent: list[str]
+) -> None:
+    output = "\n".join(f"{i:06d} INFO request served in {i % 97} ms" for i in range(4_000))
+    turn = files_client.post(
+        "/v1/conversations/t/turns",
+        headers=auth(tenant),
+        json={
+            "token_budget": 1_000_000,
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "tu1", "name": "logs", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": output}],
+                },
+            ],
+        },
+    )
+    assert turn.status_code == 200, turn.text
+    assert turn.json()["context_tokens"] < 500
+    line = {
+        "type": "message",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "message": {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": output + " (from the transcript)"}],
+            "isError": False,
+        },
+    }
+    r = files_client.post(
+        "/v1/conversations/b/bootstrap",
+        headers=auth(tenant),
+        json={"transcript_jsonl": json.dumps(line) + "\n"},
+    )
+    assert r.status_code == 200, r.text
+    with db.session() as s:
+        ids = s.scalars(select(LargeFile.id).order_by(LargeFile.created_at)).all()
+    assert len(ids) == 2 and sent == list(ids)
+    assert r.json()["file_ids"] == [ids[1]]
+
+
+def test_prose_goes_to_the_llm_with_a_deterministic_fallback(
+    db: Database, tenant: IssuedKey, files_client: TestClient, files_dir: Path
+) -> None:
+    prose = "# Launch plan\n" + "We will launch in March after the security review. " * 3_000
+    files_client.post(
+        "/v1/conversations/p/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": f'<file name="plan.md">{prose}</file>'}]},
+    )
+    with db.session() as s:
+        file_id = s.scalars(select(LargeFile.id)).one()
+    storage = LocalFileStorage(files_dir)
+    with FakeAnthropicServer() as fake:
+        llm = Summarizer(
+            AnthropicProvider(api_key="k", model="m", base_url=fake.base_url, max_retries=0)
+        )
+        fake.script(["500"])  # the summarizer stops at the first provider failure
+        failed = summarize_file(db.transaction, storage, llm, file_id)
+        assert failed is not None and failed.model == "structure"  # deterministic fallback
+        with db.transaction() as s:
+            s.execute(LargeFile.__table__.update().values(exploration_summary=None))
+        fake.script([Behaviour.reply("A launch plan: ship in March, after the security review.")])
+        done = summarize_file(db.transaction, storage, llm, file_id)
+        sample = fake.requests[-1].body["messages"][0]["content"]
+    assert done is not None and (done.kind, done.model) == ("prose", "m")
+    assert "[middle of file]" in sample and len(sample) < 40_000  # sampled, not sent whole
+    with db.session() as s:
+        summary = s.scalars(select(LargeFile.exploration_summary)).one()
+        usage = s.scalars(select(LlmUsage)).all()
+    assert summary is not None and summary.startswith("A launch plan: ship in March")
+    assert [(u.purpose, u.model) for u in usage] == [("file", "m")]

@@ -1,0 +1,106 @@
+"""Expansion tasks: the expand-query loop and the grant sweep (beat).
+
+``expansion.query`` takes ids and the request, reloads the grant and runs the
+loop under it; the grant is revoked when it ends. A redelivered message runs
+the loop again under what is left of the same grant (or finds it revoked),
+so a duplicate can never read more than the grant allows.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+
+from lcm.db.models import utcnow
+from lcm.errors import DependencyUnavailable, SummarizerError
+from lcm.retrieval.agent_tools import GrantEnded, to_jsonable
+from lcm.retrieval.answers import ExpandQueryRequest
+from lcm.retrieval.expand_query import ExpansionLlm
+from lcm.retrieval.expansion import execute_expand_query
+from lcm.retrieval.grants import sweep_grants
+from lcm.settings import Settings
+from workers import runtime
+from workers.celery_app import app
+
+_llm_lock = threading.Lock()
+_llm: tuple[Settings, ExpansionLlm | None] | None = None
+
+
+def _process_llm(settings: Settings) -> ExpansionLlm | None:
+    """One client and circuit breaker per process (per settings), shared by pool threads."""
+    global _llm
+    with _llm_lock:
+        if _llm is None or _llm[0] is not settings:
+            _llm = (settings, ExpansionLlm.from_settings(settings))
+        return _llm[1]
+
+
+@app.task(name="expansion.query")
+def query(grant_id: str, tenant_id: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Answer one expand-query; errors come back as ``{"error": {"code", "message"}}``."""
+    settings = runtime.settings()
+    parsed = ExpandQueryRequest(
+        prompt=str(request["prompt"]),
+        query=request.get("query"),
+        summary_ids=tuple(request.get("summary_ids") or ()),
+        max_tokens=int(request.get("max_tokens") or 2_000),
+    )
+    try:
+        answer = execute_expand_query(
+            runtime.database().transaction,
+            grant_id,
+            tenant_id,
+            parsed,
+            settings,
+            _process_llm(settings),
+        )
+    except (GrantEnded, SummarizerError) as exc:
+        return {"error": {"code": exc.code, "message": exc.message}}
+    result: dict[str, Any] = to_jsonable(answer)
+    result.pop("usage", None)
+    return result
+
+
+@app.task(name="expansion.sweep_grants")
+def sweep() -> dict[str, int]:
+    """Revoke expired grants; delete those ended longer than the retention ago."""
+    settings = runtime.settings()
+    retention = timedelta(hours=settings.expansion_grant_retention_hours)
+    with runtime.database().transaction() as session:
+        swept = sweep_grants(session, utcnow(), retention)
+    return {"revoked": swept.revoked, "deleted": swept.deleted}
+
+
+def submit_and_wait(
+    grant_id: str, tenant_id: str, request: dict[str, Any], timeout: float
+) -> dict[str, Any]:
+    """Enqueue an expand-query (its grant is committed) and wait for the answer.
+
+    Raises :class:`DependencyUnavailable` when the broker refuses the job or
+    the answer does not come within ``timeout`` seconds; the caller then
+    revokes the grant so a late loop stops reading.
+    """
+    try:
+        pending = app.send_task(
+            "expansion.query", args=[grant_id, tenant_id, request], queue="expansion"
+        )
+    except Exception as exc:
+        raise DependencyUnavailable(
+            "the job queue is unavailable", code="broker_unavailable"
+        ) from exc
+    try:
+        outcome: dict[str, Any] = pending.get(timeout=timeout, propagate=True)
+    except CeleryTimeout as exc:
+        raise DependencyUnavailable(
+            f"expand-query did not finish within {timeout:g} s", code="expansion_timeout"
+        ) from exc
+    finally:
+        pending.forget()
+    error = outcome.get("error")
+    if error:
+        # The loop could not finish: its grant ended early or the model failed.
+        raise DependencyUnavailable(error["message"], code=error["code"])
+    return outcome

@@ -1,0 +1,51 @@
+"""Large-file tasks: the exploration summary of one stored file per job.
+
+Takes a file id, reloads everything, and is safe to run twice: the summary is
+written only where none exists, so a duplicate delivery changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from lcm.db.models import utcnow
+from lcm.files.repository import LargeFileRepository
+from lcm.files.service import summarize_file
+from lcm.files.storage import build_storage
+from lcm.settings import Settings
+from lcm.summarize.summarizer import Summarizer
+from workers import runtime
+from workers.celery_app import app
+from workers.file_jobs import enqueue_file_summaries
+
+_lock = threading.Lock()
+_summarizer: tuple[Settings, Summarizer] | None = None
+
+
+def summarizer() -> Summarizer:
+    """One summarizer per process and settings (its circuit breaker must be shared)."""
+    global _summarizer
+    settings = runtime.settings()
+    with _lock:
+        if _summarizer is None or _summarizer[0] is not settings:
+            _summarizer = (settings, Summarizer.from_settings(settings))
+        return _summarizer[1]
+
+
+@app.task(name="files.summarize")
+def summarize(file_id: str) -> str:
+    """Write the file's exploration summary; "skipped" when it exists or the file is gone."""
+    outcome = summarize_file(
+        runtime.database().transaction, build_storage(runtime.settings()), summarizer(), file_id
+    )
+    return "skipped" if outcome is None else f"{outcome.kind}:{outcome.model}"
+
+
+@app.task(name="files.reconcile")
+def reconcile(grace_seconds: float = 300.0, limit: int = 500) -> int:
+    """Beat: re-send summaries of files that still have none (a lost or failed job)."""
+    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    with runtime.database().session() as session:
+        missing = LargeFileRepository(session).missing_summaries(cutoff, limit)
+    return enqueue_file_summaries(missing)
