@@ -6,7 +6,8 @@ COPY lcm ./lcm
 COPY api ./api
 COPY workers ./workers
 COPY cli ./cli
-RUN pip install --no-cache-dir . && useradd --create-home lcm
+RUN pip install --no-cache-dir . && useradd --create-home lcm \
+    && mkdir -p /data/files && chown lcm /data/files
 USER lcm
 EXPOSE 8000
 CMD ["lcm", "api"]

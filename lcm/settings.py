@@ -106,6 +106,8 @@ class Settings(CompactionSettings):
     reconcile_grace_seconds: float = Field(60.0, ge=0)
     reconcile_interval_seconds: float = Field(30.0, gt=0)
     reconcile_batch: int = Field(500, ge=1)
+    # Large files still without an exploration summary are re-sent this often.
+    files_reconcile_interval_seconds: float = Field(300.0, gt=0)
     # Budget assumed for debt recorded without one (manual compaction).
     default_token_budget: int = Field(200_000, ge=1)
     # POST …/compact with "wait": true waits this long (a number waits that many seconds).

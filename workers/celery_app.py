@@ -80,6 +80,11 @@ def configure(settings: Settings) -> Celery:
                 "schedule": settings.reconcile_interval_seconds,
                 "options": {"queue": "compaction", "expires": settings.reconcile_interval_seconds},
             },
+            "files-reconcile": {
+                "task": "files.reconcile",
+                "schedule": settings.files_reconcile_interval_seconds,
+                "options": {"queue": "files", "expires": settings.files_reconcile_interval_seconds},
+            },
             "expansion-sweep-grants": {
                 "task": "expansion.sweep_grants",
                 "schedule": settings.expansion_sweep_interval_seconds,

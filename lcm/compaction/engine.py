@@ -43,6 +43,7 @@ from lcm.compaction.sweep import (
 from lcm.context import ContextEntry
 from lcm.db.models import CompactionRun, LlmUsage, Summary
 from lcm.errors import ContextChanged
+from lcm.files.extraction import FILE_ID_RE
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 
@@ -228,7 +229,16 @@ class CompactionEngine:
         if plan.kind == "leaf":
             times = [e.message.created_at for e in plan.entries if e.message is not None]
             earliest, latest, descendants = min(times), max(times), len(times)
-            file_ids: list[str] = []
+            # Large files referenced by the summarized messages stay findable
+            # from the summary (and from every summary condensed from it).
+            file_ids = sorted(
+                {
+                    fid
+                    for e in plan.entries
+                    if e.message
+                    for fid in FILE_ID_RE.findall(e.message.content)
+                }
+            )
         else:
             parents = [e.summary for e in plan.entries if e.summary is not None]
             earliest = min(p.earliest_at for p in parents)

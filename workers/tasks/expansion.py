@@ -9,6 +9,7 @@ so a duplicate can never read more than the grant allows.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -91,8 +92,14 @@ def submit_and_wait(
         raise DependencyUnavailable(
             "the job queue is unavailable", code="broker_unavailable"
         ) from exc
+    started = time.monotonic()
     try:
         outcome: dict[str, Any] = pending.get(timeout=timeout, propagate=True)
+        # Celery's result drainer checks the timeout only between waits of up
+        # to a second, so an answer can arrive after the deadline; the caller
+        # asked for a deadline, and it is enforced here.
+        if time.monotonic() - started > timeout:
+            raise CeleryTimeout()
     except CeleryTimeout as exc:
         raise DependencyUnavailable(
             f"expand-query did not finish within {timeout:g} s", code="expansion_timeout"
