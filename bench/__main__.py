@@ -6,10 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import grep, ingest, transcripts
+from bench import compaction, drain, grep, ingest, transcripts
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
+    "compaction": compaction.run,
+    "drain": drain.run,
     "transcripts": transcripts.run,
     "grep": grep.run,
 }
@@ -26,6 +28,14 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[20_000, 1_000_000],
         help="table sizes the grep scenario measures at (grown in order)",
+    )
+    parser.add_argument(
+        "--sizes",
+        default="1000,10000,100000",
+        help="conversation lengths (messages) of the compaction scenario, comma-separated",
+    )
+    parser.add_argument(
+        "--drain-concurrency", type=int, default=25, help="threads per worker process (drain)"
     )
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):

@@ -16,10 +16,15 @@ PASS_TASKS = {"leaf": "compaction.leaf", "condensed": "compaction.condense"}
 
 
 def wake(conversation_id: int, countdown: float = 0.0) -> bool:
-    """Ask a worker to claim the conversation's debt; False if the broker refused."""
+    """Ask a worker to claim the conversation's debt; False if the broker refused.
+
+    A sweep usually starts with a leaf pass, so the first job is a leaf job
+    without a token; one that finds a condense pass first hands over to a
+    condense job.
+    """
     try:
         app.send_task(
-            "compaction.wake",
+            "compaction.leaf",
             args=[conversation_id],
             queue="compaction",
             countdown=countdown or None,

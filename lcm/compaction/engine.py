@@ -65,6 +65,9 @@ class PassOutcome:
     duration_ms: int
     llm_input_tokens: int = 0
     llm_output_tokens: int = 0
+    # The context entry that replaced the range (lets a caller update its
+    # copy of the context without reading it again).
+    entry: ContextEntry | None = None
 
 
 def new_summary_id() -> str:
@@ -169,7 +172,8 @@ class CompactionEngine:
             repo.link_messages(tenant_id, summary.id, plan.message_ids)
         else:
             repo.link_parents(tenant_id, summary.id, plan.summary_ids)
-        item_tokens = summary_context_tokens(summary_view(summary, plan.summary_ids))
+        view = summary_view(summary, plan.summary_ids)
+        item_tokens = summary_context_tokens(view)
         repo.replace_range(
             tenant_id,
             conversation_id,
@@ -216,6 +220,7 @@ class CompactionEngine:
             duration_ms,
             sum(u.input_tokens for u in result.usage),
             sum(u.output_tokens for u in result.usage),
+            ContextEntry(plan.first_ordinal, item_tokens, summary=view),
         )
 
     @staticmethod

@@ -1,9 +1,10 @@
 """The service loop's domain: debt on the way in, one leased pass per job on the way out.
 
-A sweep is a chain of jobs (DESIGN §7): a *wake-up* claims the debt row and
-works out the first pass; each *pass* job claims the row as the designated
-successor (token compare-and-swap), runs one pass, and works out from the
-committed state what comes next. The entrypoint (a Celery task or the API's
+A sweep is a chain of jobs (DESIGN §7), one pass each. The first job (a
+wake-up from the API or the reconciler) claims the debt row; every later job
+claims it as the designated successor of the previous one (a fencing-token
+compare-and-swap). Each runs one pass and works out from the committed state
+what comes next. The entrypoint (a Celery task or the API's
 inline mode) enqueues whatever :class:`Step` says, after the domain's
 transactions have committed. Nothing here holds a transaction across an LLM
 call, and nothing here commits: ``transaction`` is the entrypoint's.
@@ -24,7 +25,7 @@ from lcm.compaction.engine import CompactionEngine, PassOutcome, Transaction
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import continue_after_pass, next_pass
-from lcm.context import context_tokens
+from lcm.context import ContextEntry, context_tokens
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
 from lcm.errors import ContextChanged, StaleLease
 from lcm.settings import CompactionSettings, Settings
@@ -116,36 +117,55 @@ class CompactionJobs:
         self.clock = clock
         self.lease = timedelta(seconds=settings.lease_seconds)
 
-    def wake(self, conversation_id: int) -> Step:
-        """Claim pending (or abandoned) debt and name the first pass."""
-        with self.transaction() as session:
-            claim = DebtRepository(session).claim(
-                conversation_id, self.owner, self.clock(), self.lease
-            )
-        if claim is None:
-            return Step("noop", conversation_id)
+    def wake(self, conversation_id: int, kind: str | None = None) -> Step:
+        """Claim pending (or abandoned) debt and run the sweep's first pass."""
+        read = self._claim(conversation_id, None)
+        if read is None:
+            return Step("noop", conversation_id)  # someone holds the lease, or nothing is owed
+        claim = read[0]
         if claim.attempts >= self.settings.max_attempts:
             return self._fail(claim, "gave up: the lease expired too many times")
-        step = self._after(claim, self._plan(claim), None)
+        step = self._run(*read, kind)
         if claim.enqueued_at is None:
             return step
         lag = max(0.0, (self.clock() - claim.enqueued_at).total_seconds())
         return replace(step, queue_lag_seconds=lag)
 
-    def run_pass(self, conversation_id: int, fencing_token: int) -> Step:
+    def run_pass(self, conversation_id: int, fencing_token: int, kind: str | None = None) -> Step:
         """Run the pass the holder of ``fencing_token`` handed over, then name the next."""
+        read = self._claim(conversation_id, fencing_token)
+        if read is None:
+            return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
+        return self._run(*read, kind)
+
+    def _claim(
+        self, conversation_id: int, successor_of: int | None
+    ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
+        """Claim the lease and, in the same short transaction, read what the pass needs."""
         with self.transaction() as session:
             claim = DebtRepository(session).claim(
-                conversation_id, self.owner, self.clock(), self.lease, successor_of=fencing_token
+                conversation_id, self.owner, self.clock(), self.lease, successor_of=successor_of
             )
-        if claim is None:
-            return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
-        settings = self._settings(claim)
+            if claim is None:
+                return None
+            settings = effective_settings(session, claim.tenant_id, self.settings)
+            return claim, settings, CompactionRepository(session).load_entries(conversation_id)
+
+    def _run(
+        self,
+        claim: Claim,
+        settings: CompactionSettings,
+        before: list[ContextEntry],
+        kind: str | None,
+    ) -> Step:
+        """One pass under ``claim``. A job of another ``kind`` hands the lease over instead."""
+        conversation_id = claim.conversation_id
         budget = claim.token_budget or self.settings.default_token_budget
-        before = self.engine.load(conversation_id)
         plan = next_pass(before, settings, budget, target_tokens=claim.target_tokens)
-        if plan is None:
-            return self._after(claim, None, None)
+        if plan is None or (kind is not None and plan.kind != kind):
+            # Nothing left, or a condense pass reached by a leaf job (or the
+            # reverse): the right job runs it, so Flower's labels stay true.
+            return self._after(claim, plan, None)
         try:
             outcome = self.engine.run_pass(
                 claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
@@ -157,7 +177,11 @@ class CompactionJobs:
         except Exception as exc:
             log.exception("compaction pass failed for conversation %s", conversation_id)
             return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
-        after = self.engine.load(conversation_id)
+        after = (
+            self.engine.load(conversation_id)
+            if outcome is None or outcome.entry is None
+            else applied(before, plan, outcome.entry)
+        )
         if outcome is not None and not continue_after_pass(
             context_tokens(before), context_tokens(after), claim.target_tokens
         ):
@@ -176,19 +200,6 @@ class CompactionJobs:
         return True
 
     # --- helpers ------------------------------------------------------------
-
-    def _settings(self, claim: Claim) -> CompactionSettings:
-        with self.transaction() as session:
-            return effective_settings(session, claim.tenant_id, self.settings)
-
-    def _plan(self, claim: Claim) -> PassPlan | None:
-        budget = claim.token_budget or self.settings.default_token_budget
-        return next_pass(
-            self.engine.load(claim.conversation_id),
-            self._settings(claim),
-            budget,
-            target_tokens=claim.target_tokens,
-        )
 
     def _fence(self, claim: Claim) -> Callable[[Session], None]:
         def check(session: Session) -> None:
@@ -230,6 +241,18 @@ class CompactionJobs:
         if status is None:
             return Step("noop", claim.conversation_id)
         return Step("retry", claim.conversation_id, countdown=delay)
+
+
+def applied(entries: list[ContextEntry], plan: PassPlan, entry: ContextEntry) -> list[ContextEntry]:
+    """``entries`` with ``plan``'s range replaced by ``entry``: the context after the pass.
+
+    Enough to decide whether another pass is due without reading the context
+    again. Messages that arrived meanwhile are not in it; they re-arm the
+    debt themselves, and the next job replans from the database anyway.
+    """
+    first = next(i for i, e in enumerate(entries) if e.ordinal == plan.first_ordinal)
+    last = first + len(plan.entries)
+    return [*entries[:first], entry, *entries[last:]]
 
 
 def wait_for_debt(

@@ -211,6 +211,10 @@ class FakeAnthropicServer:
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    # The default listen backlog of 5 makes the kernel drop connection
+    # attempts when many workers call at once; the client then retries its
+    # SYN a second later, which would show up as fake LLM latency.
+    request_queue_size = 256
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out closes its socket before a delayed reply is

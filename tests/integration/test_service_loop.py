@@ -91,7 +91,7 @@ def turn(
 
 
 def drain(jobs: CompactionJobs, conversation_id: int, limit: int = 200) -> list[Step]:
-    """Play the worker: wake, then follow the chain of passes to the end."""
+    """Play the worker: the first job (claims), then the chain of passes to the end."""
     steps = [jobs.wake(conversation_id)]
     while steps[-1].action == "pass" and len(steps) < limit:
         token = steps[-1].fencing_token
@@ -185,19 +185,18 @@ def test_a_worker_whose_lease_expired_cannot_commit(
     b = jobs_for(db, clock, "worker-b")
 
     def stall_then_lose_the_lease() -> None:
-        # Mid-"LLM call", A stalls past its lease and B claims the debt.
+        # Mid-"LLM call", A stalls past its lease and B claims the debt (and
+        # runs its own first pass, committing it, before A gets to commit).
         clock.advance(61)
         taken_over.append(b.wake(cid))
 
     a = jobs_for(db, clock, "worker-a", HookedSummarizer(hook=stall_then_lose_the_lease))
-    start = a.wake(cid)
-    assert start.fencing_token is not None
-    result = a.run_pass(cid, start.fencing_token)
+    result = a.wake(cid)
     assert result.action == "noop" and result.outcome is None  # fenced out at commit
-    assert taken_over[0].action == "pass"
-    with db.session() as s:
-        assert s.scalar(select(func.count()).select_from(Summary)) == 0  # A wrote nothing
     step = taken_over[0]
+    assert step.action == "pass" and step.outcome is not None
+    with db.session() as s:
+        assert s.scalars(select(Summary.id)).all() == [step.outcome.summary_id]  # B's only
     while step.action == "pass":
         assert step.fencing_token is not None
         step = b.run_pass(cid, step.fencing_token)
@@ -214,9 +213,7 @@ def test_an_expired_lease_is_rejected_even_if_nobody_took_over(
     cid = turn(client, tenant, 60)["conversation_id"]
     clock = Clock()
     a = jobs_for(db, clock, "worker-a", HookedSummarizer(hook=lambda: clock.advance(61)))
-    start = a.wake(cid)
-    assert start.fencing_token is not None
-    assert a.run_pass(cid, start.fencing_token).action == "noop"
+    assert a.wake(cid).action == "noop"
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(Summary)) == 0
 
@@ -349,3 +346,14 @@ def test_turn_budget_must_be_positive(client: TestClient, tenant: IssuedKey, bud
         json={"messages": [], "token_budget": budget},
     )
     assert r.status_code == 400
+
+
+def test_a_job_of_the_wrong_kind_hands_the_lease_over(client: TestClient, tenant: IssuedKey,
+                                                      db: Database) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    jobs = jobs_for(db, Clock(), "w1")
+    handoff = jobs.wake(cid, kind="condensed")  # the first pass due is a leaf pass
+    assert (handoff.action, handoff.kind, handoff.outcome) == ("pass", "leaf", None)
+    assert handoff.fencing_token is not None
+    ran = jobs.run_pass(cid, handoff.fencing_token, kind="leaf")
+    assert ran.outcome is not None and ran.outcome.kind == "leaf"

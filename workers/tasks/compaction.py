@@ -7,6 +7,10 @@ compare-and-swap on the debt row, so a duplicate delivery is a no-op.
 
 from __future__ import annotations
 
+from typing import Any
+
+from celery.signals import worker_ready
+
 from lcm.compaction.jobs import Step
 from lcm.compaction.reconcile import overdue_debts
 from workers import enqueue, metrics, runtime
@@ -38,22 +42,26 @@ def _follow(step: Step) -> str:
     return step.action
 
 
-@app.task(name="compaction.wake")
-def wake(conversation_id: int) -> str:
-    """Claim the conversation's debt and start its sweep."""
-    return _follow(runtime.compaction_jobs().wake(conversation_id))
-
-
 @app.task(name="compaction.leaf")
-def leaf(conversation_id: int, fencing_token: int) -> str:
-    """One leaf pass (raw messages → a depth-0 summary)."""
-    return _follow(runtime.compaction_jobs().run_pass(conversation_id, fencing_token))
+def leaf(conversation_id: int, fencing_token: int | None = None) -> str:
+    """One leaf pass (raw messages -> a depth-0 summary).
+
+    Without a token this is a sweep's first job: it claims the debt row.
+    """
+    return _run(conversation_id, fencing_token, "leaf")
 
 
 @app.task(name="compaction.condense")
-def condense(conversation_id: int, fencing_token: int) -> str:
-    """One condensed pass (summaries → a deeper summary)."""
-    return _follow(runtime.compaction_jobs().run_pass(conversation_id, fencing_token))
+def condense(conversation_id: int, fencing_token: int | None = None) -> str:
+    """One condensed pass (summaries -> a deeper summary)."""
+    return _run(conversation_id, fencing_token, "condensed")
+
+
+def _run(conversation_id: int, fencing_token: int | None, kind: str) -> str:
+    jobs = runtime.compaction_jobs()
+    if fencing_token is None:
+        return _follow(jobs.wake(conversation_id, kind))
+    return _follow(jobs.run_pass(conversation_id, fencing_token, kind))
 
 
 @app.task(name="compaction.reconcile")
@@ -64,3 +72,13 @@ def reconcile() -> int:
         enqueue.wake(conversation_id)
     metrics.RECONCILED.inc(len(woken))
     return len(woken)
+
+
+@worker_ready.connect
+def _warm_up(**_kwargs: Any) -> None:
+    """Build the job runner (LLM SDK import, client, breaker) before the first task.
+
+    Otherwise the first wave of tasks all wait on that one-time setup (about
+    1.5 s for the SDK import alone), which shows up as queue lag.
+    """
+    runtime.compaction_jobs()

@@ -1,0 +1,200 @@
+"""Service-loop drain (issue: the service loop): how close workers get to the LLM bound.
+
+200 conversations each owe exactly one leaf pass; the fake Messages API
+answers every summary after 1 s. With ``C`` threads in total the lower bound
+is ``200 × 1 s / C``; efficiency is that bound over the measured drain time.
+Run with one worker process, then two (the goal is ≈ 2× faster). While the
+drain runs, a client sends ``POST …/assemble`` at 20 requests/s over real
+HTTP to an ``lcm api`` process on the same database and records its latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from sqlalchemy import func, select
+
+from bench.servers import postgres
+from lcm.compaction.jobs import record_debt
+from lcm.db.engine import Database
+from lcm.db.models import CompactionDebt
+from lcm.ingest.content import IncomingMessage
+from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.settings import Settings
+from lcm.tenants.service import create_tenant
+from tests import servers
+from tests.fakes import FakeAnthropicServer
+
+CONVERSATIONS = 200
+LATENCY = 1.0
+LOOP = {
+    "LCM_FRESH_TAIL_COUNT": "4",
+    "LCM_LEAF_MIN_FANOUT": "4",
+    "LCM_LEAF_CHUNK_TOKENS": "2000",
+    "LCM_LLM_MAX_RETRIES": "0",
+    "ANTHROPIC_API_KEY": "sk-bench",
+}
+
+
+def _seed(db: Database, tenant_id: str, round_: int) -> list[int]:
+    """Conversations of 8 messages: one leaf pass of 4 leaves the fresh tail of 4."""
+    ids = []
+    for n in range(CONVERSATIONS):
+        batch = [
+            IncomingMessage(
+                "user" if i % 2 == 0 else "assistant",
+                f"step {i}: edited lib/module_{n}.py and reran the suite " * 4,
+            )
+            for i in range(8)
+        ]
+        with db.transaction() as s:
+            cid = ingest_messages(
+                s,
+                tenant_id,
+                f"r{round_}-c{n}",
+                None,
+                prepare_batch(batch, max_batch=10, max_chars=10**6),
+            ).conversation_id
+            record_debt(s, tenant_id, cid, "threshold", 400)
+        ids.append(cid)
+    return ids
+
+
+def _outstanding(db: Database, ids: list[int]) -> int:
+    with db.session() as s:
+        return int(
+            s.scalar(
+                select(func.count())
+                .select_from(CompactionDebt)
+                .where(CompactionDebt.conversation_id.in_(ids), CompactionDebt.status != "done")
+            )
+            or 0
+        )
+
+
+ASSEMBLE_RATE = 20.0  # requests per second: a gateway's turns, not a closed-loop hammer
+
+
+def _assemble_load(
+    base: str, key: str, keys: list[str], stop: threading.Event, out: list[float]
+) -> None:
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as client:
+        n = 0
+        next_at = time.perf_counter()
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                r = client.post(
+                    f"/v1/conversations/{keys[n % len(keys)]}/assemble",
+                    json={"token_budget": 4000},
+                )
+            except httpx.TransportError:
+                r = None  # a keep-alive connection the server closed: not a latency sample
+            if r is not None and r.status_code == 200:
+                out.append((time.perf_counter() - started) * 1000)
+            n += 1
+            next_at += 1 / ASSEMBLE_RATE
+            stop.wait(max(0.0, next_at - time.perf_counter()))
+
+
+def run(args: argparse.Namespace) -> None:
+    concurrency = args.drain_concurrency
+    workdir = servers.make_workdir()
+    redis_handle = servers.start_redis(workdir)
+    with postgres() as url, FakeAnthropicServer(default=f"latency:{LATENCY}") as llm:
+        env = {
+            "LCM_DATABASE_URL": url,
+            "LCM_BROKER_URL": redis_handle.url,
+            "LCM_RESULT_BACKEND_URL": redis_handle.url,
+            "LCM_ANTHROPIC_BASE_URL": llm.base_url,
+            **LOOP,
+        }
+        settings = Settings(
+            database_url=url, broker_url=redis_handle.url, result_backend_url=redis_handle.url
+        )
+        from workers.celery_app import configure
+        from workers.enqueue import wake
+
+        configure(settings)
+        db = Database(settings)
+        with db.transaction() as s:
+            issued = create_tenant(s, "bench")
+        port = servers.free_port()
+        api = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "api", "--port", str(port)],
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_http(base)
+            for processes in (1, 2):
+                ids = _seed(db, issued.tenant_id, processes)
+                workers = [
+                    servers.start_celery_worker(
+                        {**env, "LCM_DB_POOL_SIZE": str(concurrency)},
+                        concurrency=concurrency,
+                        hostname=f"drain{processes}-{i}",
+                        log=Path(workdir) / f"w{processes}{i}.log",
+                    )
+                    for i in range(processes)
+                ]
+                time.sleep(4)  # let the workers connect before the clock starts
+                latencies: list[float] = []
+                stop = threading.Event()
+                keys = [f"r{processes}-c{n}" for n in range(CONVERSATIONS)]
+                load = threading.Thread(
+                    target=_assemble_load, args=(base, issued.api_key, keys, stop, latencies)
+                )
+                started = time.perf_counter()
+                for cid in ids:
+                    wake(cid)
+                load.start()
+                while _outstanding(db, ids):
+                    time.sleep(0.05)
+                elapsed = time.perf_counter() - started
+                stop.set()
+                load.join()
+                for w in workers:
+                    w.terminate()
+                    w.wait(20)
+                bound = CONVERSATIONS * LATENCY / (concurrency * processes)
+                p50 = statistics.median(latencies) if latencies else float("nan")
+                p99 = (
+                    statistics.quantiles(latencies, n=100)[98]
+                    if len(latencies) >= 100
+                    else float("nan")
+                )
+                print(
+                    f"  {processes} worker process(es) x {concurrency} threads: drained "
+                    f"{CONVERSATIONS} in {elapsed:5.1f} s; bound {bound:4.1f} s; efficiency "
+                    f"{bound / elapsed:5.1%}; assemble over HTTP p50 {p50:.1f} ms, "
+                    f"p99 {p99:.1f} ms ({len(latencies)} requests)",
+                    flush=True,
+                )
+        finally:
+            api.terminate()
+            api.wait(20)
+            db.dispose()
+            redis_handle.stop()
+
+
+def _wait_http(base: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the API did not start")
