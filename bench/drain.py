@@ -2,8 +2,8 @@
 
 200 conversations each owe exactly one leaf pass; the fake Messages API
 answers every summary after 1 s. With ``C`` threads in total the lower bound
-is ``200 × 1 s / C``; efficiency is that bound over the measured drain time.
-Run with one worker process, then two (the goal is ≈ 2× faster). While the
+is ``200 * 1 s / C``; efficiency is that bound over the measured drain time.
+Run with one worker process, then two (the goal is about 2x faster). While the
 drain runs, a client sends ``POST …/assemble`` at 20 requests/s over real
 HTTP to an ``lcm api`` process on the same database and records its latency.
 """
