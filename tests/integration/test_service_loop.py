@@ -348,8 +348,9 @@ def test_turn_budget_must_be_positive(client: TestClient, tenant: IssuedKey, bud
     assert r.status_code == 400
 
 
-def test_a_job_of_the_wrong_kind_hands_the_lease_over(client: TestClient, tenant: IssuedKey,
-                                                      db: Database) -> None:
+def test_a_job_of_the_wrong_kind_hands_the_lease_over(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
     cid = turn(client, tenant, 60)["conversation_id"]
     jobs = jobs_for(db, Clock(), "w1")
     handoff = jobs.wake(cid, kind="condensed")  # the first pass due is a leaf pass
