@@ -195,19 +195,7 @@ class CompactionEngine:
                 escalation=result.escalation,
             )
         )
-        repo.record_usage(
-            [
-                LlmUsage(
-                    tenant_id=tenant_id,
-                    conversation_id=conversation_id,
-                    model=u.model,
-                    purpose="summary",
-                    input_tokens=u.input_tokens,
-                    output_tokens=u.output_tokens,
-                )
-                for u in result.usage
-            ]
-        )
+        repo.record_usage(LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage))
         return PassOutcome(
             tenant_id,
             summary.id,

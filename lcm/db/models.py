@@ -8,8 +8,9 @@ migrations are written against.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     JSON,
@@ -322,6 +323,19 @@ class CompactionRun(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class UsageCall(Protocol):
+    """One LLM call's cost, as the summarizer and the expansion loop report it."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+
 class LlmUsage(Base):
     __tablename__ = "llm_usage"
 
@@ -335,6 +349,23 @@ class LlmUsage(Base):
     input_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+    @classmethod
+    def from_calls(
+        cls, tenant_id: str, conversation_id: int | None, purpose: str, calls: Iterable[UsageCall]
+    ) -> list[LlmUsage]:
+        """One row per call: what cost reporting sums by tenant and model."""
+        return [
+            cls(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                model=c.model,
+                purpose=purpose,
+                input_tokens=c.input_tokens,
+                output_tokens=c.output_tokens,
+            )
+            for c in calls
+        ]
 
 
 class ExpansionGrant(Base):

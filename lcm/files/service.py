@@ -123,17 +123,7 @@ def summarize_file(
     with transaction() as session:
         written = LargeFileRepository(session).set_summary_if_missing(file_id, summary)
         if written:
-            session.add_all(
-                LlmUsage(
-                    tenant_id=tenant_id,
-                    conversation_id=conversation_id,
-                    model=u.model,
-                    purpose="file",
-                    input_tokens=u.input_tokens,
-                    output_tokens=u.output_tokens,
-                )
-                for u in usage
-            )
+            session.add_all(LlmUsage.from_calls(tenant_id, conversation_id, "file", usage))
     return FileSummaryOutcome(file_id, kind, model, written)
 
 

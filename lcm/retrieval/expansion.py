@@ -117,17 +117,7 @@ def execute_expand_query(
             revoke_grant(session, grant_id)
             if answer is not None and answer.usage:
                 GrantRepository(session).record_usage(
-                    [
-                        LlmUsage(
-                            tenant_id=tenant_id,
-                            conversation_id=None,
-                            model=u.model,
-                            purpose="expansion",
-                            input_tokens=u.input_tokens,
-                            output_tokens=u.output_tokens,
-                        )
-                        for u in answer.usage
-                    ]
+                    LlmUsage.from_calls(tenant_id, None, "expansion", answer.usage)
                 )
 
 
