@@ -10,11 +10,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
 from lcm.errors import DependencyUnavailable, InvalidInput
+from lcm.files.storage import build_storage
 from lcm.retrieval.agent_tools import to_jsonable
 from lcm.retrieval.answers import ExpandQueryRequest
 from lcm.retrieval.describe import describe_file, describe_summary
 from lcm.retrieval.expand import MAX_SUMMARY_IDS, expand
 from lcm.retrieval.expansion import abandon_expand_query, grep_limits, start_expand_query
+from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 
@@ -34,7 +36,7 @@ class ScopeIn(BaseModel):
 class GrepIn(ScopeIn):
     pattern: str = Field(min_length=1)
     mode: Literal["regex", "full_text"] = "regex"
-    scope: Literal["messages", "summaries", "both"] = "both"
+    scope: Literal["messages", "summaries", "both", "files"] = "both"
     sort: Literal["recency", "relevance", "hybrid"] = "recency"
     limit: int = Field(50, ge=1, le=MAX_LIMIT)
     since: datetime | None = None
@@ -67,6 +69,9 @@ def post_grep(
 ) -> Any:
     bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
     query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
+    if body.scope == "files":
+        storage = build_storage(settings)
+        return to_jsonable(grep_large_files(session, storage, bounds, query, grep_limits(settings)))
     return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
 
 

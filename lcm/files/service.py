@@ -62,6 +62,8 @@ class FileMatch:
     conversation_id: int
     line: int  # 1-based
     snippet: str
+    created_at: datetime
+    text: str = ""  # the whole matching line, for highlighting
 
 
 def load_file(session: Session, storage: FileStorage, tenant_id: str, file_id: str) -> StoredFile:
@@ -162,21 +164,38 @@ def grep_files(
     *,
     limit: int = 50,
     snippet_chars: int = 200,
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> list[FileMatch]:
     """Lines of the conversations' stored files for which ``matches`` is true.
 
     The caller scopes ``conversation_ids`` to one tenant and supplies a safe
-    matcher (the grep tool's regex guard or a plain substring test).
+    matcher (the grep tool's regex guard or a plain substring test), and may
+    stop the scan early with ``out_of_time`` (checked per file and every
+    thousand lines).
     """
     found: list[FileMatch] = []
     for row in LargeFileRepository(session).for_conversations(conversation_ids):
+        if out_of_time():
+            return found
         try:
             text = storage.get(row.storage_uri).decode("utf-8", "replace")
         except NotFound:
             continue  # a missing object must not hide matches in the others
         for number, line in enumerate(text.splitlines(), start=1):
+            if number % 1000 == 0 and out_of_time():
+                return found
             if matches(line):
-                found.append(FileMatch(row.id, row.conversation_id, number, line[:snippet_chars]))
+                found.append(
+                    FileMatch(
+                        row.id,
+                        row.conversation_id,
+                        number,
+                        line[:snippet_chars],
+                        row.created_at,
+                        line,
+                    )
+                )
                 if len(found) >= limit:
                     return found
+    return found
     return found

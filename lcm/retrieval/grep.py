@@ -43,12 +43,13 @@ from lcm.retrieval.search_repository import (
 from lcm.retrieval.snippets import build_snippet
 
 Mode = Literal["regex", "full_text"]
-Scope = Literal["messages", "summaries", "both"]
+Scope = Literal["messages", "summaries", "both", "files"]
 MAX_LIMIT = 200
 _TARGETS: dict[Scope, tuple[Target, ...]] = {
     "messages": ("message",),
     "summaries": ("summary",),
     "both": ("message", "summary"),
+    "files": (),  # large files: lcm.retrieval.file_grep, not the database indexes
 }
 
 
@@ -63,7 +64,7 @@ class GrepQuery:
 
 @dataclass(frozen=True, slots=True)
 class GrepMatch:
-    type: Target
+    type: Target | Literal["file"]
     id: int | str
     ref: str  # "msg_<id>" or the summary id: what expand-query answers cite
     conversation_id: int
@@ -75,6 +76,7 @@ class GrepMatch:
     kind: str | None = None
     depth: int | None = None
     latest_at: datetime | None = None
+    line: int | None = None  # file matches: the 1-based line number
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,3 +198,62 @@ def test_prose_goes_to_the_llm_with_a_deterministic_fallback(
         usage = s.scalars(select(LlmUsage)).all()
     assert summary is not None and summary.startswith("A launch plan: ship in March")
     assert [(u.purpose, u.model) for u in usage] == [("file", "m")]
+
+
+def test_grep_scope_files_searches_inside_large_files(
+    db: Database, tenant: IssuedKey, files_client: TestClient
+) -> None:
+    text = f'<file name="users.json">{big_json()}</file>'
+    files_client.post(
+        "/v1/conversations/k/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": text, "id": "m1"}]},
+    )
+    with db.session() as s:
+        file_id = s.scalars(select(LargeFile.id)).one()
+    regex = files_client.post(
+        "/v1/grep",
+        headers=auth(tenant),
+        json={"pattern": r"user32\d\d@example", "scope": "files", "session_key": "k"},
+    )
+    assert regex.status_code == 200, regex.text
+    (match,) = regex.json()["matches"]
+    assert (match["type"], match["id"], match["line"]) == ("file", file_id, 1)
+    assert "«user3200@example»" in match["snippet"]
+    words = files_client.post(
+        "/v1/grep",
+        headers=auth(tenant),
+        json={
+            "pattern": "user3299@example.com pro",
+            "mode": "full_text",
+            "scope": "files",
+            "session_key": "k",
+        },
+    )
+    assert [m["id"] for m in words.json()["matches"]] == [file_id]
+    absent = files_client.post(
+        "/v1/grep",
+        headers=auth(tenant),
+        json={
+            "pattern": "user3299 -pro",
+            "mode": "full_text",
+            "scope": "files",
+            "session_key": "k",
+        },
+    )
+    assert absent.json()["matches"] == []
+    # Another tenant's scope never reaches this file.
+    other = new_tenant(db, "other")
+    theirs = files_client.post(
+        "/v1/grep",
+        headers=auth(other),
+        json={"pattern": "user3299", "scope": "files", "all_conversations": True},
+    )
+    assert theirs.status_code == 200 and theirs.json()["matches"] == []
+    # Nor do the message or summary scopes see inside the file.
+    messages = files_client.post(
+        "/v1/grep",
+        headers=auth(tenant),
+        json={"pattern": "user3299@", "scope": "both", "session_key": "k"},
+    )
+    assert messages.json()["matches"] == []

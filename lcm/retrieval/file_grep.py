@@ -1,0 +1,116 @@
+"""Grep over large files: the text kept outside the database, line by line.
+
+Files have no database index (they live in file storage), so this is a scan
+of the scope's files, bounded by the search time budget and the limit. The
+matchers are the same safe ones as for messages: RE2 for regex mode, and for
+full-text mode plain case-insensitive substrings (every OR-group must match
+in the line, no excluded term may).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from lcm.db.models import Conversation
+from lcm.files.service import grep_files
+from lcm.files.storage import FileStorage
+from lcm.retrieval.grep import GrepLimits, GrepMatch, GrepQuery, GrepResult
+from lcm.retrieval.query import TextQuery, compile_regex, parse_text_query
+from lcm.retrieval.search_repository import Bounds
+from lcm.retrieval.snippets import build_snippet
+
+
+def grep_large_files(
+    session: Session, storage: FileStorage, bounds: Bounds, query: GrepQuery, limits: GrepLimits
+) -> GrepResult:
+    """Matching lines of the scope's large files, oldest file first."""
+    matches, spans = _matchers(query, limits)
+    deadline = time.monotonic() + limits.timeout_ms / 1000
+
+    def out_of_time() -> bool:
+        # No statement timeout covers a file scan: the search budget is checked as it reads.
+        return time.monotonic() > deadline
+
+    found = [
+        m
+        for m in grep_files(
+            session,
+            storage,
+            _conversations(session, bounds),
+            matches,
+            limit=query.limit,
+            out_of_time=out_of_time,
+        )
+        if (bounds.since is None or m.created_at >= bounds.since)
+        and (bounds.before is None or m.created_at < bounds.before)
+    ]
+    complete = time.monotonic() <= deadline
+    result = [
+        GrepMatch(
+            type="file",
+            id=m.file_id,
+            ref=m.file_id,
+            conversation_id=m.conversation_id,
+            seq=None,
+            created_at=m.created_at,
+            snippet=build_snippet(m.text, spans(m.text)),
+            score=None,
+            line=m.line,
+        )
+        for m in found
+    ]
+    notes = [] if complete else ["time budget reached: results cover the files scanned"]
+    return GrepResult(result, query.mode, query.sort, complete, None, notes)
+
+
+def _matchers(
+    query: GrepQuery, limits: GrepLimits
+) -> tuple[Callable[[str], bool], Callable[[str], list[tuple[int, int]]]]:
+    if query.mode == "regex":
+        regex = compile_regex(query.pattern, limits.max_pattern_chars)
+
+        def found(line: str) -> bool:
+            return regex.compiled.search(line) is not None
+
+        return found, regex.spans
+    text_query = parse_text_query(query.pattern)
+    return _text_matcher(text_query), _text_spans(text_query)
+
+
+def _conversations(session: Session, bounds: Bounds) -> list[int]:
+    if bounds.conversation_ids is not None:
+        return list(bounds.conversation_ids)
+    return list(
+        session.scalars(select(Conversation.id).where(Conversation.tenant_id == bounds.tenant_id))
+    )
+
+
+def _text_matcher(query: TextQuery) -> Callable[[str], bool]:
+    groups = [[t.text.lower() for t in group] for group in query.groups]
+    excluded = [t.text.lower() for t in query.excluded]
+
+    def matches(line: str) -> bool:
+        lowered = line.lower()
+        return all(any(t in lowered for t in group) for group in groups) and not any(
+            t in lowered for t in excluded
+        )
+
+    return matches
+
+
+def _text_spans(query: TextQuery) -> Callable[[str], list[tuple[int, int]]]:
+    terms = [t.text.lower() for t in query.positive_terms]
+
+    def spans(line: str) -> list[tuple[int, int]]:
+        lowered, out = line.lower(), []
+        for term in terms:
+            at = lowered.find(term)
+            if at >= 0:
+                out.append((at, at + len(term)))
+        return sorted(out)
+
+    return spans
