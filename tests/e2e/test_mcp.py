@@ -92,3 +92,50 @@ def test_mcp_tools_listed_and_called_over_stdio(live_api: str, pg_db: Database) 
     assert seen["answer"]["offline"] is True and "msg_4" in cited
     assert all(ref == "msg_4" or ref.startswith("sum_") for ref in cited)
     assert "someone else" not in seen["answer"]["answer"]
+
+
+@pytest.mark.celery
+def test_mcp_tools_over_streamable_http(live_api: str, pg_db: Database) -> None:
+    import os
+    import subprocess
+
+    tenant = new_tenant(pg_db)
+    ingest(pg_db, tenant.tenant_id, "agent:main", [f"deploy {i} of api-{i}" for i in range(12)])
+    port = servers.free_port()
+    env = {
+        **os.environ,
+        "LCM_MCP_API_URL": live_api,
+        "LCM_MCP_API_KEY": tenant.api_key,
+        "LCM_MCP_SESSION_KEY": "agent:main",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "mcp", "--transport", "http", "--port", str(port)],
+        cwd=str(ROOT),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=30) as client:
+            listed = await client.list_tools()
+            seen["tools"] = {tool.name for tool in listed.tools}
+            grep = await client.call_tool("lcm_grep", {"pattern": "api-1[01]", "limit": 5})
+            seen["grep"] = grep.structured_content
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                anyio.run(scenario)
+                break
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.3)  # the server is still starting
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert seen["tools"] == {"lcm_grep", "lcm_describe", "lcm_expand_query"}
+    assert [m["seq"] for m in seen["grep"]["matches"]] == [12, 11]
