@@ -232,6 +232,20 @@ def _assembly(db: Database, settings: Settings, cid: int, budget: int, repeat: i
     return times[1:]  # the first run warms the connection and caches
 
 
+def _commit_floor(db: Database, cid: int, repeat: int) -> float:
+    """The cheapest durable write: one row updated and committed (fsync on)."""
+    times = []
+    for _ in range(repeat * 4):
+        started = time.perf_counter()
+        with db.transaction() as s:
+            s.execute(
+                text("UPDATE conversations SET context_version = context_version WHERE id = :c"),
+                {"c": cid},
+            )
+        times.append(_ms(time.perf_counter() - started))
+    return statistics.median(times)
+
+
 def _select_reference(db: Database, cid: int, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -256,6 +270,9 @@ def run(args: argparse.Namespace) -> None:
             tenant_id = create_tenant(s, "bench").tenant_id
         engine = CompactionEngine(db.transaction, Summarizer(InstantProvider()))
         print("  leaf pass, database work only (instant summarizer), median of", repeat)
+        floor_cid = build_history(db, tenant_id, "floor", 300)
+        floor = _commit_floor(db, floor_cid, repeat)
+        print(f"  reference: a one-row UPDATE + COMMIT takes {floor:.1f} ms", flush=True)
         for size in sizes:
             started = time.perf_counter()
             cid = build_history(db, tenant_id, f"hist-{size}", size)
