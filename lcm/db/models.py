@@ -1,7 +1,8 @@
 """SQLAlchemy 2 typed models for the whole data model of DESIGN §2.
 
-Every row carries ``tenant_id``. Relationships are ``lazy="raise"``: every
-load is explicit, so no N+1 query hides on the hot path. Schema changes go
+Every row carries ``tenant_id``. There are no ORM relationships: every load
+is an explicit query in a repository, so no lazy N+1 query hides on the hot
+path. Schema changes go
 through Alembic (``lcm/db/migrations``); these classes are the source the
 migrations are written against.
 """
