@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from sqlalchemy.orm import Session
 
-from lcm.errors import NotFound
+from lcm.db.engine import Database
+from lcm.errors import LcmError, NotFound
+from lcm.settings import get_settings
 from lcm.tenants.repository import TenantRepository
 
 console = Console(stderr=True)  # progress and errors
@@ -19,6 +22,23 @@ KeyArg = Annotated[str, typer.Argument(help="Session key.")]
 SessionOpt = Annotated[str | None, typer.Option(help="A session id of the family.")]
 BudgetOpt = Annotated[int | None, typer.Option(help="Token budget (default from settings).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+T = TypeVar("T")
+
+
+def in_session(work: Callable[[Session], T]) -> T:
+    """Run ``work`` in one committed session; a domain error exits 1 with its message."""
+    database = Database(get_settings())
+    try:
+        with database.session() as session:
+            result = work(session)
+            session.commit()
+            return result
+    except LcmError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        database.dispose()
 
 
 def tenant_id_for(session: Session, name: str) -> str:

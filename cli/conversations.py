@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-import typer
 from rich.table import Table
 from rich.tree import Tree
+from sqlalchemy.orm import Session
 
 from cli.common import (
     BudgetOpt,
@@ -15,13 +15,12 @@ from cli.common import (
     KeyArg,
     SessionOpt,
     TenantOpt,
-    console,
+    in_session,
     out,
     tenant_id_for,
 )
 from lcm.conversations.dag import ConversationDag, MessageRange
-from lcm.db.engine import Database
-from lcm.errors import LcmError
+from lcm.conversations.status import ConversationStatus
 from lcm.settings import get_settings
 
 
@@ -38,20 +37,15 @@ def status_command(
     from lcm.tenants.service import effective_settings
 
     settings = get_settings()
-    database = Database(settings)
-    try:
-        with database.session() as session:
-            tenant_id = tenant_id_for(session, tenant)
-            conversation = resolve_for_read(session, tenant_id, key, session_id)
-            effective = effective_settings(session, tenant_id, settings)
-            status = conversation_status(
-                session, conversation, effective, token_budget or settings.default_token_budget
-            )
-    except LcmError as exc:
-        console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from exc
-    finally:
-        database.dispose()
+
+    def read(session: Session) -> ConversationStatus:
+        tenant_id = tenant_id_for(session, tenant)
+        conversation = resolve_for_read(session, tenant_id, key, session_id)
+        effective = effective_settings(session, tenant_id, settings)
+        budget = token_budget or settings.default_token_budget
+        return conversation_status(session, conversation, effective, budget)
+
+    status = in_session(read)
     if as_json:
         out.print_json(json.dumps(asdict(status), default=str))
         return
@@ -70,20 +64,14 @@ def dag_command(
     from lcm.conversations.dag import load_dag
     from lcm.conversations.service import resolve_for_read
 
-    settings = get_settings()
-    database = Database(settings)
-    try:
-        with database.session() as session:
-            tenant_id = tenant_id_for(session, tenant)
-            conversation = resolve_for_read(session, tenant_id, key, session_id)
-            dag = load_dag(session, conversation.id)
-    except LcmError as exc:
-        console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from exc
-    finally:
-        database.dispose()
+    def read(session: Session) -> tuple[int, ConversationDag]:
+        tenant_id = tenant_id_for(session, tenant)
+        conversation = resolve_for_read(session, tenant_id, key, session_id)
+        return conversation.id, load_dag(session, conversation.id)
+
+    conversation_id, dag = in_session(read)
     root = Tree(
-        f"[bold]{key}[/bold] conversation {conversation.id}: {len(dag.context)} context rows"
+        f"[bold]{key}[/bold] conversation {conversation_id}: {len(dag.context)} context rows"
     )
     for row in dag.context:
         if row.summary_id is not None:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy.orm import Session
 
 from cli import transcripts
-from lcm.settings import Settings, get_settings
+from cli.common import in_session
+from lcm.settings import get_settings
 from lcm.tenants.service import IssuedKey
 
 app = typer.Typer(help="Lossless Context Management server.", no_args_is_help=True)
@@ -24,7 +23,6 @@ app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 
 console = Console(stderr=True)
-T = TypeVar("T")
 
 Host = Annotated[str, typer.Option(help="Interface to bind.")]
 Port = Annotated[int, typer.Option(help="TCP port.")]
@@ -187,7 +185,7 @@ def tenant_create(
     """Create a tenant and print its API key (shown once, stored only as a hash)."""
     from lcm.tenants.service import create_tenant
 
-    _print_key(_in_session(get_settings(), lambda s: create_tenant(s, name)), as_json)
+    _print_key(in_session(lambda s: create_tenant(s, name)), as_json)
 
 
 @key_app.command("create")
@@ -197,24 +195,7 @@ def key_create(
     """Issue another API key for an existing tenant."""
     from lcm.tenants.service import issue_key_for
 
-    _print_key(_in_session(get_settings(), lambda s: issue_key_for(s, tenant)), as_json)
-
-
-def _in_session(settings: Settings, work: Callable[[Session], T]) -> T:
-    from lcm.db.engine import Database
-    from lcm.errors import LcmError
-
-    database = Database(settings)
-    try:
-        with database.session() as session:
-            result = work(session)
-            session.commit()
-            return result
-    except LcmError as exc:
-        console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from exc
-    finally:
-        database.dispose()
+    _print_key(in_session(lambda s: issue_key_for(s, tenant)), as_json)
 
 
 def _print_key(issued: IssuedKey, as_json: bool) -> None:
