@@ -74,20 +74,6 @@ class CompactOut(BaseModel):
     context_tokens_after: int
 
 
-class StatusOut(BaseModel):
-    conversation_id: int
-    session_key: str
-    session_id: str | None
-    archived: bool
-    messages: int
-    summaries: dict[int, int]
-    context_tokens: int
-    threshold_tokens: int
-    token_budget: int
-    debt: dict[str, Any] | None
-    last_run: dict[str, Any] | None
-
-
 class TenantSettingsOut(BaseModel):
     overrides: dict[str, Any]
     effective: dict[str, Any]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -18,14 +17,13 @@ from api.schemas import (
     CompactOut,
     MessagesIn,
     MessagesOut,
-    StatusOut,
     TurnIn,
     TurnOut,
 )
 from lcm.compaction.engine import assemble
 from lcm.compaction.jobs import CompactionJobs, context_token_total, record_debt, wait_for_debt
 from lcm.conversations.service import resolve_for_read
-from lcm.conversations.status import conversation_status
+from lcm.conversations.status import ConversationStatus, conversation_status
 from lcm.db.models import utcnow
 from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage
@@ -173,7 +171,7 @@ def post_compact(
     )
 
 
-@router.get("/{key:path}/status", response_model=StatusOut)
+@router.get("/{key:path}/status", response_model=ConversationStatus)
 def get_status(
     key: SessionKey,
     tenant_id: TenantDep,
@@ -181,10 +179,8 @@ def get_status(
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0)] = None,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
-) -> StatusOut:
+) -> ConversationStatus:
     conversation = resolve_for_read(session, tenant_id, key, session_id)
     effective = effective_settings(session, tenant_id, settings)
-    status = conversation_status(
-        session, conversation, effective, token_budget or settings.default_token_budget
-    )
-    return StatusOut(**asdict(status))
+    budget = token_budget or settings.default_token_budget
+    return conversation_status(session, conversation, effective, budget)
