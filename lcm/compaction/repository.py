@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, and_, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, Table, and_, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from lcm.context import ContentShape, ContextEntry, MessageView, PartView, Role, SummaryView
@@ -94,48 +94,10 @@ class CompactionRepository:
             before = rows[-1][0]
 
     def _message_views(self, window: ColumnElement[bool]) -> dict[int, MessageView]:
-        in_context = and_(window, ContextItem.message_id.is_not(None))
-        parts: dict[int, list[PartView]] = defaultdict(list)
-        for message_id, part_type, payload, tool_call_id, text in self.session.execute(
-            select(
-                MessagePart.message_id,
-                MessagePart.part_type,
-                MessagePart.payload,
-                MessagePart.tool_call_id,
-                MessagePart.text,
-            )
-            .join(ContextItem, ContextItem.message_id == MessagePart.message_id)
-            .join(Message, Message.id == MessagePart.message_id)
-            # A plain-string message has one text part equal to its content
-            # (ingest guarantees it), so only block messages read their parts.
-            .where(in_context, Message.content_shape == "blocks")
-            .order_by(MessagePart.message_id, MessagePart.ordinal)
-        ):
-            parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
-        views: dict[int, MessageView] = {}
-        for mid, seq, role, content, created_at, shape in self.session.execute(
-            select(
-                Message.id,
-                Message.seq,
-                Message.role,
-                Message.content,
-                Message.created_at,
-                Message.content_shape,
-            )
-            .join(ContextItem, ContextItem.message_id == Message.id)
-            .where(in_context)
-        ):
-            # Roles and shapes were validated on ingest; the casts only tell mypy.
-            views[mid] = MessageView(
-                mid,
-                seq,
-                cast(Role, role),
-                content,
-                created_at,
-                tuple(parts[mid]) if shape == "blocks" else _text_part(content),
-                cast(ContentShape, shape),
-            )
-        return views
+        in_window = select(ContextItem.message_id).where(
+            window, ContextItem.message_id.is_not(None)
+        )
+        return load_message_views(self.session, in_window)
 
     def _summary_views(self, window: ColumnElement[bool]) -> dict[str, SummaryView]:
         in_context = and_(window, ContextItem.summary_id.is_not(None))
@@ -297,6 +259,53 @@ class CompactionRepository:
                 .group_by(Summary.depth)
             )
         }
+
+
+def load_message_views(
+    session: Session, message_ids: Sequence[int] | Select[int | None]
+) -> dict[int, MessageView]:
+    """Messages with their parts, enough to rebuild each exactly as it was sent.
+
+    ``message_ids`` is a list or a subquery. A plain-string message has one
+    text part equal to its content (ingest guarantees it), so only block
+    messages read their parts.
+    """
+    parts: dict[int, list[PartView]] = defaultdict(list)
+    for message_id, part_type, payload, tool_call_id, text in session.execute(
+        select(
+            MessagePart.message_id,
+            MessagePart.part_type,
+            MessagePart.payload,
+            MessagePart.tool_call_id,
+            MessagePart.text,
+        )
+        .join(Message, Message.id == MessagePart.message_id)
+        .where(MessagePart.message_id.in_(message_ids), Message.content_shape == "blocks")
+        .order_by(MessagePart.message_id, MessagePart.ordinal)
+    ):
+        parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
+    views: dict[int, MessageView] = {}
+    for mid, seq, role, content, created_at, shape in session.execute(
+        select(
+            Message.id,
+            Message.seq,
+            Message.role,
+            Message.content,
+            Message.created_at,
+            Message.content_shape,
+        ).where(Message.id.in_(message_ids))
+    ):
+        # Roles and shapes were validated on ingest; the casts only tell mypy.
+        views[mid] = MessageView(
+            mid,
+            seq,
+            cast(Role, role),
+            content,
+            created_at,
+            tuple(parts[mid]) if shape == "blocks" else _text_part(content),
+            cast(ContentShape, shape),
+        )
+    return views
 
 
 def _text_part(content: str) -> tuple[PartView, ...]:

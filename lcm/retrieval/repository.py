@@ -9,18 +9,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lcm.context import ContentShape, MessageView, PartView, Role
+from lcm.compaction.repository import load_message_views
+from lcm.context import MessageView
 from lcm.db.models import (
     ContextItem,
     Conversation,
     LargeFile,
     Message,
-    MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
@@ -162,33 +161,7 @@ class HistoryRepository:
 
     def message_views(self, message_ids: Sequence[int]) -> dict[int, MessageView]:
         """The messages with their stored parts, enough to rebuild them exactly."""
-        if not message_ids:
-            return {}
-        parts: dict[int, list[PartView]] = defaultdict(list)
-        for message_id, part_type, payload, tool_call_id, text in self.session.execute(
-            select(
-                MessagePart.message_id,
-                MessagePart.part_type,
-                MessagePart.payload,
-                MessagePart.tool_call_id,
-                MessagePart.text,
-            )
-            .where(MessagePart.message_id.in_(message_ids))
-            .order_by(MessagePart.message_id, MessagePart.ordinal)
-        ):
-            parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
-        views = {}
-        for m in self.session.scalars(select(Message).where(Message.id.in_(message_ids))):
-            views[m.id] = MessageView(
-                m.id,
-                m.seq,
-                cast(Role, m.role),
-                m.content,
-                m.created_at,
-                tuple(parts[m.id]),
-                cast(ContentShape, m.content_shape),
-            )
-        return views
+        return load_message_views(self.session, message_ids) if message_ids else {}
 
     def message_seq(self, message_id: int) -> int | None:
         return self.session.scalar(select(Message.seq).where(Message.id == message_id))
