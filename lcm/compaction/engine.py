@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from lcm.assembly import assemble_context, summary_context_tokens
 from lcm.assembly.assembler import AssembledContext
 from lcm.assembly.render import format_timestamp
-from lcm.compaction.planning import PassPlan, split_fresh_tail
+from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository, summary_view
 from lcm.compaction.sweep import (
     CompactUntilUnderResult,
@@ -314,14 +314,28 @@ def assemble(
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
-    Reads only the newest items that can fit the budget. If the fresh tail
-    reaches the start of that window (it may extend further back: the latest
-    user turn is never split), the whole context is read instead, so the
+    Reads only the newest items that can fit the budget, widened back to the
+    start of the latest user turn (the fresh tail never splits it). Should
+    the fresh tail still fill the whole window, everything is read, so the
     tail is always complete.
     """
     repo = CompactionRepository(session)
     start = repo.recent_window_start(conversation_id, token_budget, settings.fresh_tail_count + 1)
     entries = repo.load_entries(conversation_id, from_ordinal=start)
-    if start is not None and not split_fresh_tail(entries, settings).prefix:
-        entries = repo.load_entries(conversation_id)
-    return assemble_context(entries, token_budget, settings)
+    if start is not None and not any(_bounds_the_tail(e) for e in entries):
+        # Raw messages all the way and no turn start in sight: the turn, and
+        # so the tail, began before the window. Rare: one agent loop longer
+        # than the whole budget.
+        turn = repo.latest_turn_start(conversation_id, before=start)
+        if turn is not None:
+            entries = repo.load_entries(conversation_id, from_ordinal=turn)
+    assembled = assemble_context(entries, token_budget, settings)
+    if start is not None and assembled.fresh_tail_count == len(entries):
+        # The whole window is fresh tail: it may go on before the window.
+        assembled = assemble_context(repo.load_entries(conversation_id), token_budget, settings)
+    return assembled
+
+
+def _bounds_the_tail(entry: ContextEntry) -> bool:
+    """A summary or a turn-starting user message: the fresh tail cannot reach past it."""
+    return entry.message is None or entry.message.starts_user_turn

@@ -93,6 +93,39 @@ class CompactionRepository:
                 return None
             before = rows[-1][0]
 
+    def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
+        """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
+
+        A user message starts a turn unless it carries tool results; a summary
+        ends the trailing run of raw messages, so only messages after the
+        newest summary count. The fresh tail never splits this turn.
+        """
+        in_conversation = ContextItem.conversation_id == conversation_id
+        newest_summary = (
+            select(func.coalesce(func.max(ContextItem.ordinal), 0))
+            .where(in_conversation, ContextItem.summary_id.is_not(None))
+            .scalar_subquery()
+        )
+        answers_a_tool = (
+            select(MessagePart.id)
+            .where(MessagePart.message_id == Message.id, MessagePart.part_type == "tool_result")
+            .exists()
+        )
+        ordinal = self.session.scalar(
+            select(ContextItem.ordinal)
+            .join(Message, Message.id == ContextItem.message_id)
+            .where(
+                in_conversation,
+                ContextItem.ordinal > newest_summary,
+                ContextItem.ordinal < before,
+                Message.role == "user",
+                ~answers_a_tool,
+            )
+            .order_by(ContextItem.ordinal.desc())
+            .limit(1)
+        )
+        return None if ordinal is None else int(ordinal)
+
     def _message_views(self, window: ColumnElement[bool]) -> dict[int, MessageView]:
         in_window = select(ContextItem.message_id).where(
             window, ContextItem.message_id.is_not(None)

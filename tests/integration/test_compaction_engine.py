@@ -214,3 +214,25 @@ def test_large_conversation_ends_under_threshold_and_lossless(pg_db: Database) -
     assert assembled.estimated_tokens <= budget
     assert assembled.fresh_tail_count == settings.fresh_tail_count
     assert next_pass(eng.load(cid), settings, budget) is None or result.reached_target
+
+
+def test_assembly_reads_past_its_window_when_the_tail_does(db: Database, tenant: IssuedKey) -> None:
+    # One user prompt, then a long agent loop: the latest user turn is never
+    # split, so the fresh tail reaches back past what the budget window holds.
+    msgs = [IncomingMessage("user", "please migrate the whole repo")]
+    msgs += [IncomingMessage("assistant", f"step {i}: " + "edited a file " * 20) for i in range(80)]
+    with db.transaction() as session:
+        cid = ingest_messages(
+            session,
+            tenant.tenant_id,
+            "loop",
+            None,
+            prepare_batch(msgs, max_batch=1000, max_chars=10**6),
+        ).conversation_id
+    settings = CompactionSettings(fresh_tail_count=4)
+    with db.session() as session:
+        assembled = assemble(session, cid, 500, settings)
+    assert assembled.fresh_tail_count == 81
+    assert assembled.fresh_tail_overflow
+    assert assembled.messages[0]["role"] == "user"
+    assert "migrate the whole repo" in str(assembled.messages[0]["content"])
