@@ -13,6 +13,7 @@ from api.jobs import CeleryEnqueuer, Enqueuer
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.routes import bootstrap, conversations, health, tenant, tools
+from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
 from lcm.settings import Settings, get_settings
@@ -41,6 +42,7 @@ def create_app(
     app.include_router(conversations.router)
     app.include_router(tools.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)
     _register_debt_metrics(app.state.database)
     return app

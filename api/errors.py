@@ -16,6 +16,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
+from api.validation import CODED_ERRORS
 from lcm import errors
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,14 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(problems) or "invalid request"
 
 
+def _validation_code(exc: RequestValidationError) -> str:
+    """``invalid_text`` / ``too_deep`` when that is what failed, else ``invalid_input``."""
+    for err in exc.errors():
+        if err.get("type") in CODED_ERRORS:
+            return str(err["type"])
+    return "invalid_input"
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(errors.LcmError)
     async def _lcm_error(_request: Request, exc: errors.LcmError) -> JSONResponse:
@@ -74,7 +83,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, "invalid_input", _describe_validation(exc))
+        return error_response(400, _validation_code(exc), _describe_validation(exc))
 
     @app.exception_handler(HTTPException)
     async def _http(_request: Request, exc: HTTPException) -> JSONResponse:

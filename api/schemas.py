@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, create_model
 
+from api.validation import RequestBody, SessionIdText, Strict, Text, Tokens
 from lcm.ingest.content import IncomingMessage
+from lcm.settings import CompactionSettings
 
 
-class MessageIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class MessageIn(Strict):
+    """One message; fields other than these four are refused (400), never dropped."""
 
     role: Literal["user", "assistant", "system", "tool"]
     content: str | list[Any]
     id: str | None = Field(None, min_length=1, max_length=200)
+    # ISO-8601 (naive means UTC) or Unix seconds / milliseconds.
     created_at: str | int | float | None = None
 
     def to_domain(self) -> IncomingMessage:
         return IncomingMessage(self.role, self.content, self.id, self.created_at)
 
 
-class MessagesIn(BaseModel):
-    session_id: str | None = Field(None, min_length=1, max_length=200)
+class MessagesIn(RequestBody):
+    session_id: SessionIdText | None = None
     messages: list[MessageIn]
 
 
@@ -45,11 +48,11 @@ class TurnOut(BaseModel):
     compaction: Literal["none", "scheduled", "ran"]
 
 
-class AssembleIn(BaseModel):
+class AssembleIn(RequestBody):
     token_budget: int = Field(gt=0, le=10_000_000)
-    session_id: str | None = Field(None, min_length=1, max_length=200)
+    session_id: SessionIdText | None = None
     # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
-    prompt: str | None = None
+    prompt: Text | None = None
 
 
 class AssembleOut(BaseModel):
@@ -61,10 +64,11 @@ class AssembleOut(BaseModel):
     fresh_tail_overflow: bool
 
 
-class CompactIn(BaseModel):
-    target_tokens: int | None = Field(None, gt=0)
+class CompactIn(RequestBody):
+    target_tokens: Tokens | None = None
     token_budget: int | None = Field(None, gt=0, le=10_000_000)
-    wait: bool | float = False
+    # true waits LCM_COMPACT_WAIT_SECONDS; a number waits that long (capped by the server).
+    wait: bool | Annotated[float, Field(ge=0, le=86_400)] = False
 
 
 class CompactOut(BaseModel):
@@ -72,6 +76,27 @@ class CompactOut(BaseModel):
     status: str
     context_tokens_before: int
     context_tokens_after: int
+
+
+def _patch_model() -> type[BaseModel]:
+    """Every overridable setting, optional and nullable (``null`` removes the override).
+
+    Built from ``CompactionSettings`` so the documented body cannot drift from
+    what the domain validates (``validate_overrides`` checks it again).
+    """
+    fields: dict[str, Any] = {}
+    for name, info in CompactionSettings.model_fields.items():
+        annotation: Any = info.annotation
+        if info.metadata:
+            annotation = Annotated[annotation, *info.metadata]  # the same bounds
+        fields[name] = (annotation | None, None)
+    return create_model("TenantSettingsPatch", __base__=RequestBody, **fields)
+
+
+if TYPE_CHECKING:  # a model built at import time; to the type checker, any request body
+    TenantSettingsPatch = RequestBody
+else:
+    TenantSettingsPatch = _patch_model()
 
 
 class TenantSettingsOut(BaseModel):

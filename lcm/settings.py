@@ -19,31 +19,36 @@ def _default_home() -> Path:
     return Path.home() / ".lcm"
 
 
+# Every token figure fits comfortably in a 64-bit column and in any arithmetic
+# done with it; larger values are a client mistake, not a configuration.
+MAX_TOKENS = 1_000_000_000
+
+
 class CompactionSettings(BaseSettings):
     """The LCM knobs of DESIGN §3; also the shape of a per-tenant override."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
 
     context_threshold: float = Field(0.75, gt=0, le=1)
-    fresh_tail_count: int = Field(64, ge=1)
-    fresh_tail_max_tokens: int | None = Field(None, ge=1)
-    leaf_min_fanout: int = Field(8, ge=2)
-    leaf_chunk_tokens: int = Field(20_000, ge=256)
-    condensed_min_fanout: int = Field(4, ge=2)
-    condensed_min_fanout_hard: int = Field(2, ge=2)
-    condensed_target_tokens: int = Field(2_000, ge=64)
-    leaf_target_tokens: int = Field(1_200, ge=64)
-    summary_prefix_target_tokens: int | None = Field(None, ge=1)
-    sweep_max_depth: int = Field(1, ge=-1)
-    max_rounds: int = Field(10, ge=1)
-    truncation_tokens: int = Field(512, ge=32)
-    large_file_token_threshold: int = Field(25_000, ge=1)
-    new_session_retain_depth: int = Field(-1, ge=-1)
-    max_expand_tokens: int = Field(4_000, ge=1)
+    fresh_tail_count: int = Field(64, ge=1, le=1_000_000)
+    fresh_tail_max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    leaf_min_fanout: int = Field(8, ge=2, le=100_000)
+    leaf_chunk_tokens: int = Field(20_000, ge=256, le=MAX_TOKENS)
+    condensed_min_fanout: int = Field(4, ge=2, le=10_000)
+    condensed_min_fanout_hard: int = Field(2, ge=2, le=10_000)
+    condensed_target_tokens: int = Field(2_000, ge=64, le=MAX_TOKENS)
+    leaf_target_tokens: int = Field(1_200, ge=64, le=MAX_TOKENS)
+    summary_prefix_target_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    sweep_max_depth: int = Field(1, ge=-1, le=1_000)
+    max_rounds: int = Field(10, ge=1, le=10_000)
+    truncation_tokens: int = Field(512, ge=32, le=MAX_TOKENS)
+    large_file_token_threshold: int = Field(25_000, ge=1, le=MAX_TOKENS)
+    new_session_retain_depth: int = Field(-1, ge=-1, le=1_000)
+    max_expand_tokens: int = Field(4_000, ge=1, le=MAX_TOKENS)
     compaction_mode: Literal["deferred", "inline"] = "deferred"
-    summary_model: str = "claude-haiku-4-5"
-    summary_fallback_models: list[str] = Field(default_factory=list)
-    custom_instructions: str = ""
+    summary_model: str = Field("claude-haiku-4-5", min_length=1, max_length=200)
+    summary_fallback_models: list[str] = Field(default_factory=list, max_length=10)
+    custom_instructions: str = Field("", max_length=20_000)
 
     def prefix_target_tokens(self, token_budget: int) -> int:
         """``summary_prefix_target_tokens`` or its derived default (DESIGN §3)."""

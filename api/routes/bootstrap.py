@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field
+from fastapi import APIRouter
+from pydantic import BaseModel
 
 from api.deps import SessionDep, SettingsDep, TenantDep
 from api.file_jobs import FileJobsDep
+from api.validation import RequestBody, SessionIdText, SessionKey
 from lcm.tenants.service import effective_settings
 from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
 
 router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 
-SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
 
-
-class BootstrapIn(BaseModel):
+class BootstrapIn(RequestBody):
     transcript_jsonl: str
-    session_id: str | None = Field(None, min_length=1, max_length=200)
+    session_id: SessionIdText | None = None
     format: Literal["auto", "openclaw", "claude-code"] = "auto"
 
 
@@ -45,7 +44,7 @@ def post_bootstrap(
     options = BootstrapOptions.from_settings(
         effective_settings(session, tenant_id, settings), body.format
     )
-    transcript = body.transcript_jsonl.encode("utf-8", "replace")
+    transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
     result = bootstrap_transcript(session, tenant_id, key, body.session_id, transcript, options)
     session.commit()
     if result.file_ids:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 
 from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
 from api.file_jobs import FileJobsDep
@@ -20,6 +20,7 @@ from api.schemas import (
     TurnIn,
     TurnOut,
 )
+from api.validation import SessionIdText, SessionKey
 from lcm.compaction.engine import assemble
 from lcm.compaction.jobs import CompactionJobs, context_token_total, record_debt, wait_for_debt
 from lcm.conversations.service import resolve_for_read
@@ -33,7 +34,6 @@ from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
-SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
 EnqueuerDep = Annotated[Enqueuer, Depends(get_enqueuer)]
 InlineJobsDep = Annotated[Callable[[], CompactionJobs], Depends(get_inline_jobs)]
 
@@ -177,8 +177,8 @@ def get_status(
     tenant_id: TenantDep,
     session: SessionDep,
     settings: SettingsDep,
-    token_budget: Annotated[int | None, Query(gt=0)] = None,
-    session_id: Annotated[str | None, Query(max_length=200)] = None,
+    token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,
+    session_id: Annotated[SessionIdText | None, Query()] = None,
 ) -> ConversationStatus:
     conversation = resolve_for_read(session, tenant_id, key, session_id)
     effective = effective_settings(session, tenant_id, settings)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from api.deps import SessionDep, SettingsDep, TenantDep
-from api.schemas import TenantSettingsOut
+from api.schemas import TenantSettingsOut, TenantSettingsPatch
 from lcm.tenants.service import (
     OVERRIDABLE,
     effective_settings,
@@ -34,9 +32,12 @@ def get_settings(
 
 @router.patch("/settings", response_model=TenantSettingsOut)
 def patch_settings(
-    changes: dict[str, Any], tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    changes: TenantSettingsPatch,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> TenantSettingsOut:
     """Merge overrides (``null`` removes one); validated like the process settings."""
-    update_overrides(session, tenant_id, changes)
+    update_overrides(session, tenant_id, changes.model_dump(exclude_unset=True))
     session.commit()
     return _out(session, tenant_id, settings)

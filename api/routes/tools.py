@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field
 
 from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.validation import RequestBody, RowId, Text, Tokens, UtcDatetime
 from lcm.errors import DependencyUnavailable, InvalidInput
 from lcm.files.storage import build_storage
 from lcm.retrieval.agent_tools import to_jsonable
@@ -21,12 +21,12 @@ from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 
 router = APIRouter(prefix="/v1", tags=["tools"])
-NodeId = Annotated[str, Path(min_length=1, max_length=64)]
+NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
 
 
-class ScopeIn(BaseModel):
-    session_key: str | None = Field(None, min_length=1, max_length=512)
-    conversation_id: int | None = None
+class ScopeIn(RequestBody):
+    session_key: Annotated[Text, Field(min_length=1, max_length=512)] | None = None
+    conversation_id: RowId | None = None
     all_conversations: bool = False
 
     def selector(self) -> ScopeSelector:
@@ -34,29 +34,29 @@ class ScopeIn(BaseModel):
 
 
 class GrepIn(ScopeIn):
-    pattern: str = Field(min_length=1)
+    pattern: Annotated[Text, Field(min_length=1)]
     mode: Literal["regex", "full_text"] = "regex"
     scope: Literal["messages", "summaries", "both", "files"] = "both"
     sort: Literal["recency", "relevance", "hybrid"] = "recency"
     limit: int = Field(50, ge=1, le=MAX_LIMIT)
-    since: datetime | None = None
-    before: datetime | None = None
-
-    @field_validator("since", "before")
-    @classmethod
-    def _naive_is_utc(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value and value.tzinfo is None else value
+    since: UtcDatetime | None = None
+    before: UtcDatetime | None = None
 
 
-class ExpandIn(BaseModel):
-    summary_ids: list[str] = Field(min_length=1, max_length=MAX_SUMMARY_IDS)
-    token_cap: int | None = Field(None, ge=1)
+NodeIds = Annotated[
+    list[Annotated[Text, Field(min_length=1, max_length=64)]], Field(max_length=MAX_SUMMARY_IDS)
+]
+
+
+class ExpandIn(RequestBody):
+    summary_ids: Annotated[NodeIds, Field(min_length=1)]
+    token_cap: Tokens | None = None
 
 
 class ExpandQueryIn(ScopeIn):
-    prompt: str = Field(min_length=1, max_length=20_000)
-    query: str | None = Field(None, min_length=1, max_length=2_000)
-    summary_ids: list[str] = Field(default_factory=list, max_length=MAX_SUMMARY_IDS)
+    prompt: Annotated[Text, Field(min_length=1, max_length=20_000)]
+    query: Annotated[Text, Field(min_length=1, max_length=2_000)] | None = None
+    summary_ids: NodeIds = Field(default_factory=list)
     max_tokens: int = Field(2_000, ge=1, le=16_000)
 
     def to_domain(self) -> ExpandQueryRequest:

@@ -14,12 +14,12 @@ we stored is exactly what was sent.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from lcm.errors import InvalidInput, TooLarge
+from lcm.storable import check_storable
 from lcm.tokens import estimate_tokens
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -36,8 +36,6 @@ BLOCK_TYPES = (
 # Images are billed by pixels, not characters; this is a conservative flat
 # estimate so budgets stay honest without decoding the image.
 IMAGE_TOKEN_ESTIMATE = 1_500
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -71,26 +69,6 @@ class PreparedMessage:
     parts: list[PartRow] = field(default_factory=list)
 
 
-def check_storable(value: Any, where: str) -> None:
-    """Refuse NUL characters and lone surrogates anywhere inside ``value``."""
-    if isinstance(value, str):
-        bad = _UNSTORABLE.search(value)
-        if bad:
-            what = "a NUL character" if bad.group() == "\x00" else "a lone UTF-16 surrogate"
-            raise InvalidInput(
-                f"{where} contains {what} at offset {bad.start()}; it cannot be stored "
-                "faithfully (send the text escaped or base64-encoded)",
-                code="invalid_text",
-            )
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_storable(key, where)
-            check_storable(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            check_storable(item, f"{where}[{i}]")
-
-
 def parse_timestamp(value: str | int | float | None, where: str) -> datetime | None:
     """ISO-8601 (naive means UTC) or Unix epoch seconds / milliseconds."""
     if value is None:
@@ -107,7 +85,17 @@ def parse_timestamp(value: str | int | float | None, where: str) -> datetime | N
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00", 1))
     except ValueError as exc:
         raise InvalidInput(f"{where} is not an ISO-8601 timestamp: {value[:64]!r}") from exc
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    return to_utc(parsed, where)
+
+
+def to_utc(value: datetime, where: str) -> datetime:
+    """``value`` in UTC (naive means UTC); 400 when UTC falls outside years 1-9999."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 0001-01-01T00:00:00+14:00 is before year 1 in UTC
+        raise InvalidInput(f"{where} is out of range in UTC: {value.isoformat()}") from exc
 
 
 def _require_str(block: dict[str, Any], key: str, where: str) -> str:

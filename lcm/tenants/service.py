@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from lcm.db.models import ApiKey, Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound, Unauthenticated
 from lcm.settings import CompactionSettings
+from lcm.storable import check_storable
 from lcm.tenants.repository import TenantRepository
 
 KEY_PREFIX = "lcm_"
@@ -80,6 +81,9 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(overrides) - OVERRIDABLE)
     if unknown:
         raise InvalidInput(f"unknown settings: {', '.join(unknown)}")
+    # Nothing is stored that cannot be served back (a lone surrogate in
+    # custom_instructions used to be committed, then fail every GET).
+    check_storable(overrides, "settings")
     try:
         checked = CompactionSettings.model_validate(overrides)
     except ValidationError as exc:

@@ -25,7 +25,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from lcm.transcripts.jsonl import Line, as_text, clean
+from lcm.transcripts.jsonl import Line, as_text
 from lcm.transcripts.model import ParseStats, TranscriptMessage
 from lcm.transcripts.openclaw import content_id
 
@@ -84,7 +84,7 @@ def _convert(value: dict[str, Any], kind: str) -> TranscriptMessage:
     return TranscriptMessage(
         client_id=uuid or content_id(value),
         role=role,
-        content=clean(converted),
+        content=converted,
         created_at=stamp if isinstance(stamp, str) and stamp else None,
         entry_id=uuid,
     )

@@ -1,20 +1,21 @@
-"""Reading JSON lines tolerantly, and cleaning text no database can store.
+"""Reading JSON lines tolerantly, but never storing text altered.
 
 Gateways append to their transcripts while we read them and sometimes crash
 mid-line, so a malformed line is counted and skipped rather than failing the
 whole import; a last line without its newline is read if it parses, but the
-read position stays before it.
+read position stays before it. A line that parses but holds text no database
+can store faithfully (NUL, lone surrogates) or nests too deep is refused with
+the same 400 as ``/messages`` (``lcm/storable.py``): one rule for all input.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
+from lcm.errors import InvalidInput
+from lcm.storable import check_storable
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +45,9 @@ def read_lines(data: bytes, start: int = 0) -> Lines:
         raw = data[position:end].strip()
         if raw:
             total += 1
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = None
+            value = _parse(raw, position)
             if isinstance(value, dict):
+                check_storable(value, f"transcript line at byte {position}")
                 lines.append(Line(position, value))
             elif newline >= 0:
                 malformed += 1
@@ -60,20 +59,18 @@ def read_lines(data: bytes, start: int = 0) -> Lines:
     return Lines(lines, malformed, total, complete_end)
 
 
-def clean(value: Any) -> Any:
-    """``value`` with NUL characters and lone surrogates replaced by U+FFFD.
-
-    The ``/messages`` endpoint refuses such text so that what it stores is
-    exactly what was sent; a transcript is converted anyway, and one stray NUL
-    in a tool's output must not block importing a whole session.
-    """
-    if isinstance(value, str):
-        return _UNSTORABLE.sub(REPLACEMENT, value) if _UNSTORABLE.search(value) else value
-    if isinstance(value, list):
-        return [clean(item) for item in value]
-    if isinstance(value, dict):
-        return {clean(k): clean(v) for k, v in value.items()}
-    return value
+def _parse(raw: bytes, position: int) -> Any:
+    """One line's JSON value, or None when it does not parse."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+    except RecursionError as exc:
+        # The decoder recurses per nesting level; such a line is an attack or
+        # a bug upstream, not a transcript, and skipping it would lose it silently.
+        raise InvalidInput(
+            f"transcript line at byte {position} nests too deep to parse", code="too_deep"
+        ) from exc
 
 
 def as_text(value: Any) -> str:

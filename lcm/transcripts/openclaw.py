@@ -29,7 +29,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from lcm.transcripts.jsonl import Line, as_text, clean
+from lcm.transcripts.jsonl import Line, as_text
 from lcm.transcripts.model import ParseStats, TranscriptMessage
 
 NON_MESSAGE_ENTRIES = frozenset(
@@ -151,7 +151,7 @@ def _message(
 ) -> TranscriptMessage:
     client_id = entry_id or content_id(entry)
     created_at = stamp if isinstance(stamp, str | int | float) and stamp else None
-    return TranscriptMessage(client_id, role, clean(content), created_at, entry_id)
+    return TranscriptMessage(client_id, role, content, created_at, entry_id)
 
 
 def content_id(entry: dict[str, Any]) -> str:

@@ -160,12 +160,21 @@ def test_resume_reads_only_the_appended_part_of_a_tree() -> None:
     assert parsed.complete_bytes == len(data) + len(appended)
 
 
-def test_unstorable_text_is_replaced_not_refused() -> None:
+def test_unstorable_text_is_refused_like_ingest() -> None:
     line = {
         "type": "message",
         "timestamp": "2025-11-20T10:00:00Z",
         "message": {"role": "user", "content": "nul\u0000 and lone \ud800 surrogate"},
     }
-    parsed = parse_transcript(json.dumps(line).encode() + b"\n")
-    assert parsed.messages[0].content == "nul\ufffd and lone \ufffd surrogate"
-    prepare_message(parsed.messages[0].incoming(), "m", 1000)
+    with pytest.raises(InvalidInput) as refused:
+        parse_transcript(json.dumps(line).encode() + b"\n")
+    assert refused.value.code == "invalid_text"
+    assert "byte 0" in refused.value.message
+
+
+def test_deeply_nested_line_is_refused_not_skipped() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    data = b'{"type": "message", "message": {"role": "user", "content": ' + deep + b"}}\n"
+    with pytest.raises(InvalidInput) as refused:
+        parse_transcript(data)
+    assert refused.value.code == "too_deep"

@@ -1,0 +1,119 @@
+"""The one validation layer for everything a client sends: bodies, query strings, path keys.
+
+Pydantic does the checking; this module gives it the project's rules once:
+
+- every body model refuses unknown fields (a typo such as ``tokenBudget`` is a
+  400 naming the field, not a silently ignored value);
+- every string anywhere in a body, path or query must be storable
+  (``lcm/storable.py``: no NUL, no lone surrogate) and a body nests at most
+  ``MAX_JSON_DEPTH`` levels;
+- integers are bounded to what a 64-bit column holds (ids) or to
+  ``MAX_TOKENS`` (token figures), datetimes must exist in UTC;
+- a path or query string that is not valid UTF-8 once percent-decoded is
+  refused before routing (Starlette would decode it with replacement
+  characters, folding ``%FF`` and ``%FE`` into one session key).
+
+Failures become ``RequestValidationError`` and are answered by ``api/errors.py``
+with 400 and the code named here (``invalid_text``, ``too_deep``) or
+``invalid_input``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
+
+from fastapi import Path
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lcm.settings import MAX_TOKENS
+from lcm.storable import find_unstorable, too_deep, unstorable_text
+
+INT64_MAX = 2**63 - 1
+# Error types that carry their own error code to the client.
+CODED_ERRORS = ("invalid_text", "too_deep", "invalid_path")
+
+
+def _storable(value: str) -> str:
+    problem = unstorable_text(value)
+    if problem:
+        raise PydanticCustomError("invalid_text", "text {problem}", {"problem": problem})
+    return value
+
+
+def _in_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "datetime_range", "the time does not exist in UTC (before year 1 or after 9999)"
+        ) from None
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+UtcDatetime = Annotated[datetime, AfterValidator(_in_utc)]
+RowId = Annotated[int, Field(ge=1, le=INT64_MAX)]
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+SessionIdText = Annotated[Text, Field(min_length=1, max_length=200)]
+# ``{key}`` of /v1/conversations/{key}/…: the URL-decoded session key (slashes allowed).
+SessionKey = Annotated[Text, Path(min_length=1, max_length=512)]
+
+
+class Strict(BaseModel):
+    """A part of a request body: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestBody(Strict):
+    """A whole request body: also storable text and bounded depth, checked once over all of it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_body(cls, data: Any) -> Any:
+        deep = too_deep(data, "body")
+        if deep:
+            raise PydanticCustomError("too_deep", "{detail}", {"detail": deep})
+        problem = find_unstorable(data, "body")
+        if problem:
+            raise PydanticCustomError("invalid_text", "{detail}", {"detail": problem})
+        return data
+
+
+class Utf8Only:
+    """ASGI middleware: 400 ``invalid_path`` unless path and query decode as strict UTF-8."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw_path = scope.get("raw_path") or scope["path"].encode()
+            problem = _not_utf8(raw_path, "path") or _not_utf8(
+                scope.get("query_string", b"").replace(b"+", b" "), "query string"
+            )
+            if problem:
+                await _refuse(send, problem)
+                return
+        await self.app(scope, receive, send)
+
+
+def _not_utf8(raw: bytes, what: str) -> str | None:
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the {what} is not valid UTF-8 once percent-decoded (byte {exc.start})"
+    return None
+
+
+async def _refuse(send: Send, message: str) -> None:
+    payload = json.dumps({"error": {"code": "invalid_path", "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
