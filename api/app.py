@@ -8,7 +8,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
-from api import errors
+from api import errors, openapi
 from api.jobs import CeleryEnqueuer, Enqueuer
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
@@ -36,6 +36,7 @@ def create_app(
     app.state.enqueuer = enqueuer or CeleryEnqueuer()
     app.state.inline_jobs = None
     errors.install(app)
+    openapi.install(app)
     app.include_router(health.router)
     app.include_router(tenant.router)
     app.include_router(bootstrap.router)

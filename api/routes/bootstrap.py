@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from api.deps import SessionDep, SettingsDep, TenantDep
 from api.file_jobs import FileJobsDep
+from api.openapi import error_responses
 from api.validation import RequestBody, SessionIdText, SessionKey
 from lcm.tenants.service import effective_settings
 from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
@@ -32,7 +33,7 @@ class BootstrapOut(BaseModel):
     file_ids: list[str]
 
 
-@router.post("/{key:path}/bootstrap", response_model=BootstrapOut)
+@router.post("/{key:path}/bootstrap", response_model=BootstrapOut, responses=error_responses(409))
 def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
 from api.file_jobs import FileJobsDep
 from api.jobs import Enqueuer, get_enqueuer, get_inline_jobs
+from api.openapi import error_responses
 from api.schemas import (
     AssembleIn,
     AssembleOut,
@@ -46,7 +47,7 @@ def _batch(body: MessagesIn, settings: SettingsDep) -> list[PreparedMessage]:
     )
 
 
-@router.post("/{key:path}/messages", response_model=MessagesOut)
+@router.post("/{key:path}/messages", response_model=MessagesOut, responses=error_responses(409))
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
@@ -74,7 +75,7 @@ def post_messages(
     )
 
 
-@router.post("/{key:path}/turns", response_model=TurnOut)
+@router.post("/{key:path}/turns", response_model=TurnOut, responses=error_responses(409))
 def post_turn(
     key: SessionKey,
     body: TurnIn,
@@ -113,7 +114,7 @@ def post_turn(
     )
 
 
-@router.post("/{key:path}/assemble", response_model=AssembleOut)
+@router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
 def post_assemble(
     key: SessionKey,
     body: AssembleIn,
@@ -134,7 +135,7 @@ def post_assemble(
     )
 
 
-@router.post("/{key:path}/compact", response_model=CompactOut)
+@router.post("/{key:path}/compact", response_model=CompactOut, responses=error_responses(404))
 def post_compact(
     key: SessionKey,
     body: CompactIn,
@@ -171,7 +172,7 @@ def post_compact(
     )
 
 
-@router.get("/{key:path}/status", response_model=ConversationStatus)
+@router.get("/{key:path}/status", response_model=ConversationStatus, responses=error_responses(404))
 def get_status(
     key: SessionKey,
     tenant_id: TenantDep,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 from sqlalchemy import text
 
 from api.deps import get_database
@@ -15,12 +17,25 @@ router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
 
 
-@router.get("/healthz")
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, Literal["ok", "unreachable"]]
+
+
+@router.get("/healthz", response_model=Health)
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "The database or the broker is down"}},
+)
 def readyz(request: Request) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
@@ -37,6 +52,10 @@ def readyz(request: Request) -> JSONResponse:
     )
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def metrics() -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

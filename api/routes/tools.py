@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
 from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
-from api.validation import RequestBody, RowId, Text, Tokens, UtcDatetime
+from api.openapi import error_responses
+from api.validation import INT64_MAX, RequestBody, RowId, Text, Tokens, UtcDatetime
 from lcm.errors import DependencyUnavailable, InvalidInput
 from lcm.files.storage import build_storage
 from lcm.retrieval.agent_tools import to_jsonable
-from lcm.retrieval.answers import ExpandQueryRequest
-from lcm.retrieval.describe import describe_file, describe_summary
-from lcm.retrieval.expand import MAX_SUMMARY_IDS, expand
+from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
+from lcm.retrieval.describe import (
+    DEFAULT_FILE_PAGE_CHARS,
+    MAX_FILE_PAGE_CHARS,
+    FileDescription,
+    SummaryDescription,
+    describe_file,
+    describe_summary,
+    file_content_page,
+)
+from lcm.retrieval.expand import MAX_SUMMARY_IDS, Expansion, expand
 from lcm.retrieval.expansion import abandon_expand_query, grep_limits, start_expand_query
 from lcm.retrieval.file_grep import grep_large_files
-from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, grep
+from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, GrepResult, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 
 router = APIRouter(prefix="/v1", tags=["tools"])
@@ -63,7 +73,7 @@ class ExpandQueryIn(ScopeIn):
         return ExpandQueryRequest(self.prompt, self.query, tuple(self.summary_ids), self.max_tokens)
 
 
-@router.post("/grep")
+@router.post("/grep", response_model=GrepResult, responses=error_responses(404))
 def post_grep(
     body: GrepIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
 ) -> Any:
@@ -75,17 +85,32 @@ def post_grep(
     return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
 
 
-@router.get("/summaries/{summary_id}")
+@router.get(
+    "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
+)
 def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
     return to_jsonable(describe_summary(session, tenant_id, summary_id))
 
 
-@router.get("/files/{file_id}")
-def get_file(file_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
-    return to_jsonable(describe_file(session, tenant_id, file_id))
+@router.get("/files/{file_id}", response_model=FileDescription, responses=error_responses(404))
+def get_file(
+    file_id: NodeId,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_FILE_PAGE_CHARS)] = DEFAULT_FILE_PAGE_CHARS,
+) -> Any:
+    """The file's description and its text from character ``offset``.
+
+    ``content.next_offset`` is where the next page starts (null at the end).
+    """
+    described = describe_file(session, tenant_id, file_id)
+    page = file_content_page(session, build_storage(settings), tenant_id, file_id, offset, limit)
+    return to_jsonable(dataclasses.replace(described, content=page))
 
 
-@router.post("/expand")
+@router.post("/expand", response_model=Expansion, responses=error_responses(404))
 def post_expand(
     body: ExpandIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
 ) -> Any:
@@ -95,7 +120,7 @@ def post_expand(
     return to_jsonable(expand(session, tenant_id, body.summary_ids, cap))
 
 
-@router.post("/expand-query")
+@router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404))
 def post_expand_query(
     body: ExpandQueryIn,
     tenant_id: TenantDep,

@@ -14,6 +14,8 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from lcm.errors import InvalidInput, NotFound
+from lcm.files.service import load_file
+from lcm.files.storage import FileStorage
 from lcm.retrieval.dag import walk
 from lcm.retrieval.repository import HistoryRepository
 
@@ -53,6 +55,20 @@ class SummaryDescription:
     in_context: bool
 
 
+DEFAULT_FILE_PAGE_CHARS = 1_000_000
+MAX_FILE_PAGE_CHARS = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FileContent:
+    """One page of a large file's text: characters ``[offset, offset + len(text))``."""
+
+    text: str
+    offset: int
+    total_chars: int
+    next_offset: int | None  # None once the page reaches the end
+
+
 @dataclass(frozen=True, slots=True)
 class FileDescription:
     id: str
@@ -66,6 +82,9 @@ class FileDescription:
     created_at: datetime
     message_seq: int | None
     cited_by: list[str]
+    # The HTTP describe pages the content in; the agent tools' describe leaves it
+    # out (they read files through grep and expand within a token budget).
+    content: FileContent | None = None
 
 
 def describe(
@@ -143,6 +162,16 @@ def describe_file(
         message_seq=None if found.message_id is None else repo.message_seq(found.message_id),
         cited_by=repo.summaries_citing_file(found.conversation_id, file_id),
     )
+
+
+def file_content_page(
+    session: Session, storage: FileStorage, tenant_id: str, file_id: str, offset: int, limit: int
+) -> FileContent:
+    """``limit`` characters of the file's text from ``offset`` (empty past the end)."""
+    text = load_file(session, storage, tenant_id, file_id).content
+    end = min(len(text), offset + limit)
+    page = text[offset:end] if offset < len(text) else ""
+    return FileContent(page, offset, len(text), end if end < len(text) else None)
 
 
 def source_range(repo: HistoryRepository, summary_ids: list[str]) -> SourceRange:

@@ -109,6 +109,22 @@ def test_a_pasted_200kb_file(
     assert summary is not None
     assert summary.startswith("JSON object with 2 keys. users: array[3,300] of object{id, email")
 
+    # Describe over HTTP returns the content, paged by characters.
+    first = files_client.get(f"/v1/files/{row.id}?limit=100000", headers=auth(tenant)).json()
+    assert first["content"]["total_chars"] == len(body) and first["content"]["offset"] == 0
+    assert first["content"]["text"] == body[:100_000]
+    pages = [first["content"]["text"]]
+    offset = first["content"]["next_offset"]
+    while offset is not None:
+        page = files_client.get(
+            f"/v1/files/{row.id}", params={"offset": offset, "limit": 100_000}, headers=auth(tenant)
+        ).json()["content"]
+        pages.append(page["text"])
+        offset = page["next_offset"]
+    assert "".join(pages) == body and len(pages) == -(-len(body) // 100_000)
+    whole = files_client.get(f"/v1/files/{row.id}", headers=auth(tenant)).json()["content"]
+    assert whole["text"] == body and whole["next_offset"] is None
+
     # A retry of the same message is a duplicate: no second file, nothing enqueued.
     again = files_client.post(
         "/v1/conversations/k/messages",
