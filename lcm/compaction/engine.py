@@ -134,6 +134,8 @@ class CompactionEngine:
             target_tokens=target,
             previous_context=plan.previous_summary.content if plan.previous_summary else None,
             custom_instructions=settings.custom_instructions,
+            models=(settings.summary_model, *settings.summary_fallback_models),
+            truncation_tokens=settings.truncation_tokens,
         )
         duration_ms = int((time.perf_counter() - started) * 1000)
         with self.transaction() as session:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -22,6 +23,7 @@ from lcm.files.exploration import FileKind, classify, explore
 from lcm.files.repository import LargeFileRepository
 from lcm.files.storage import FileStorage
 from lcm.summarize.summarizer import CallUsage, Summarizer
+from lcm.tenants.service import stored_overrides
 
 Transaction = Callable[[], AbstractContextManager[Session]]
 STRUCTURE_MODEL = "structure"
@@ -105,6 +107,7 @@ def summarize_file(
             return None
         tenant_id, conversation_id = row.tenant_id, row.conversation_id
         name, mime, ext, uri = row.name, row.mime, row.ext, row.storage_uri
+        overrides = stored_overrides(session, tenant_id)
     text = storage.get(uri).decode("utf-8", "replace")
     kind = classify(name, mime, ext, text)
     summary: str | None = None
@@ -116,6 +119,7 @@ def summarize_file(
             depth=0,
             target_tokens=PROSE_TARGET_TOKENS,
             custom_instructions=file_instructions(name, len(text)),
+            models=_tenant_models(overrides),
         )
         usage = result.usage
         if result.escalation != "fallback":  # the provider failed: use the deterministic one
@@ -127,6 +131,15 @@ def summarize_file(
         if written:
             session.add_all(LlmUsage.from_calls(tenant_id, conversation_id, "file", usage))
     return FileSummaryOutcome(file_id, kind, model, written)
+
+
+def _tenant_models(overrides: dict[str, Any]) -> tuple[str, ...]:
+    """The tenant's own model order, or () for the deployment's."""
+    if "summary_model" not in overrides and "summary_fallback_models" not in overrides:
+        return ()
+    primary = overrides.get("summary_model")
+    fallbacks = overrides.get("summary_fallback_models") or []
+    return tuple(m for m in (primary, *fallbacks) if m)
 
 
 def prose_sample(text: str) -> str:

@@ -8,6 +8,7 @@ its tool calls are their own short transactions, and the grant is revoked
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -24,6 +25,7 @@ from lcm.retrieval.grep import GrepLimits
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.scope import ScopeSelector, conversation_ids
 from lcm.settings import Settings
+from lcm.tenants.service import effective_settings
 
 Transaction = Callable[[], AbstractContextManager[Session]]
 # The grant outlives the API's wait a little: a job that starts just before the
@@ -97,7 +99,16 @@ def execute_expand_query(
     settings: Settings,
     llm: ExpansionLlm | None,
 ) -> ExpandQueryAnswer:
-    """Run the loop under the grant, then revoke the grant (always) and record usage."""
+    """Run the loop under the grant, then revoke the grant (always) and record usage.
+
+    The tenant's overrides apply per call: its ``summary_model`` (unless the
+    deployment names an ``expansion_model``) and its ``max_expand_tokens``.
+    The client and its breaker stay the process's, shared by every tenant.
+    """
+    with transaction() as session:
+        settings = effective_settings(session, tenant_id, settings)
+    if llm is not None:
+        llm = dataclasses.replace(llm, model=settings.expansion_model or settings.summary_model)
     tools = GrantedTools(
         transaction, grant_id, tenant_id, grep_limits(settings), settings.max_expand_tokens
     )

@@ -120,7 +120,10 @@ class AnthropicProvider:
     def _complete_with_fallbacks(self, request: SummaryRequest) -> Completion:
         failures: list[str] = []
         request_faults = 0
-        for model in self._models:
+        # The tenant's models when the request names them (one client and one
+        # breaker serve every tenant), else the deployment's.
+        models = list(dict.fromkeys(request.models)) or self._models
+        for model in models:
             try:
                 return self._call(model, request)
             except anthropic.APIStatusError as err:
@@ -135,7 +138,7 @@ class AnthropicProvider:
                 failures.append(f"{model}: malformed response ({type(err).__name__})")
             logger.warning("summary call failed: %s", failures[-1])
         detail = "; ".join(failures)
-        if request_faults == len(self._models):
+        if request_faults == len(models):
             raise SummarizerError(f"LLM rejected the request: {detail}", code=REJECTED_CODE)
         raise SummarizerError(f"all summary models failed: {detail}")
 

@@ -35,6 +35,9 @@ class SummaryRequest:
     temperature: float = NORMAL_TEMPERATURE
     aggressive: bool = False
     custom_instructions: str = ""
+    # The tenant's model order (primary, then fallbacks); empty means the
+    # provider's own configured models.
+    models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # These are programming errors in the compaction engine, not bad user input.

@@ -10,6 +10,7 @@ and :meth:`Summarizer.summarize` never raises for provider trouble.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,18 +93,22 @@ class Summarizer:
         target_tokens: int,
         previous_context: str | None = None,
         custom_instructions: str | None = None,
+        models: Sequence[str] = (),
+        truncation_tokens: int | None = None,
     ) -> SummaryResult:
         """Summarize ``source_text`` (depth 0 = leaf) into about ``target_tokens`` tokens.
 
-        ``custom_instructions`` is the tenant's override; ``None`` keeps the
-        summarizer's default (the deployment's setting).
+        ``custom_instructions``, ``models`` (primary then fallbacks) and
+        ``truncation_tokens`` are the tenant's effective settings, passed per
+        call; ``None`` / empty keeps the summarizer's defaults (the deployment's).
         """
         if custom_instructions is None:
             custom_instructions = self._custom_instructions
+        truncate_to = truncation_tokens or self._truncation_tokens
         input_tokens = estimate_tokens(source_text)
         usage: list[CallUsage] = []
         if not source_text.strip():
-            return self._truncated(source_text, usage)  # nothing an LLM could shorten
+            return self._truncated(source_text, usage, truncate_to)  # nothing an LLM could shorten
         normal = SummaryRequest(
             source_text=source_text,
             depth=depth,
@@ -112,6 +117,7 @@ class Summarizer:
             previous_context=previous_context,
             temperature=NORMAL_TEMPERATURE,
             custom_instructions=custom_instructions,
+            models=tuple(models),
         )
         aggressive = SummaryRequest(
             source_text=source_text,
@@ -121,6 +127,7 @@ class Summarizer:
             temperature=AGGRESSIVE_TEMPERATURE,
             aggressive=True,
             custom_instructions=custom_instructions,
+            models=tuple(models),
         )
         steps: tuple[tuple[Escalation, SummaryRequest], ...] = (
             ("normal", normal),
@@ -140,10 +147,10 @@ class Summarizer:
                 tokens,
                 input_tokens,
             )
-        return self._truncated(source_text, usage)
+        return self._truncated(source_text, usage, truncate_to)
 
-    def _truncated(self, source_text: str, usage: list[CallUsage]) -> SummaryResult:
-        text = truncate_source(source_text, self._truncation_tokens)
+    def _truncated(self, source_text: str, usage: list[CallUsage], tokens: int) -> SummaryResult:
+        text = truncate_source(source_text, tokens)
         return SummaryResult(
             text, estimate_tokens(text), "fallback", TRUNCATION_MODEL, tuple(usage)
         )

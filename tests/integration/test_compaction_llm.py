@@ -18,8 +18,8 @@ from lcm.tenants.service import IssuedKey
 from tests.fakes import FakeAnthropicServer
 from tests.integration.test_compaction_engine import assert_lossless, fill
 
-SETTINGS = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
 MODEL = "claude-test"
+SETTINGS = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000, summary_model=MODEL)
 
 
 @pytest.fixture

@@ -1,0 +1,132 @@
+"""A tenant's model, fallbacks, truncation size and instructions reach the LLM request.
+
+The summarizer and the expand-query client are built once per process; what a
+tenant overrides travels with each call. Each test drives the real path (the
+turn endpoint in inline mode, the expand-query loop under a grant) against the
+fake Messages API server and reads what the server received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pydantic import SecretStr
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from lcm.db.engine import Database
+from lcm.db.models import Summary
+from lcm.retrieval.answers import ExpandQueryRequest
+from lcm.retrieval.expand_query import ExpansionLlm
+from lcm.retrieval.expansion import execute_expand_query, start_expand_query
+from lcm.retrieval.scope import ScopeSelector
+from lcm.tenants.service import IssuedKey, update_overrides
+from lcm.tokens import estimate_tokens
+from tests.conftest import RecordingEnqueuer
+from tests.fakes import FakeAnthropicServer
+from tests.integration.test_compaction_engine import assert_lossless
+from tests.integration.test_service_loop import SMALL, turn
+
+PROCESS_MODEL = "process-model"
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    settings = db.settings.model_copy(
+        update={
+            "anthropic_api_key": SecretStr("sk-test"),
+            "anthropic_base_url": llm.base_url,
+            "llm_max_retries": 0,
+            "summary_model": PROCESS_MODEL,
+        }
+    )
+    app = create_app(settings, database=db, broker_ping=lambda: True, enqueuer=RecordingEnqueuer())
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def override(db: Database, tenant: IssuedKey, **values: object) -> None:
+    with db.transaction() as s:
+        update_overrides(s, tenant.tenant_id, {"compaction_mode": "inline", **SMALL, **values})
+
+
+def test_summary_model_and_custom_instructions_reach_the_request(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer, llm_client: TestClient
+) -> None:
+    override(db, tenant, summary_model="tenant-model", custom_instructions="Write like a pirate.")
+    out = turn(llm_client, tenant, 40)
+    assert out["compaction"] == "ran"
+    assert llm.requests, "no LLM call was made"
+    assert {r.model for r in llm.requests} == {"tenant-model"}
+    assert all("Write like a pirate." in str(r.system) + r.user_text for r in llm.requests)
+    with db.session() as s:
+        assert set(s.scalars(select(Summary.model))) == {"tenant-model"}
+    assert_lossless(db, out["conversation_id"])
+
+
+def test_fallback_models_are_the_tenants(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer, llm_client: TestClient
+) -> None:
+    override(db, tenant, summary_model="tenant-a", summary_fallback_models=["tenant-b"])
+    llm.set_default("500", model="tenant-a")
+    out = turn(llm_client, tenant, 40)
+    assert out["compaction"] == "ran"
+    asked = [r.model for r in llm.requests]
+    assert asked[:2] == ["tenant-a", "tenant-b"] and PROCESS_MODEL not in asked
+    with db.session() as s:
+        assert set(s.scalars(select(Summary.model))) == {"tenant-b"}
+
+
+def test_truncation_tokens_is_the_tenants(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer, llm_client: TestClient
+) -> None:
+    override(db, tenant, truncation_tokens=40)
+    llm.set_default("oversized")  # every answer is useless: each pass ends in truncation
+    out = turn(llm_client, tenant, 40)
+    assert out["compaction"] == "ran"
+    with db.session() as s:
+        truncated = s.scalars(select(Summary).where(Summary.escalation == "fallback")).all()
+    assert truncated
+    # ~40 tokens of source plus the marker and footer, far below the default 512.
+    assert all(estimate_tokens(s.content) < 200 for s in truncated)
+
+
+def test_expand_query_uses_the_tenants_model(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer
+) -> None:
+    settings = db.settings.model_copy(
+        update={
+            "anthropic_api_key": SecretStr("sk-test"),
+            "anthropic_base_url": llm.base_url,
+            "llm_max_retries": 0,
+            "summary_model": PROCESS_MODEL,
+        }
+    )
+    with db.transaction() as s:
+        update_overrides(s, tenant.tenant_id, {"summary_model": "tenant-model"})
+    client_llm = ExpansionLlm.from_settings(settings)
+    assert client_llm is not None and client_llm.model == PROCESS_MODEL
+    from lcm.ingest.content import IncomingMessage
+    from lcm.ingest.service import ingest_messages, prepare_batch
+
+    with db.transaction() as s:
+        incoming = [IncomingMessage("user", "the ops-7 backup went to cold storage")]
+        batch = prepare_batch(incoming, max_batch=10, max_chars=1_000)
+        ingest_messages(s, tenant.tenant_id, "k", None, batch)
+    request = ExpandQueryRequest("Where did the backup go?", "ops-7")
+    with db.transaction() as s:
+        grant = start_expand_query(s, tenant.tenant_id, ScopeSelector("k"), request, settings)
+    answer = execute_expand_query(
+        db.transaction, grant.id, tenant.tenant_id, request, settings, client_llm
+    )
+    assert answer.model == "tenant-model"
+    assert [r.model for r in llm.requests] == ["tenant-model"]
