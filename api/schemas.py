@@ -50,6 +50,10 @@ class AssembleIn(BaseModel):
     session_id: str | None = Field(None, min_length=1, max_length=200)
     # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
     prompt: str | None = None
+    # Ask for a system-prompt addition on recalling summarized history; it names
+    # only ``available_tools`` when given.
+    system_prompt: bool = False
+    available_tools: list[str] | None = None
 
 
 class AssembleOut(BaseModel):
@@ -59,6 +63,7 @@ class AssembleOut(BaseModel):
     summary_count: int
     fresh_tail_count: int
     fresh_tail_overflow: bool
+    system_prompt_addition: str | None = None
 
 
 class CompactIn(BaseModel):

@@ -1,0 +1,51 @@
+"""Bodies of the agent-host lifecycle endpoints (turn commits, subagent forks)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from api.schemas import TurnIn
+
+
+class CommitIn(TurnIn):
+    advancement_key: str = Field(min_length=1, max_length=512)
+
+
+class CommitOut(BaseModel):
+    conversation_id: int
+    status: Literal["committed", "duplicate"]
+    ingested: int
+    duplicates: int
+    context_tokens: int | None
+    threshold_tokens: int | None
+    compaction: Literal["none", "scheduled", "ran"]
+
+
+class ForkIn(BaseModel):
+    parent_session_key: str = Field(min_length=1, max_length=512)
+    parent_session_id: str | None = Field(None, min_length=1, max_length=200)
+    session_id: str | None = Field(None, min_length=1, max_length=200)
+    mode: Literal["fork", "isolated"] = "fork"
+    ttl_seconds: float | None = Field(None, gt=0)
+
+
+class ForkOut(BaseModel):
+    conversation_id: int
+    parent_conversation_id: int
+    mode: str
+    status: str
+    created: bool
+    summaries_shared: int
+    messages_copied: int
+
+
+class ForkEndIn(BaseModel):
+    reason: str = Field("completed", min_length=1, max_length=40)
+
+
+class ForkEndOut(BaseModel):
+    conversation_id: int
+    status: str
+    end_reason: str | None
