@@ -45,7 +45,10 @@ def lcm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         # Small numbers so a few dozen turns cross the threshold and compact.
         "LCM_FRESH_TAIL_COUNT": "6",
         "LCM_LEAF_MIN_FANOUT": "4",
-        "LCM_LEAF_CHUNK_TOKENS": "400",
+        "LCM_LEAF_CHUNK_TOKENS": "1500",
+        "LCM_LEAF_TARGET_TOKENS": "150",
+        "LCM_CONDENSED_TARGET_TOKENS": "200",
+        "LCM_TRUNCATION_TOKENS": "200",
         "LCM_CONDENSED_MIN_FANOUT": "3",
     }
     for name in ("LCM_DATABASE_URL", "ANTHROPIC_API_KEY", "LCM_BROKER_URL"):
