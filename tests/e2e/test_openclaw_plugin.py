@@ -113,3 +113,15 @@ def test_plugin_node_suite(
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-20000:]
     assert re.search(r"\bfail 0\b", output) and not re.search(r"\bpass 0\b", output), output
+
+
+def test_fake_messages_api_streams_what_the_sdk_reads(fake_llm: FakeAnthropicServer) -> None:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=fake_llm.base_url, api_key="x", max_retries=0)
+    ask = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hello"}]}
+    with client.messages.stream(**ask) as stream:  # type: ignore[arg-type]
+        streamed = stream.get_final_message()
+    plain = client.messages.create(**ask)  # type: ignore[call-overload]
+    assert streamed.content[0].text == plain.content[0].text != ""
+    assert streamed.stop_reason == "end_turn"
