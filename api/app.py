@@ -12,7 +12,7 @@ from api import errors, openapi
 from api.jobs import CeleryEnqueuer, Enqueuer
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
-from api.routes import bootstrap, conversations, health, tenant, tools
+from api.routes import bootstrap, conversations, health, lifecycle, tenant, tools
 from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
@@ -40,6 +40,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(tenant.router)
     app.include_router(bootstrap.router)
+    app.include_router(lifecycle.router)  # before conversations: its paths are more specific
     app.include_router(conversations.router)
     app.include_router(tools.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

@@ -53,6 +53,10 @@ class AssembleIn(RequestBody):
     session_id: SessionIdText | None = None
     # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
     prompt: Text | None = None
+    # Ask for a system-prompt addition on recalling summarized history; it names
+    # only ``available_tools`` when given.
+    system_prompt: bool = False
+    available_tools: list[Annotated[Text, Field(max_length=200)]] | None = None
 
 
 class AssembleOut(BaseModel):
@@ -62,6 +66,7 @@ class AssembleOut(BaseModel):
     summary_count: int
     fresh_tail_count: int
     fresh_tail_overflow: bool
+    system_prompt_addition: str | None = None
 
 
 class CompactIn(RequestBody):

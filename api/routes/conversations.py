@@ -31,6 +31,7 @@ from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.ingest.turns import after_turn
+from lcm.lifecycle.recall import recall_prompt
 from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -132,6 +133,12 @@ def post_assemble(
         summary_count=result.summary_count,
         fresh_tail_count=result.fresh_tail_count,
         fresh_tail_overflow=result.fresh_tail_overflow,
+        system_prompt_addition=recall_prompt(
+            result.summary_count,
+            frozenset(body.available_tools) if body.available_tools is not None else None,
+        )
+        if body.system_prompt
+        else None,
     )
 
 

@@ -198,6 +198,8 @@ class FakeAnthropicServer:
                 "output_tokens": sum(estimate_tokens(json.dumps(block)) for block in content),
             },
         }
+        if body.get("stream") is True:
+            return 200, {"content-type": "text/event-stream"}, stream_events(message)
         return 200, json_headers, json.dumps(message).encode()
 
     def error_reply(self, status: int, message: str) -> tuple[int, dict[str, str], bytes]:
@@ -207,6 +209,44 @@ class FakeAnthropicServer:
         if status == 429 or status >= 500:
             headers["retry-after"] = str(self.retry_after)
         return status, headers, json.dumps(body).encode()
+
+
+def stream_events(message: dict[str, Any]) -> bytes:
+    """The message as the Messages API streams it (``stream: true``): SSE events."""
+
+    def event(name: str, data: dict[str, Any]) -> str:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
+
+    start = {**message, "content": [], "stop_reason": None}
+    start["usage"] = {**message["usage"], "output_tokens": 0}
+    out = [event("message_start", {"message": start})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            out.append(
+                event(
+                    "content_block_start", {"index": index, "content_block": {**block, "input": {}}}
+                )
+            )
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            out.append(
+                event(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            delta = {"type": "text_delta", "text": block["text"]}
+        out.append(event("content_block_delta", {"index": index, "delta": delta}))
+        out.append(event("content_block_stop", {"index": index}))
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    out.append(
+        event(
+            "message_delta",
+            {"delta": stop, "usage": {"output_tokens": message["usage"]["output_tokens"]}},
+        )
+    )
+    out.append(event("message_stop", {}))
+    return "".join(out).encode()
 
 
 class _QuietServer(ThreadingHTTPServer):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from pydantic import SecretStr
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import select
 
 from lcm.db.engine import Database

@@ -1,0 +1,121 @@
+"""Agent-host lifecycle endpoints: exactly-once turn commits and subagent forks.
+
+``POST /v1/conversations/{key}/commits`` stores one accepted turn under the
+host's advancement key (a retry answers ``duplicate``); ``…/fork`` prepares a
+child conversation from a parent's context, ``…/fork/end`` and
+``…/fork/rollback`` finish it.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import SessionDep, SettingsDep, TenantDep
+from api.file_jobs import FileJobsDep
+from api.lifecycle_schemas import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut
+from api.openapi import error_responses
+from api.routes.conversations import EnqueuerDep, InlineJobsDep, _batch
+from api.validation import SessionKey
+from lcm.lifecycle.commits import commit_turn
+from lcm.lifecycle.forks import end_fork, prepare_fork
+
+router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
+
+
+@router.post("/{key:path}/commits", response_model=CommitOut, responses=error_responses(409))
+def post_commit(
+    key: SessionKey,
+    body: CommitIn,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    enqueuer: EnqueuerDep,
+    inline_jobs: InlineJobsDep,
+    file_jobs: FileJobsDep,
+) -> CommitOut:
+    result = commit_turn(
+        session,
+        tenant_id,
+        key,
+        body.session_id,
+        body.advancement_key,
+        _batch(body, settings),
+        body.token_budget,
+        settings,
+    )
+    session.commit()  # turn, key and debt first; the wake-up only after they are durable
+    turn = result.turn
+    if turn is None:
+        return CommitOut(
+            conversation_id=result.conversation_id,
+            status="duplicate",
+            ingested=0,
+            duplicates=len(body.messages),
+            context_tokens=None,
+            threshold_tokens=None,
+            compaction="none",
+        )
+    file_jobs(turn.ingest.file_ids)
+    compaction = "none"
+    if turn.over_threshold:
+        compaction = "scheduled"
+        if turn.mode == "inline" and inline_jobs().run_inline(result.conversation_id):
+            compaction = "ran"
+        elif turn.wake:
+            enqueuer.wake(result.conversation_id)
+    return CommitOut(
+        conversation_id=result.conversation_id,
+        status="committed",
+        ingested=turn.ingest.ingested,
+        duplicates=turn.ingest.duplicates,
+        context_tokens=turn.context_tokens,
+        threshold_tokens=turn.threshold_tokens,
+        compaction=compaction,
+    )
+
+
+@router.post("/{key:path}/fork", response_model=ForkOut, responses=error_responses(409))
+def post_fork(
+    key: SessionKey, body: ForkIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+) -> ForkOut:
+    result = prepare_fork(
+        session,
+        tenant_id,
+        key,
+        body.session_id,
+        body.parent_session_key,
+        body.parent_session_id,
+        body.mode,
+        body.ttl_seconds,
+        settings.max_message_chars,
+    )
+    session.commit()
+    return ForkOut(
+        conversation_id=result.child_conversation_id,
+        parent_conversation_id=result.parent_conversation_id,
+        mode=result.mode,
+        status=result.status,
+        created=result.created,
+        summaries_shared=result.summaries_shared,
+        messages_copied=result.messages_copied,
+    )
+
+
+@router.post("/{key:path}/fork/end", response_model=ForkEndOut)
+def post_fork_end(
+    key: SessionKey, body: ForkEndIn, tenant_id: TenantDep, session: SessionDep
+) -> ForkEndOut:
+    fork = end_fork(session, tenant_id, key, body.reason)
+    session.commit()
+    return ForkEndOut(
+        conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
+    )
+
+
+@router.post("/{key:path}/fork/rollback", response_model=ForkEndOut)
+def post_fork_rollback(key: SessionKey, tenant_id: TenantDep, session: SessionDep) -> ForkEndOut:
+    fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
+    session.commit()
+    return ForkEndOut(
+        conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
+    )

@@ -1,0 +1,162 @@
+/**
+ * OpenClaw (pi) agent messages <-> lcm-server messages (Anthropic Messages shape).
+ *
+ * To lcm: `user` -> user (text, base64 images); `assistant` -> assistant
+ * (`toolCall` -> `tool_use`, `thinking` -> `thinking`); `toolResult` -> a `tool`
+ * message with one `tool_result` block. Each message carries a client id that
+ * is a hash of its role, content and timestamp, so ingest, afterTurn and
+ * commitTurn of the same message store it once.
+ *
+ * From lcm: assembled user/assistant messages back to pi messages; `tool_result`
+ * blocks become `toolResult` messages after the assistant that called them.
+ */
+import { createHash } from "node:crypto";
+
+export type AgentMessage = Record<string, any>;
+export type LcmMessage = { role: string; content: string | Record<string, any>[]; id?: string; created_at?: number };
+
+function blocks(content: unknown): Record<string, any>[] {
+  if (typeof content === "string") return [{ type: "text", text: content }];
+  return Array.isArray(content) ? content.filter((b) => b && typeof b === "object") : [];
+}
+
+function textOf(content: unknown): string {
+  return blocks(content)
+    .map((b) => (b.type === "text" ? String(b.text ?? "") : JSON.stringify(b)))
+    .join("\n");
+}
+
+export function clientId(message: AgentMessage): string {
+  const identity = JSON.stringify([message.role, message.content, message.timestamp ?? null, message.toolCallId ?? null]);
+  return "oc:" + createHash("sha256").update(identity).digest("hex").slice(0, 32);
+}
+
+function userBlock(block: Record<string, any>): Record<string, any> {
+  if (block.type === "text") return { type: "text", text: String(block.text ?? "") };
+  if (block.type === "image") {
+    return { type: "image", source: { type: "base64", media_type: block.mimeType ?? "image/png", data: String(block.data ?? "") } };
+  }
+  return { type: "text", text: JSON.stringify(block) };
+}
+
+function assistantBlock(block: Record<string, any>): Record<string, any> {
+  if (block.type === "toolCall") {
+    const input = block.arguments && typeof block.arguments === "object" ? block.arguments : { arguments: block.arguments };
+    return { type: "tool_use", id: String(block.id), name: String(block.name), input };
+  }
+  if (block.type === "thinking") {
+    if (block.redacted) return { type: "redacted_thinking", data: String(block.thinkingSignature ?? "") };
+    const out: Record<string, any> = { type: "thinking", thinking: String(block.thinking ?? "") };
+    if (typeof block.thinkingSignature === "string") out.signature = block.thinkingSignature;
+    return out;
+  }
+  if (block.type === "text") return { type: "text", text: String(block.text ?? "") };
+  return { type: "text", text: JSON.stringify(block) };
+}
+
+/** One pi message as lcm-server stores it; null for messages that carry no conversation content. */
+export function toLcm(message: AgentMessage): LcmMessage | null {
+  const created_at = typeof message.timestamp === "number" ? message.timestamp : undefined;
+  const id = clientId(message);
+  switch (message.role) {
+    case "user":
+      return {
+        role: "user",
+        content: typeof message.content === "string" ? message.content : blocks(message.content).map(userBlock),
+        id,
+        created_at,
+      };
+    case "assistant": {
+      const content = blocks(message.content).map(assistantBlock);
+      if (content.length === 0) content.push({ type: "text", text: "" });
+      return { role: "assistant", content, id, created_at };
+    }
+    case "toolResult":
+      return {
+        role: "tool",
+        content: [
+          {
+            type: "tool_result",
+            tool_use_id: String(message.toolCallId),
+            content: textOf(message.content),
+            ...(message.isError ? { is_error: true } : {}),
+          },
+        ],
+        id,
+        created_at,
+      };
+    default:
+      // custom / hook messages take part in the model context as user text
+      if (message.content === undefined) return null;
+      return { role: "user", content: textOf(message.content), id, created_at };
+  }
+}
+
+export function toLcmBatch(messages: AgentMessage[]): LcmMessage[] {
+  return messages.map(toLcm).filter((m): m is LcmMessage => m !== null);
+}
+
+const ZERO_USAGE = {
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 0,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+};
+
+/** Assembled lcm messages as pi agent messages, tool pairs kept in order. */
+export function fromLcm(messages: { role: string; content: unknown }[], now = Date.now()): AgentMessage[] {
+  const out: AgentMessage[] = [];
+  const toolNames = new Map<string, string>();
+  for (const message of messages) {
+    const list = blocks(message.content);
+    if (message.role === "assistant") {
+      const content = list.map((b) => {
+        if (b.type === "tool_use") {
+          toolNames.set(b.id, b.name);
+          return { type: "toolCall", id: b.id, name: b.name, arguments: b.input ?? {} };
+        }
+        if (b.type === "thinking") return { type: "thinking", thinking: b.thinking ?? "", ...(b.signature ? { thinkingSignature: b.signature } : {}) };
+        if (b.type === "redacted_thinking") return { type: "thinking", thinking: "", thinkingSignature: b.data, redacted: true };
+        return { type: "text", text: b.type === "text" ? String(b.text ?? "") : JSON.stringify(b) };
+      });
+      const usesTools = content.some((b) => b.type === "toolCall");
+      out.push({
+        role: "assistant",
+        content,
+        api: "anthropic-messages",
+        provider: "lcm",
+        model: "lcm-assembled",
+        usage: ZERO_USAGE,
+        stopReason: usesTools ? "toolUse" : "stop",
+        timestamp: now,
+      });
+      continue;
+    }
+    const userContent: Record<string, any>[] = [];
+    for (const b of list) {
+      if (b.type === "tool_result") {
+        out.push({
+          role: "toolResult",
+          toolCallId: b.tool_use_id,
+          toolName: toolNames.get(b.tool_use_id) ?? "unknown",
+          content: [{ type: "text", text: typeof b.content === "string" ? b.content : textOf(b.content) }],
+          isError: Boolean(b.is_error),
+          timestamp: now,
+        });
+      } else if (b.type === "image" && b.source?.type === "base64") {
+        userContent.push({ type: "image", data: b.source.data, mimeType: b.source.media_type });
+      } else {
+        userContent.push({ type: "text", text: b.type === "text" ? String(b.text ?? "") : JSON.stringify(b) });
+      }
+    }
+    if (userContent.length > 0) out.push({ role: "user", content: userContent, timestamp: now });
+  }
+  return out;
+}
+
+/** ~4 characters a token, the server's estimate for text. */
+export function estimateTokens(messages: AgentMessage[]): number {
+  return Math.ceil(JSON.stringify(messages).length / 4);
+}

