@@ -88,6 +88,16 @@ def record_debt(
     if debt.status == RUNNING:
         # Coalesce: however many turns arrive during a sweep, one follow-up.
         debt.rearmed = True
+        if debt.lease_expires_at is not None and debt.lease_expires_at < now:
+            # The holder died or stalled past its lease (a killed `lcm serve`
+            # takes its in-memory wake-ups with it): nobody will release the
+            # row, so this turn sends a wake-up. Safe: the wake-up's claim
+            # takes the expired lease over by bumping the fencing token, and
+            # the old holder, if it is only slow, can then never commit
+            # (check_fence refuses a stale token or an expired lease). Were
+            # it to release first, ``rearmed`` turns that into a follow-up.
+            debt.enqueued_at = now
+            return True
         return False
     if debt.status == PENDING:
         return False  # a wake-up is already on its way (the reconciler covers its loss)

@@ -259,6 +259,36 @@ def test_the_reconciler_finds_lost_wake_ups_and_expired_leases(
     assert fresh not in (lost, stuck)
 
 
+def test_a_turn_wakes_debt_whose_holder_died(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    """A killed worker leaves the row running; once its lease expires a turn resumes it."""
+    cid = turn(client, tenant, 60)["conversation_id"]
+    dead = Clock()
+    dead.advance(-120)  # it claimed two minutes ago: its 60 s lease has run out
+    first = jobs_for(db, dead, "killed-worker").wake(cid)
+    assert first.action == "pass" and first.fencing_token is not None  # then it died
+    assert turn(client, tenant, 4, start=60)["compaction"] == "scheduled"
+    assert enqueuer.woken == [cid, cid]  # the second wake-up is this turn's
+    survivor = jobs_for(db, Clock(), "w2")
+    while (last := drain(survivor, cid)[-1]).follow_up:
+        pass
+    assert last.action == "done" and debt_of(db, cid).status == "done"
+    # The dead holder's hand-over, were it delivered now, is fenced off.
+    assert jobs_for(db, dead, "killed-worker").run_pass(cid, first.fencing_token).action == "noop"
+    assert_lossless(db, cid)
+
+
+def test_a_turn_during_a_live_lease_only_rearms(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    assert jobs_for(db, Clock(), "w1").wake(cid).action == "pass"
+    turn(client, tenant, 4, start=60)
+    assert enqueuer.woken == [cid]  # the holder is alive: its release sends the follow-up
+    assert debt_of(db, cid).rearmed
+
+
 def test_inline_mode_runs_the_sweep_in_the_request(
     client: TestClient, tenant: IssuedKey, db: Database
 ) -> None:
