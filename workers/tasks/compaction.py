@@ -65,9 +65,12 @@ def _run(conversation_id: int, fencing_token: int | None, kind: str) -> str:
 
 
 @app.task(name="compaction.reconcile")
-def reconcile() -> int:
-    """Beat: re-wake debt whose wake-up was lost or whose lease expired."""
-    woken = overdue_debts(runtime.database().transaction, runtime.settings())
+def reconcile(grace_seconds: float | None = None) -> int:
+    """Beat: re-wake debt whose wake-up was lost or whose lease expired.
+
+    ``grace_seconds`` overrides how old a wake-up must be to count as lost.
+    """
+    woken = overdue_debts(runtime.database().transaction, runtime.settings(), grace_seconds)
     for conversation_id in woken:
         enqueue.wake(conversation_id)
     metrics.RECONCILED.inc(len(woken))
