@@ -6,6 +6,8 @@ moves, so lease expiry and fencing are deterministic rather than timed.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,8 +18,9 @@ from sqlalchemy import func, select
 
 from lcm.compaction.debt import DebtRepository
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.jobs import CompactionJobs, Step, record_debt
+from lcm.compaction.jobs import CompactionJobs, Step, record_debt, wait_for_debt
 from lcm.compaction.reconcile import overdue_debts
+from lcm.completions import Completions, debt_key
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
 from lcm.summarize.extractive import ExtractiveProvider
@@ -287,6 +290,40 @@ def test_a_turn_during_a_live_lease_only_rearms(
     turn(client, tenant, 4, start=60)
     assert enqueuer.woken == [cid]  # the holder is alive: its release sends the follow-up
     assert debt_of(db, cid).rearmed
+
+
+@pytest.mark.parametrize("woken", [True, False], ids=["woken", "wake-up-lost"])
+def test_wait_for_debt_answers_done_once_the_sweep_committed(
+    client: TestClient, tenant: IssuedKey, db: Database, woken: bool
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    hub = Completions()
+    asked_at = utcnow()
+
+    def worker() -> None:
+        time.sleep(0.1)
+        assert drain(jobs_for(db, Clock(), "w1"), cid)[-1].action == "done"
+        if woken:
+            hub.notify(debt_key(cid))
+
+    threading.Thread(target=worker).start()
+    # Woken: a re-check interval past the deadline, so only the wake-up ends
+    # the wait with "done". Lost: the re-check finds the committed row.
+    recheck = 60.0 if woken else 0.05
+    assert wait_for_debt(db.transaction, cid, asked_at, 30, hub, recheck) == "done"
+    assert debt_of(db, cid).status == "done"
+    assert_lossless(db, cid)
+
+
+def test_wait_for_debt_meets_its_deadline_when_nothing_settles(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    hub = Completions()
+    threading.Timer(0.05, lambda: hub.notify(debt_key(cid))).start()  # a wake-up, nothing done
+    started = time.monotonic()
+    assert wait_for_debt(db.transaction, cid, utcnow(), 0.3, hub, 60) == "pending"
+    assert 0.3 <= time.monotonic() - started < 30
 
 
 def test_inline_mode_runs_the_sweep_in_the_request(
