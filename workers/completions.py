@@ -80,9 +80,9 @@ def _relay_forever(url: str) -> None:
             pubsub.subscribe(CHANNEL)
             for message in pubsub.listen():
                 HUB.notify(message["data"].decode())
-        except Exception:
+        except Exception as exc:
             # Waiters fall back to re-checking meanwhile; reconnect shortly.
-            log.warning("completions relay lost Redis; reconnecting", exc_info=True)
+            log.warning("completions relay lost Redis (%s); reconnecting", exc)
             time.sleep(1.0)
 
 
