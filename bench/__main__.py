@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compaction, drain, grep, ingest, transcripts
+from bench import compaction, drain, grep, ingest, transcripts, waits
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -14,6 +14,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "drain": drain.run,
     "transcripts": transcripts.run,
     "grep": grep.run,
+    "waits": waits.run,
 }
 
 
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--drain-concurrency", type=int, default=25, help="threads per worker process (drain)"
+    )
+    parser.add_argument(
+        "--waits-source",
+        default=None,
+        help="source tree the waits scenario runs lcm serve from (a before figure)",
     )
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):

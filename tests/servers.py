@@ -188,3 +188,66 @@ def make_workdir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="lcm-test-"))
     os.chmod(path, 0o755)  # embedded Postgres runs as its own system user
     return path
+
+
+@dataclass
+class ServeHandle:
+    """An ``lcm serve`` process (embedded mode) and where it listens."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log: Path
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook runs, as in a crash or the OOM killer."""
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def start_serve(
+    env: dict[str, str], *, log: Path, port: int | None = None, cwd: Path | None = None
+) -> ServeHandle:
+    """Start ``lcm serve`` with ``env`` (over a clean copy of this environment) until ready.
+
+    Output goes to ``log`` (appended, so restarts keep one history): a pipe
+    nobody reads would block the server once full. ``cwd`` runs the ``cli``
+    package found there (e.g. an export of an older commit, for a benchmark).
+    """
+    import httpx
+
+    port = port or free_port()
+    full_env = {**os.environ, **env}
+    for name in ("LCM_DATABASE_URL", "LCM_BROKER_URL", "LCM_RESULT_BACKEND_URL"):
+        if name not in env:
+            full_env.pop(name, None)
+    if cwd is not None:
+        full_env["PYTHONPATH"] = str(cwd)
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
+            env=full_env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    handle = ServeHandle(process, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise ServerUnavailable(f"lcm serve exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{handle.base_url}/readyz", timeout=1).status_code == 200:
+                return handle
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            handle.kill()
+            raise ServerUnavailable("lcm serve did not become ready")
+        time.sleep(0.05)

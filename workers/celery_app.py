@@ -31,6 +31,13 @@ def configure(settings: Settings) -> Celery:
     runtime.use_settings(settings)
     app.conf.update(
         broker_url=settings.broker_url,
+        # memory:// (embedded mode) through a transport woken by each publish
+        # rather than polling its queues once a second (workers/memory_broker.py).
+        broker_transport=(
+            "workers.memory_broker:Transport"
+            if settings.broker_url.startswith("memory://")
+            else None
+        ),
         result_backend=settings.result_backend_url or None,
         broker_connection_retry_on_startup=True,
         # The API publishes wake-ups inside a request: a broker that is down

@@ -4,12 +4,17 @@ One machine, no Redis: the API and a Celery worker share a process, an
 in-memory broker and the SQLite engine. It is the same Celery task code as the
 scaled deployment, run by a thread pool inside this process, so embedded mode
 exercises exactly what a worker host would run.
+
+There is no ``lcm beat`` either, so :class:`EmbeddedBeat` runs beat's schedule
+(the reconcilers and the grant sweep) in a thread of the same process.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from typing import Any
 
 from celery._state import _set_task_join_will_block
 from celery.worker import WorkController
@@ -47,6 +52,7 @@ class EmbeddedWorker:
         self._thread = threading.Thread(
             target=self._controller.start, name="lcm-embedded-worker", daemon=True
         )
+        self._beat = EmbeddedBeat()
 
     def start(self) -> None:
         self._thread.start()
@@ -58,7 +64,62 @@ class EmbeddedWorker:
         # so the guard is lifted the same way Celery's own embedded test worker does.
         _set_task_join_will_block(False)
         log.info("embedded worker started (%d threads)", self._controller.concurrency)
+        self._beat.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        self._beat.stop(timeout)
         self._controller.stop(in_sighandler=False)
         self._thread.join(timeout)
+
+
+# What a restart changes: the in-memory broker lost every message the previous
+# process had queued (wake-ups, chained passes, file summaries), so none of
+# them can be "on its way" and the first run waits no grace for them.
+AFTER_RESTART: dict[str, dict[str, Any]] = {
+    "compaction.reconcile": {"grace_seconds": 0.0},
+    "files.reconcile": {"grace_seconds": 0.0},
+}
+
+
+class EmbeddedBeat:
+    """Beat's schedule (``beat_schedule``) run in a daemon thread of this process.
+
+    Every job runs once right at start, then at its own interval. Jobs run
+    here as plain calls of the same task functions beat would send: the
+    reconcilers only read the database and enqueue wake-ups, which the
+    in-process worker then runs. Duplicate wake-ups are harmless (the debt
+    row's claim lets one through), so a run overlapping a turn is fine.
+    """
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lcm-embedded-beat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        schedule = {
+            entry["task"]: float(entry["schedule"]) for entry in app.conf.beat_schedule.values()
+        }
+        for task in schedule:
+            self._run(task, AFTER_RESTART.get(task, {}))
+        due = {task: time.monotonic() + every for task, every in schedule.items()}
+        while not self._stopping.wait(max(0.0, min(due.values()) - time.monotonic())):
+            for task, at in due.items():
+                if at <= time.monotonic():
+                    self._run(task, {})
+                    due[task] = time.monotonic() + schedule[task]
+
+    def _run(self, task: str, kwargs: dict[str, Any]) -> None:
+        try:
+            outcome = app.tasks[task](**kwargs)
+        except Exception:
+            # A database hiccup must not end the schedule: the next run retries.
+            log.exception("embedded beat: %s failed", task)
+        else:
+            log.debug("embedded beat: %s -> %s", task, outcome)

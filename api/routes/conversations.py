@@ -33,6 +33,7 @@ from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.ingest.turns import after_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.tenants.service import effective_settings
+from workers import completions
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -167,7 +168,12 @@ def post_compact(
         enqueuer.wake(conversation.id)
     timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
     status = wait_for_debt(
-        database.session, conversation.id, asked_at, min(timeout, settings.compact_wait_max_seconds)
+        database.session,
+        conversation.id,
+        asked_at,
+        min(timeout, settings.compact_wait_max_seconds),
+        completions.hub(settings.broker_url),  # the worker wakes us when the debt settles
+        completions.RECHECK_SECONDS,
     )
     with database.session() as fresh:
         after = context_token_total(fresh, conversation.id)

@@ -13,6 +13,7 @@ call, and nothing here commits: ``transaction`` is the entrypoint's.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -25,6 +26,7 @@ from lcm.compaction.engine import CompactionEngine, PassOutcome, Transaction
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import continue_after_pass, next_pass
+from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
 from lcm.errors import ContextChanged, StaleLease
@@ -88,6 +90,16 @@ def record_debt(
     if debt.status == RUNNING:
         # Coalesce: however many turns arrive during a sweep, one follow-up.
         debt.rearmed = True
+        if debt.lease_expires_at is not None and debt.lease_expires_at < now:
+            # The holder died or stalled past its lease (a killed `lcm serve`
+            # takes its in-memory wake-ups with it): nobody will release the
+            # row, so this turn sends a wake-up. Safe: the wake-up's claim
+            # takes the expired lease over by bumping the fencing token, and
+            # the old holder, if it is only slow, can then never commit
+            # (check_fence refuses a stale token or an expired lease). Were
+            # it to release first, ``rearmed`` turns that into a follow-up.
+            debt.enqueued_at = now
+            return True
         return False
     if debt.status == PENDING:
         return False  # a wake-up is already on its way (the reconciler covers its loss)
@@ -260,27 +272,34 @@ def wait_for_debt(
     conversation_id: int,
     since: datetime,
     timeout: float,
-    poll: float = 0.1,
+    completions: Completions | None = None,
+    recheck: float = 0.1,
 ) -> str | None:
-    """Poll until the debt settles (done or failed) after ``since``; its status either way.
+    """Wait until the debt settles (done or failed) after ``since``; its status either way.
 
+    Woken by ``completions`` (the worker notifies :func:`debt_key` once the
+    debt settled) and, as a safety net for a lost wake-up, re-reads the row
+    every ``recheck`` seconds; the row is the answer, the wake-up only a hint.
     A sweep that was already running when the caller asked re-arms the debt
-    (pending again) when it ends, so "done after ``since``" means a sweep that
-    saw the caller's request has finished.
+    (pending again) when it ends, so "done after ``since``" means a sweep
+    that saw the caller's request has finished.
     """
-    import time
-
     deadline = time.monotonic() + timeout
-    while True:
-        with transaction() as session:
-            debt = DebtRepository(session).get(conversation_id)
-            status = None if debt is None else debt.status
-            settled = (
-                debt is not None and debt.status in (DONE, FAILED) and (debt.updated_at >= since)
-            )
-        if settled or time.monotonic() >= deadline:
-            return status
-        time.sleep(poll)
+    with (completions or Completions()).watch(debt_key(conversation_id)) as woken:
+        while True:
+            woken.clear()  # before the read: a notify after it is not lost
+            with transaction() as session:
+                debt = DebtRepository(session).get(conversation_id)
+                status = None if debt is None else debt.status
+                settled = (
+                    debt is not None
+                    and debt.status in (DONE, FAILED)
+                    and (debt.updated_at >= since)
+                )
+            left = deadline - time.monotonic()
+            if settled or left <= 0:
+                return status
+            woken.wait(min(recheck, left))
 
 
 __all__ = ["CompactionJobs", "Step", "context_token_total", "record_debt", "wait_for_debt"]

@@ -6,6 +6,8 @@ moves, so lease expiry and fencing are deterministic rather than timed.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,8 +18,9 @@ from sqlalchemy import func, select
 
 from lcm.compaction.debt import DebtRepository
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.jobs import CompactionJobs, Step, record_debt
+from lcm.compaction.jobs import CompactionJobs, Step, record_debt, wait_for_debt
 from lcm.compaction.reconcile import overdue_debts
+from lcm.completions import Completions, debt_key
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
 from lcm.summarize.extractive import ExtractiveProvider
@@ -257,6 +260,70 @@ def test_the_reconciler_finds_lost_wake_ups_and_expired_leases(
     assert sorted(overdue_debts(db.transaction, settings)) == sorted([lost, stuck])
     assert overdue_debts(db.transaction, settings) == []  # marked: not woken twice in a row
     assert fresh not in (lost, stuck)
+
+
+def test_a_turn_wakes_debt_whose_holder_died(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    """A killed worker leaves the row running; once its lease expires a turn resumes it."""
+    cid = turn(client, tenant, 60)["conversation_id"]
+    dead = Clock()
+    dead.advance(-120)  # it claimed two minutes ago: its 60 s lease has run out
+    first = jobs_for(db, dead, "killed-worker").wake(cid)
+    assert first.action == "pass" and first.fencing_token is not None  # then it died
+    assert turn(client, tenant, 4, start=60)["compaction"] == "scheduled"
+    assert enqueuer.woken == [cid, cid]  # the second wake-up is this turn's
+    survivor = jobs_for(db, Clock(), "w2")
+    while (last := drain(survivor, cid)[-1]).follow_up:
+        pass
+    assert last.action == "done" and debt_of(db, cid).status == "done"
+    # The dead holder's hand-over, were it delivered now, is fenced off.
+    assert jobs_for(db, dead, "killed-worker").run_pass(cid, first.fencing_token).action == "noop"
+    assert_lossless(db, cid)
+
+
+def test_a_turn_during_a_live_lease_only_rearms(
+    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    assert jobs_for(db, Clock(), "w1").wake(cid).action == "pass"
+    turn(client, tenant, 4, start=60)
+    assert enqueuer.woken == [cid]  # the holder is alive: its release sends the follow-up
+    assert debt_of(db, cid).rearmed
+
+
+@pytest.mark.parametrize("woken", [True, False], ids=["woken", "wake-up-lost"])
+def test_wait_for_debt_answers_done_once_the_sweep_committed(
+    client: TestClient, tenant: IssuedKey, db: Database, woken: bool
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    hub = Completions()
+    asked_at = utcnow()
+
+    def worker() -> None:
+        time.sleep(0.1)
+        assert drain(jobs_for(db, Clock(), "w1"), cid)[-1].action == "done"
+        if woken:
+            hub.notify(debt_key(cid))
+
+    threading.Thread(target=worker).start()
+    # Woken: a re-check interval past the deadline, so only the wake-up ends
+    # the wait with "done". Lost: the re-check finds the committed row.
+    recheck = 60.0 if woken else 0.05
+    assert wait_for_debt(db.transaction, cid, asked_at, 30, hub, recheck) == "done"
+    assert debt_of(db, cid).status == "done"
+    assert_lossless(db, cid)
+
+
+def test_wait_for_debt_meets_its_deadline_when_nothing_settles(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    cid = turn(client, tenant, 60)["conversation_id"]
+    hub = Completions()
+    threading.Timer(0.05, lambda: hub.notify(debt_key(cid))).start()  # a wake-up, nothing done
+    started = time.monotonic()
+    assert wait_for_debt(db.transaction, cid, utcnow(), 0.3, hub, 60) == "pending"
+    assert 0.3 <= time.monotonic() - started < 30
 
 
 def test_inline_mode_runs_the_sweep_in_the_request(

@@ -13,7 +13,8 @@ from celery.signals import worker_ready
 
 from lcm.compaction.jobs import Step
 from lcm.compaction.reconcile import overdue_debts
-from workers import enqueue, metrics, runtime
+from lcm.completions import debt_key
+from workers import completions, enqueue, metrics, runtime
 from workers.celery_app import app
 
 
@@ -39,6 +40,8 @@ def _follow(step: Step) -> str:
         metrics.FAILURES.labels("true").inc()
     if step.follow_up:
         enqueue.wake(step.conversation_id)
+    if step.action in ("done", "failed"):
+        completions.announce(debt_key(step.conversation_id))  # a compact request may wait
     return step.action
 
 
@@ -65,9 +68,12 @@ def _run(conversation_id: int, fencing_token: int | None, kind: str) -> str:
 
 
 @app.task(name="compaction.reconcile")
-def reconcile() -> int:
-    """Beat: re-wake debt whose wake-up was lost or whose lease expired."""
-    woken = overdue_debts(runtime.database().transaction, runtime.settings())
+def reconcile(grace_seconds: float | None = None) -> int:
+    """Beat: re-wake debt whose wake-up was lost or whose lease expired.
+
+    ``grace_seconds`` overrides how old a wake-up must be to count as lost.
+    """
+    woken = overdue_debts(runtime.database().transaction, runtime.settings(), grace_seconds)
     for conversation_id in woken:
         enqueue.wake(conversation_id)
     metrics.RECONCILED.inc(len(woken))

@@ -14,7 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
+from celery.result import AsyncResult
 
+from lcm.completions import Completions, task_key
 from lcm.db.models import utcnow
 from lcm.errors import DependencyUnavailable, SummarizerError
 from lcm.retrieval.agent_tools import GrantEnded, to_jsonable
@@ -23,7 +25,7 @@ from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion import execute_expand_query
 from lcm.retrieval.grants import sweep_grants
 from lcm.settings import Settings
-from workers import runtime
+from workers import completions, runtime
 from workers.celery_app import app
 
 _llm_lock = threading.Lock()
@@ -92,14 +94,9 @@ def submit_and_wait(
         raise DependencyUnavailable(
             "the job queue is unavailable", code="broker_unavailable"
         ) from exc
-    started = time.monotonic()
     try:
-        outcome: dict[str, Any] = pending.get(timeout=timeout, propagate=True)
-        # Celery's result drainer checks the timeout only between waits of up
-        # to a second, so an answer can arrive after the deadline; the caller
-        # asked for a deadline, and it is enforced here.
-        if time.monotonic() - started > timeout:
-            raise CeleryTimeout()
+        hub = completions.hub(runtime.settings().broker_url)
+        outcome: dict[str, Any] = wait_for_result(pending, timeout, hub)
     except CeleryTimeout as exc:
         raise DependencyUnavailable(
             f"expand-query did not finish within {timeout:g} s", code="expansion_timeout"
@@ -111,3 +108,29 @@ def submit_and_wait(
         # The loop could not finish: its grant ended early or the model failed.
         raise DependencyUnavailable(error["message"], code=error["code"])
     return outcome
+
+
+def wait_for_result(
+    pending: AsyncResult,
+    timeout: float,
+    hub: Completions,
+    recheck: float = completions.RECHECK_SECONDS,
+) -> dict[str, Any]:
+    """The job's result, woken by its completion; ``CeleryTimeout`` after ``timeout`` s.
+
+    The worker announces the job once Celery stored its result (in this
+    process when embedded, over Redis otherwise); the result backend is the
+    truth, re-read when woken and every ``recheck`` seconds in case a
+    wake-up was lost. The deadline is the caller's and is kept here.
+    """
+    deadline = time.monotonic() + timeout
+    with hub.watch(task_key(pending.id)) as woken:
+        while True:
+            woken.clear()  # before the read: a wake-up after it is not lost
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CeleryTimeout()
+            if pending.ready():
+                result: dict[str, Any] = pending.get(timeout=left, propagate=True)
+                return result
+            woken.wait(min(recheck, left))
