@@ -10,18 +10,23 @@ Node or openclaw fails the run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests import servers
+from tests.fakes.anthropic_script import Behaviour
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.openclaw_env import PLUGIN_DIR, OpenClawEnv, ProvisionError, provision
 
@@ -36,21 +41,11 @@ def openclaw_env() -> OpenClawEnv:
         pytest.skip(f"Node/openclaw unavailable: {error}")
 
 
-@pytest.fixture(scope="module")
-def lcm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+@contextmanager
+def _lcm_serve(home: Path, settings: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """``lcm serve`` (embedded) on a free loopback port: yields its URL and tenant key."""
     port = servers.free_port()
-    env = {
-        **os.environ,
-        "LCM_HOME": str(tmp_path_factory.mktemp("lcm-home")),
-        # Small numbers so a few dozen turns cross the threshold and compact.
-        "LCM_FRESH_TAIL_COUNT": "6",
-        "LCM_LEAF_MIN_FANOUT": "4",
-        "LCM_LEAF_CHUNK_TOKENS": "1500",
-        "LCM_LEAF_TARGET_TOKENS": "150",
-        "LCM_CONDENSED_TARGET_TOKENS": "200",
-        "LCM_TRUNCATION_TOKENS": "200",
-        "LCM_CONDENSED_MIN_FANOUT": "3",
-    }
+    env = {**os.environ, "LCM_HOME": str(home), **settings}
     for name in ("LCM_DATABASE_URL", "ANTHROPIC_API_KEY", "LCM_BROKER_URL"):
         env.pop(name, None)
     proc = subprocess.Popen(
@@ -78,6 +73,22 @@ def lcm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def lcm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    # Small numbers so a few dozen turns cross the threshold and compact.
+    settings = {
+        "LCM_FRESH_TAIL_COUNT": "6",
+        "LCM_LEAF_MIN_FANOUT": "4",
+        "LCM_LEAF_CHUNK_TOKENS": "1500",
+        "LCM_LEAF_TARGET_TOKENS": "150",
+        "LCM_CONDENSED_TARGET_TOKENS": "200",
+        "LCM_TRUNCATION_TOKENS": "200",
+        "LCM_CONDENSED_MIN_FANOUT": "3",
+    }
+    with _lcm_serve(tmp_path_factory.mktemp("lcm-home"), settings) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -123,5 +134,202 @@ def test_fake_messages_api_streams_what_the_sdk_reads(fake_llm: FakeAnthropicSer
     with client.messages.stream(**ask) as stream:  # type: ignore[arg-type]
         streamed = stream.get_final_message()
     plain = client.messages.create(**ask)  # type: ignore[call-overload]
-    assert streamed.content[0].text == plain.content[0].text != ""
+    streamed_block, plain_block = streamed.content[0], plain.content[0]
+    assert streamed_block.type == plain_block.type == "text"
+    assert streamed_block.text == plain_block.text != ""
     assert streamed.stop_reason == "end_turn"
+
+
+# --- end to end through a real OpenClaw gateway -------------------------------------
+
+_GATEWAY_TOKEN = "lcm-e2e-gateway-token"
+_FOREIGN_ENV = ("OPENCLAW_", "ANTHROPIC_")
+_AGENT = ("--json", "--timeout", "60")
+_MAX_TURNS = 20
+_FILLER = " ".join(f"detail{n} of the migration plan for the billing service" for n in range(20))
+
+
+def _marker(turn: int) -> str:
+    return f"MARKER-{turn:02d}-QX"
+
+
+def _openclaw_config(
+    fake_url: str, lcm_url: str, lcm_key: str, plugin: Path, tmp: Path
+) -> dict[str, Any]:
+    fake_model = {
+        "id": "fake-model",
+        "name": "Fake",
+        "reasoning": False,
+        "input": ["text"],
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 200000,
+        "maxTokens": 4096,
+    }
+    return {
+        "gateway": {"mode": "local", "bind": "loopback", "auth": {"mode": "token"}},
+        "logging": {"file": str(tmp / "openclaw.log")},
+        "agents": {
+            "defaults": {"model": {"primary": "fake/fake-model"}, "workspace": str(tmp / "ws")}
+        },
+        "models": {
+            "mode": "replace",
+            "providers": {
+                "fake": {
+                    "baseUrl": fake_url,
+                    "apiKey": "x",
+                    "api": "anthropic-messages",
+                    "models": [fake_model],
+                }
+            },
+        },
+        # Direct tool schemas, so the model sees (and the fake can call) lcm_grep by name.
+        "tools": {"toolSearch": False},
+        "plugins": {
+            "load": {"paths": [str(plugin)]},
+            "slots": {"contextEngine": "lcm"},
+            "entries": {
+                "lcm": {"enabled": True, "config": {"baseUrl": lcm_url, "apiKey": lcm_key}}
+            },
+        },
+    }
+
+
+def _grep_matches(tool_result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``matches`` of an lcm_grep result, as OpenClaw handed it back to the model."""
+    content = tool_result.get("content")
+    if isinstance(content, list):
+        content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    try:
+        matches = json.loads(str(content)).get("matches", [])
+    except ValueError:
+        return []
+    return [m for m in matches if isinstance(m, dict)]
+
+
+def _packaged_plugin(target: Path) -> Path:
+    """The plugin's published files (package.json ``files``), without the test node_modules link."""
+    target.mkdir()
+    manifest = json.loads((PLUGIN_DIR / "package.json").read_text())
+    for name in ["package.json", *manifest["files"]]:
+        source = PLUGIN_DIR / name
+        if source.is_dir():
+            shutil.copytree(source, target / name)
+        else:
+            shutil.copy2(source, target / name)
+    return target
+
+
+def _wait_for_gateway(proc: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
+    while "[gateway] ready" not in re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace")):
+        assert proc.poll() is None, f"openclaw gateway exited:\n{log.read_text()[-4000:]}"
+        assert time.monotonic() < deadline, f"gateway not ready:\n{log.read_text()[-4000:]}"
+        time.sleep(0.3)
+
+
+def test_turns_through_openclaw_gateway(
+    openclaw_env: OpenClawEnv, fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    """OpenClaw's gateway runs the lcm engine: summaries reach the model, lcm_grep recalls.
+
+    Turns go through ``openclaw agent`` to a gateway started here (``agent exec``
+    would load the plugin for discovery only). The fake model answers without
+    echoing, so an early marker lives only in its own turn's message.
+    """
+    started = time.monotonic()
+    settings = {
+        # A threshold of 1% of OpenClaw's budget (its 200k context window) is
+        # crossed after a few turns; inline compaction makes the next assemble see it.
+        "LCM_CONTEXT_THRESHOLD": "0.01",
+        "LCM_COMPACTION_MODE": "inline",
+        "LCM_FRESH_TAIL_COUNT": "4",
+        "LCM_LEAF_MIN_FANOUT": "4",
+        "LCM_LEAF_CHUNK_TOKENS": "600",
+        "LCM_LEAF_TARGET_TOKENS": "150",
+        "LCM_CONDENSED_TARGET_TOKENS": "200",
+        "LCM_CONDENSED_MIN_FANOUT": "3",
+    }
+    with _lcm_serve(tmp_path / "lcm-home", settings) as (lcm_url, lcm_key):
+        home = tmp_path / "home"
+        (home / ".openclaw").mkdir(parents=True)
+        (tmp_path / "ws").mkdir()
+        plugin = _packaged_plugin(tmp_path / "plugin")
+        config = _openclaw_config(fake_llm.base_url, lcm_url, lcm_key, plugin, tmp_path)
+        (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
+        port = servers.free_port()
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)},
+            "HOME": str(home),
+            "OPENCLAW_GATEWAY_TOKEN": _GATEWAY_TOKEN,
+            "OPENCLAW_GATEWAY_PORT": str(port),
+        }
+        node, cli = str(openclaw_env.node), str(openclaw_env.openclaw_cli)
+        gateway_log = tmp_path / "gateway.log"
+        with gateway_log.open("wb") as sink:
+            gateway = subprocess.Popen(
+                [node, cli, "gateway", "--port", str(port), "--bind", "loopback", "--verbose"],
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            _wait_for_gateway(gateway, gateway_log, time.monotonic() + 90)
+
+            def turn(message: str) -> None:
+                done = subprocess.run(
+                    [node, cli, "agent", "--session-key", "lcm-e2e", "--message", message, *_AGENT],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=90,
+                )
+                assert done.returncode == 0, (
+                    f"turn failed: {done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
+                    f"gateway log:\n{gateway_log.read_text(errors='replace')[-4000:]}"
+                )
+
+            def with_summary() -> list[dict[str, Any]]:
+                bodies = [r.body for r in fake_llm.requests]
+                return [b for b in bodies if '<summary id=\\"sum_' in json.dumps(b["messages"])]
+
+            fake_llm.set_default(Behaviour.reply("Noted."))
+            turns = 0
+            while not with_summary():
+                assert turns < _MAX_TURNS, "no request to the model carried an lcm <summary>"
+                turn(f"Turn {turns}: remember {_marker(turns)}. {_FILLER}")
+                turns += 1
+            compacted_after = turns
+            assembled = json.dumps(with_summary()[0]["messages"])
+
+            # The model asks lcm_grep for the first turn's marker, condensed out of the tail.
+            before = len(fake_llm.requests)
+            fake_llm.script([Behaviour.tool_use("lcm_grep", {"pattern": _marker(0)})])
+            turn("Which marker did I ask you to remember first? Search the history.")
+            turns += 1
+            later = [r.body for r in fake_llm.requests[before:]]
+            results = [
+                block
+                for body in later
+                for message in body["messages"]
+                if isinstance(message.get("content"), list)
+                for block in message["content"]
+                if isinstance(block, dict) and block.get("type") == "tool_result"
+            ]
+            assert results, f"no tool_result reached the model: {later[-1]}"
+            # lcm_grep found turn 0's own user message (the fake never echoes it).
+            found = [m for block in results for m in _grep_matches(block)]
+            first = [m for m in found if m["type"] == "message" and _marker(0) in m["snippet"]]
+            assert first, results
+        finally:
+            fake_llm.set_default("ok")
+            gateway.terminate()
+            try:
+                gateway.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                gateway.kill()
+                gateway.wait(timeout=10)
+    excerpt = assembled[assembled.index("<summary") :][:400]
+    elapsed = time.monotonic() - started
+    print(f"\n{turns} turns through the gateway in {elapsed:.1f}s; the model saw an lcm")
+    print(f"summary from turn {compacted_after} on (the last turn called lcm_grep)")
+    print(f"first assembled request to the model: ...{excerpt}...")
+    print(f"lcm_grep match in the tool_result: {json.dumps(first[0])[:400]}")
