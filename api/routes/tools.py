@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field, field_validator
 
-from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
 from lcm.errors import DependencyUnavailable, InvalidInput
 from lcm.files.storage import build_storage
 from lcm.retrieval.agent_tools import to_jsonable
@@ -65,7 +65,7 @@ class ExpandQueryIn(ScopeIn):
 
 @router.post("/grep")
 def post_grep(
-    body: GrepIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    body: GrepIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
     query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
@@ -76,18 +76,18 @@ def post_grep(
 
 
 @router.get("/summaries/{summary_id}")
-def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
+def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: ReadSessionDep) -> Any:
     return to_jsonable(describe_summary(session, tenant_id, summary_id))
 
 
 @router.get("/files/{file_id}")
-def get_file(file_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
+def get_file(file_id: NodeId, tenant_id: TenantDep, session: ReadSessionDep) -> Any:
     return to_jsonable(describe_file(session, tenant_id, file_id))
 
 
 @router.post("/expand")
 def post_expand(
-    body: ExpandIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    body: ExpandIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:
