@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select, text
@@ -60,10 +61,10 @@ def one_message(n: int) -> dict[str, object]:
     return {"messages": [{"role": "user", "content": f"ledger line {n}", "id": f"m{n}"}]}
 
 
-def assert_busy(response: object) -> None:
-    assert response.status_code == 503, response.text  # type: ignore[attr-defined]
-    assert response.headers["retry-after"] == "1"  # type: ignore[attr-defined]
-    assert response.json()["error"]["code"] == "database_busy"  # type: ignore[attr-defined]
+def assert_busy(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"]["code"] == "database_busy"
 
 
 def test_a_write_lock_held_by_another_process_is_database_busy_and_reads_go_on(
