@@ -30,18 +30,25 @@ def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterato
         yield session
 
 
+def get_read_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """A read-only session for routes that write nothing (no write lock on SQLite)."""
+    with database.read_session() as session:
+        yield session
+
+
 def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_database)]) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
-    # A short session of its own: authentication must not hold the write
-    # transaction (and, on SQLite, the write lock) of the request open.
-    with database.session() as session:
+    # A short read-only session of its own: looking a key up must never wait
+    # for (or hold) the write lock, nor keep the request's transaction open.
+    with database.read_session() as session:
         return authenticate(session, token.strip())
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 SessionDep = Annotated[Session, Depends(get_session)]
+ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 TenantDep = Annotated[str, Depends(get_tenant_id)]

@@ -18,8 +18,14 @@ from starlette.exceptions import HTTPException
 
 from api.validation import CODED_ERRORS
 from lcm import errors
+from lcm.db.busy import is_busy
 
 log = logging.getLogger(__name__)
+
+# Seconds a client should wait after ``database_busy``: write transactions are
+# kept well under a second (a bootstrap commits in chunks), so the lock that
+# timed out is usually free again by then.
+BUSY_RETRY_AFTER_SECONDS = 1
 
 STATUS = {
     errors.InvalidInput: 400,
@@ -48,8 +54,11 @@ HTTP_CODES = {
 }
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
 
@@ -92,7 +101,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeout)
-    async def _db_down(_request: Request, exc: Exception) -> JSONResponse:
+    async def _db_error(_request: Request, exc: Exception) -> JSONResponse:
+        if is_busy(exc):
+            log.warning("database busy: %s", exc)
+            return error_response(
+                503,
+                "database_busy",
+                "the database is busy; retry shortly",
+                {"Retry-After": str(BUSY_RETRY_AFTER_SECONDS)},
+            )
         log.warning("database unavailable: %s", exc)
         return error_response(503, "dependency_unavailable", "the database is unavailable")
 

@@ -72,7 +72,7 @@ class DebtCollector(Collector):
             "Age of the oldest pending or running compaction debt",
         )
         try:
-            with self.database.session() as session:
+            with self.database.read_session() as session:
                 by_status, oldest_at = debt_overview(session)
         except Exception:
             return  # an unreachable database shows on /readyz, not as a failed scrape

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from api.deps import SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, SettingsDep, TenantDep
 from api.file_jobs import FileJobsDep
 from api.openapi import error_responses
 from api.validation import RequestBody, SessionIdText, SessionKey
@@ -38,18 +38,20 @@ def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,
     tenant_id: TenantDep,
-    session: SessionDep,
+    database: DatabaseDep,
     settings: SettingsDep,
     file_jobs: FileJobsDep,
 ) -> BootstrapOut:
-    options = BootstrapOptions.from_settings(
-        effective_settings(session, tenant_id, settings), body.format
-    )
+    with database.read_session() as session:
+        effective = effective_settings(session, tenant_id, settings)
+    options = BootstrapOptions.from_settings(effective, body.format)
     transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
-    result = bootstrap_transcript(session, tenant_id, key, body.session_id, transcript, options)
-    session.commit()
+    # Commits chunk by chunk (short write transactions; see the service).
+    result = bootstrap_transcript(
+        database.transaction, tenant_id, key, body.session_id, transcript, options
+    )
     if result.file_ids:
-        file_jobs(result.file_ids)  # after commit: the rows exist when a worker looks
+        file_jobs(result.file_ids)  # after the commits: the rows exist when a worker looks
     return BootstrapOut(
         conversation_id=result.conversation_id,
         imported=result.imported,

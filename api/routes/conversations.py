@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
 from api.file_jobs import FileJobsDep
 from api.jobs import Enqueuer, get_enqueuer, get_inline_jobs
 from api.openapi import error_responses
@@ -58,13 +58,15 @@ def post_messages(
     settings: SettingsDep,
     file_jobs: FileJobsDep,
 ) -> MessagesOut:
+    # Validate before the first query: on SQLite that query takes the write lock.
+    batch = _batch(body, settings)
     effective = effective_settings(session, tenant_id, settings)
     result = ingest_messages(
         session,
         tenant_id,
         key,
         body.session_id,
-        _batch(body, settings),
+        batch,
         large_files=LargeFileExtractor.from_settings(effective),
         new_session_retain_depth=effective.new_session_retain_depth,
     )
@@ -121,7 +123,7 @@ def post_assemble(
     key: SessionKey,
     body: AssembleIn,
     tenant_id: TenantDep,
-    session: SessionDep,
+    session: ReadSessionDep,
     settings: SettingsDep,
 ) -> AssembleOut:
     conversation = resolve_for_read(session, tenant_id, key, body.session_id)
@@ -168,14 +170,14 @@ def post_compact(
         enqueuer.wake(conversation.id)
     timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
     status = wait_for_debt(
-        database.session,
+        database.read_session,
         conversation.id,
         asked_at,
         min(timeout, settings.compact_wait_max_seconds),
         completions.hub(settings.broker_url),  # the worker wakes us when the debt settles
         completions.RECHECK_SECONDS,
     )
-    with database.session() as fresh:
+    with database.read_session() as fresh:
         after = context_token_total(fresh, conversation.id)
     return CompactOut(
         conversation_id=conversation.id,
@@ -189,7 +191,7 @@ def post_compact(
 def get_status(
     key: SessionKey,
     tenant_id: TenantDep,
-    session: SessionDep,
+    session: ReadSessionDep,
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,
     session_id: Annotated[SessionIdText | None, Query()] = None,

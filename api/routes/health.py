@@ -39,7 +39,7 @@ def healthz() -> dict[str, str]:
 def readyz(request: Request) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
-        with get_database(request).session() as session:
+        with get_database(request).read_session() as session:
             session.execute(text("SELECT 1"))
         checks["database"] = "ok"
     except Exception as exc:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from sqlalchemy.orm import Session
 
-from api.deps import SessionDep, SettingsDep, TenantDep
+from api.deps import ReadSessionDep, SessionDep, SettingsDep, TenantDep
 from api.schemas import TenantSettingsOut, TenantSettingsPatch
 from lcm.tenants.service import (
     OVERRIDABLE,
@@ -16,7 +17,7 @@ from lcm.tenants.service import (
 router = APIRouter(prefix="/v1/tenant", tags=["tenant"])
 
 
-def _out(session: SessionDep, tenant_id: str, settings: SettingsDep) -> TenantSettingsOut:
+def _out(session: Session, tenant_id: str, settings: SettingsDep) -> TenantSettingsOut:
     effective = effective_settings(session, tenant_id, settings).model_dump(
         include=set(OVERRIDABLE)
     )
@@ -25,7 +26,7 @@ def _out(session: SessionDep, tenant_id: str, settings: SettingsDep) -> TenantSe
 
 @router.get("/settings", response_model=TenantSettingsOut)
 def get_settings(
-    tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
 ) -> TenantSettingsOut:
     return _out(session, tenant_id, settings)
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
-from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
 from api.openapi import error_responses
 from api.validation import INT64_MAX, RequestBody, RowId, Text, Tokens, UtcDatetime
 from lcm.errors import DependencyUnavailable, InvalidInput
@@ -75,7 +75,7 @@ class ExpandQueryIn(ScopeIn):
 
 @router.post("/grep", response_model=GrepResult, responses=error_responses(404))
 def post_grep(
-    body: GrepIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    body: GrepIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
     query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
@@ -88,7 +88,7 @@ def post_grep(
 @router.get(
     "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
 )
-def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: SessionDep) -> Any:
+def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: ReadSessionDep) -> Any:
     return to_jsonable(describe_summary(session, tenant_id, summary_id))
 
 
@@ -96,7 +96,7 @@ def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: SessionDep) -
 def get_file(
     file_id: NodeId,
     tenant_id: TenantDep,
-    session: SessionDep,
+    session: ReadSessionDep,
     settings: SettingsDep,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_FILE_PAGE_CHARS)] = DEFAULT_FILE_PAGE_CHARS,
@@ -112,7 +112,7 @@ def get_file(
 
 @router.post("/expand", response_model=Expansion, responses=error_responses(404))
 def post_expand(
-    body: ExpandIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    body: ExpandIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:

@@ -2,7 +2,9 @@
 
 The caller that owns a session (an API request, a Celery task, a CLI command)
 commits; nothing in the domain does. ``Database.session()`` rolls back unless
-the owner committed.
+the owner committed. ``Database.read_session()`` is for work that only reads:
+on SQLite it never takes the database's one write lock, so a reader is never
+queued behind another tenant's writer.
 """
 
 from __future__ import annotations
@@ -14,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from lcm.db.write_gate import WriteGate
 from lcm.settings import Settings
+
+# Execution option marking the connections of ``Database.read_session()``.
+READ_ONLY = "lcm_read_only"
+# Connection info key: this connection's transaction holds the write gate.
+_HOLDS_GATE = "lcm_holds_write_gate"
 
 
 def normalize_url(url: str) -> str:
@@ -29,6 +38,8 @@ def normalize_url(url: str) -> str:
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    gate = WriteGate()
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
         # Take transaction control away from the driver so BEGIN is ours.
@@ -43,13 +54,46 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        # BEGIN IMMEDIATE takes the write lock up front. A deferred BEGIN that
-        # reads and then writes can fail with SQLITE_BUSY mid-transaction when
-        # another writer got there first (no retry helps); taking the lock at
-        # the start turns that into a wait bounded by busy_timeout. Writes are
-        # short, so serializing them costs little in embedded mode.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(READ_ONLY):
+            # A reader: a deferred BEGIN takes no lock, and in WAL mode it reads
+            # a snapshot while the one writer goes on, so it never waits for a
+            # writer (nor a writer for it). query_only makes a write slipped
+            # into a read session fail loudly instead of upgrading the
+            # transaction to a writer mid-way (which can fail with SQLITE_BUSY).
+            conn.exec_driver_sql("PRAGMA query_only=ON")
+            conn.exec_driver_sql("BEGIN")
+            return
+        # A writer queues for the write lock in arrival order (see WriteGate),
+        # bounded by the same busy timeout SQLite applies.
+        if not gate.acquire(busy_timeout_ms / 1000):
+            raise OperationalError(
+                "BEGIN IMMEDIATE", None, sqlite3.OperationalError("database is locked")
+            )
+        conn.info[_HOLDS_GATE] = True
+        try:
+            # BEGIN IMMEDIATE takes the write lock up front. A deferred BEGIN
+            # that reads and then writes can fail with SQLITE_BUSY
+            # mid-transaction when another writer got there first (no retry
+            # helps); taking the lock at the start turns that into a wait
+            # bounded by busy_timeout. Write transactions are kept short (a
+            # bootstrap commits in chunks), so serializing them costs little.
+            conn.exec_driver_sql("PRAGMA query_only=OFF")
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            _release(conn)  # no transaction began: no commit or rollback will follow
+            raise
+
+    def _release(conn: Connection) -> None:
+        # Once per transaction: a failed COMMIT is followed by a ROLLBACK.
+        if conn.info.pop(_HOLDS_GATE, False):
+            gate.release()
+
+    # These fire just before COMMIT / ROLLBACK is sent; a writer handed the
+    # gate at that moment meets the lock for the few milliseconds the commit
+    # takes, which SQLite's busy handler covers.
+    event.listen(engine, "commit", _release)
+    event.listen(engine, "rollback", _release)
 
 
 def ensure_sqlite_directory(url: str) -> None:
@@ -63,7 +107,21 @@ def make_engine(settings: Settings) -> Engine:
     url = normalize_url(settings.database_url)
     if url.startswith("sqlite"):
         ensure_sqlite_directory(url)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url,
+            connect_args={
+                "check_same_thread": False,
+                "timeout": settings.sqlite_busy_timeout_ms / 1000,
+            },
+            # Readers run side by side (WAL), so every thread that needs a
+            # connection gets one: the API's thread pool and the worker's
+            # threads already bound how many exist, and a second queue in
+            # front of SQLite would only turn bursts of reads (48 greps at
+            # once) into pool timeouts. A SQLite connection is a file handle,
+            # cheap to open; connections beyond pool_size close when returned.
+            pool_size=settings.db_pool_size,
+            max_overflow=-1,
+        )
         _configure_sqlite(engine, settings.sqlite_busy_timeout_ms)
         return engine
     return create_engine(
@@ -81,6 +139,11 @@ class Database:
         self.settings = settings
         self.engine = make_engine(settings)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self._read_sessions = sessionmaker(
+            self.engine.execution_options(**{READ_ONLY: True}),
+            expire_on_commit=False,
+            autoflush=False,
+        )
 
     @property
     def dialect(self) -> str:
@@ -95,6 +158,20 @@ class Database:
         finally:
             # close() rolls back whatever was not committed and detaches the
             # objects without expiring them, so values read stay readable.
+            session.close()
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A session for work that only reads; it is never committed.
+
+        On SQLite it begins DEFERRED (a snapshot, no write lock) and refuses
+        writes; on Postgres it is an ordinary session (readers never wait
+        for writers there).
+        """
+        session = self._read_sessions()
+        try:
+            yield session
+        finally:
             session.close()
 
     @contextmanager

@@ -1,21 +1,18 @@
 """Importing whole transcript files from disk (``lcm import``, the transcripts benchmark).
 
 A file is fed to the same bootstrap the HTTP endpoint runs, in growing
-prefixes of ``LINES_PER_CHUNK`` lines, one short transaction each: progress
-is visible, a crash keeps what committed, and every chunk after the first goes
-through the checkpoint's incremental read. Tree-shaped pi sessions (v2+) are
-read in one piece, because a prefix of a tree can end on a branch the whole
-file later abandons.
+prefixes of ``LINES_PER_CHUNK`` lines, so progress is visible and every
+prefix after the first goes through the checkpoint's incremental read. Each
+bootstrap commits in short chunks of its own, so a crash keeps what
+committed. Tree-shaped pi sessions (v2+) are read in one piece, because a
+prefix of a tree can end on a branch the whole file later abandons.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-
-from sqlalchemy.orm import Session
 
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.planning import PassPlan
@@ -23,9 +20,13 @@ from lcm.compaction.sweep import run_sweep
 from lcm.context import ContextEntry, context_tokens
 from lcm.settings import CompactionSettings
 from lcm.transcripts.parse import peek
-from lcm.transcripts.service import BootstrapOptions, BootstrapResult, bootstrap_transcript
+from lcm.transcripts.service import (
+    BootstrapOptions,
+    BootstrapResult,
+    Transaction,
+    bootstrap_transcript,
+)
 
-Transaction = Callable[[], AbstractContextManager[Session]]
 LINES_PER_CHUNK = 200
 
 
@@ -77,10 +78,9 @@ def import_transcript(
     ends = [len(data)] if tree else chunk_ends(data, LINES_PER_CHUNK)
     results: list[BootstrapResult] = []
     for end in ends:
-        with transaction() as session:
-            result = bootstrap_transcript(
-                session, tenant_id, session_key, session_id, data[:end], options
-            )
+        result = bootstrap_transcript(
+            transaction, tenant_id, session_key, session_id, data[:end], options
+        )
         results.append(result)
         if on_chunk is not None:
             on_chunk(result)

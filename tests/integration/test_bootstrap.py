@@ -38,10 +38,9 @@ def boot(
     session_id: str | None = None,
     **options: Any,
 ) -> BootstrapResult:
-    with db.transaction() as session:
-        return bootstrap_transcript(
-            session, tenant_id, key, session_id, data, BootstrapOptions(**options)
-        )
+    return bootstrap_transcript(
+        db.transaction, tenant_id, key, session_id, data, BootstrapOptions(**options)
+    )
 
 
 def seqs(db: Database, conversation_id: int) -> list[int]:

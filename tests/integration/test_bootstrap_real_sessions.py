@@ -110,6 +110,8 @@ def test_real_session_counts(db: Database, tenant: IssuedKey, path: Path) -> Non
     )
     assert stored(db, outcome.conversation_id) == expected(path)
     assert outcome.imported == expected(path)[0]
-    with db.transaction() as s:  # the whole file again: nothing new
-        again = bootstrap_transcript(s, tenant.tenant_id, path.stem, outcome.session_id, data)
+    # The whole file again: nothing new.
+    again = bootstrap_transcript(
+        db.transaction, tenant.tenant_id, path.stem, outcome.session_id, data
+    )
     assert again.imported == 0

@@ -90,9 +90,10 @@ def test_bootstrap_of_a_new_session_file_rotates(
     old_id, summaries = archived
     message = {"role": "user", "content": "hi"}
     line = json.dumps({"type": "message", "timestamp": "2026-01-01T00:00:00Z", "message": message})
-    with db.transaction() as s:
-        options = BootstrapOptions(new_session_retain_depth=1)
-        result = bootstrap_transcript(s, tenant.tenant_id, "family", "s3", line.encode(), options)
+    options = BootstrapOptions(new_session_retain_depth=1)
+    result = bootstrap_transcript(
+        db.transaction, tenant.tenant_id, "family", "s3", line.encode(), options
+    )
     assert result.conversation_id != old_id and result.imported == 1
     with db.session() as s:
         entries = CompactionRepository(s).load_entries(result.conversation_id)

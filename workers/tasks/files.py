@@ -46,6 +46,6 @@ def summarize(file_id: str) -> str:
 def reconcile(grace_seconds: float = 300.0, limit: int = 500) -> int:
     """Beat: re-send summaries of files that still have none (a lost or failed job)."""
     cutoff = utcnow() - timedelta(seconds=grace_seconds)
-    with runtime.database().session() as session:
+    with runtime.database().read_session() as session:
         missing = LargeFileRepository(session).missing_summaries(cutoff, limit)
     return enqueue_file_summaries(missing)

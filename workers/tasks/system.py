@@ -14,6 +14,6 @@ from workers.celery_app import app
 def ping() -> dict[str, str]:
     """Answer with the worker's host and the database it reaches."""
     database = runtime.database()
-    with database.session() as session:
+    with database.read_session() as session:
         session.execute(text("SELECT 1"))
     return {"host": socket.gethostname(), "database": database.dialect}
