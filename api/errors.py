@@ -73,7 +73,11 @@ def _describe_validation(exc: RequestValidationError) -> str:
     problems = []
     for err in exc.errors()[:5]:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
-        problems.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+        if err.get("type") == "extra_forbidden":
+            message = "unknown field (refused rather than ignored)"
+        else:
+            message = err.get("msg", "invalid")
+        problems.append(f"{loc or 'body'}: {message}")
     return "; ".join(problems) or "invalid request"
 
 
