@@ -9,13 +9,13 @@ from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
 from api import errors, openapi
-from api.jobs import CeleryEnqueuer, Enqueuer
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.routes import bootstrap, conversations, health, lifecycle, tenant, tools
 from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
+from lcm.outbox import JobSender
 from lcm.settings import Settings, get_settings
 
 
@@ -24,7 +24,7 @@ def create_app(
     *,
     database: Database | None = None,
     broker_ping: Callable[[], bool] | None = None,
-    enqueuer: Enqueuer | None = None,
+    sender: JobSender | None = None,
 ) -> FastAPI:
     """Build the app. Migrations are not run here: that is an explicit step."""
     settings = settings or get_settings()
@@ -33,7 +33,8 @@ def create_app(
     app.state.settings = settings
     app.state.database = database or Database(settings)
     app.state.broker_ping = broker_ping or _default_broker_ping
-    app.state.enqueuer = enqueuer or CeleryEnqueuer()
+    # Jobs leave with the commit of the unit of work that asked for them.
+    app.state.database.sender = sender or app.state.database.sender or _celery_sender()
     app.state.inline_jobs = None
     errors.install(app)
     openapi.install(app)
@@ -60,6 +61,12 @@ def _register_debt_metrics(database: Database) -> None:
         _debt_collector = DebtCollector(database)
         REGISTRY.register(_debt_collector)
     _debt_collector.database = database
+
+
+def _celery_sender() -> JobSender:
+    from workers.sender import CelerySender
+
+    return CelerySender()
 
 
 def _default_broker_ping() -> bool:

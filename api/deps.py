@@ -25,9 +25,18 @@ def get_database(request: Request) -> Database:
 
 
 def get_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
-    """One session per request; the route commits, anything else rolls back."""
+    """The request's unit of work: committed when the route returns, rolled back if it raises.
+
+    Routes never commit. The commit sends the jobs the request asked for
+    (``lcm/outbox.py``), and it happens before the response is sent (the
+    dependency's scope is the route function), so a client never sees 200
+    for a write that did not commit. A route that must act on committed
+    state before it answers (inline compaction, a wait) opens
+    ``database.transaction()`` for that part instead.
+    """
     with database.session() as session:
         yield session
+        session.commit()
 
 
 def get_read_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
@@ -49,6 +58,6 @@ def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_da
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
-SessionDep = Annotated[Session, Depends(get_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 TenantDep = Annotated[str, Depends(get_tenant_id)]

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> None:
             database_url=url, broker_url=redis_handle.url, result_backend_url=redis_handle.url
         )
         from workers.celery_app import configure
-        from workers.enqueue import wake
+        from workers.sender import wake
 
         configure(settings)
         db = Database(settings)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from sqlalchemy import text
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
 from lcm.db.models import Base
+from lcm.outbox import Job, SummarizeFile, WakeCompaction
 from lcm.settings import Settings
 from lcm.tenants.service import IssuedKey, create_tenant
 from tests import servers
@@ -122,27 +123,34 @@ def tenant(db: Database) -> IssuedKey:
     return new_tenant(db)
 
 
-class RecordingEnqueuer:
-    """Stands in for the broker in HTTP tests that run no worker: records wake-ups."""
+class RecordingSender:
+    """Stands in for the broker in HTTP tests that run no worker: records the jobs sent."""
 
     def __init__(self) -> None:
-        self.woken: list[int] = []
+        self.jobs: list[Job] = []
 
-    def wake(self, conversation_id: int, countdown: float = 0.0) -> bool:
-        self.woken.append(conversation_id)
-        return True
+    def send(self, jobs: Sequence[Job]) -> None:
+        self.jobs.extend(jobs)
+
+    @property
+    def woken(self) -> list[int]:
+        return [j.conversation_id for j in self.jobs if isinstance(j, WakeCompaction)]
+
+    @property
+    def files(self) -> list[str]:
+        return [j.file_id for j in self.jobs if isinstance(j, SummarizeFile)]
 
 
 @pytest.fixture
-def enqueuer() -> RecordingEnqueuer:
-    return RecordingEnqueuer()
+def sender() -> RecordingSender:
+    return RecordingSender()
 
 
 @pytest.fixture
-def client(db: Database, enqueuer: RecordingEnqueuer) -> Iterator[TestClient]:
+def client(db: Database, sender: RecordingSender) -> Iterator[TestClient]:
     from api.app import create_app
 
-    app = create_app(db.settings, database=db, broker_ping=lambda: True, enqueuer=enqueuer)
+    app = create_app(db.settings, database=db, broker_ping=lambda: True, sender=sender)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

@@ -60,7 +60,9 @@ def compaction_jobs() -> CompactionJobs:
 def _database_unlocked() -> Database:
     global _database
     if _database is None:
-        _database = Database(settings())
+        from workers.sender import CelerySender  # imported late: it imports the Celery app
+
+        _database = Database(settings(), sender=CelerySender())
     return _database
 
 

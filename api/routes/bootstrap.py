@@ -8,7 +8,6 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from api.deps import DatabaseDep, SettingsDep, TenantDep
-from api.file_jobs import FileJobsDep
 from api.openapi import error_responses
 from api.validation import RequestBody, SessionIdText, SessionKey
 from lcm.tenants.service import effective_settings
@@ -40,18 +39,16 @@ def post_bootstrap(
     tenant_id: TenantDep,
     database: DatabaseDep,
     settings: SettingsDep,
-    file_jobs: FileJobsDep,
 ) -> BootstrapOut:
     with database.read_session() as session:
         effective = effective_settings(session, tenant_id, settings)
     options = BootstrapOptions.from_settings(effective, body.format)
     transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
-    # Commits chunk by chunk (short write transactions; see the service).
+    # Commits chunk by chunk (short write transactions; see the service); each
+    # chunk's file-summary jobs leave with its commit.
     result = bootstrap_transcript(
         database.transaction, tenant_id, key, body.session_id, transcript, options
     )
-    if result.file_ids:
-        file_jobs(result.file_ids)  # after the commits: the rows exist when a worker looks
     return BootstrapOut(
         conversation_id=result.conversation_id,
         imported=result.imported,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
-from api.file_jobs import FileJobsDep
-from api.jobs import Enqueuer, get_enqueuer, get_inline_jobs
+from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import (
     AssembleIn,
@@ -23,7 +21,7 @@ from api.schemas import (
 )
 from api.validation import SessionIdText, SessionKey
 from lcm.compaction.engine import assemble
-from lcm.compaction.jobs import CompactionJobs, context_token_total, record_debt, wait_for_debt
+from lcm.compaction.jobs import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import ConversationStatus, conversation_status
 from lcm.db.models import utcnow
@@ -36,9 +34,6 @@ from lcm.tenants.service import effective_settings
 from workers import completions
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
-
-EnqueuerDep = Annotated[Enqueuer, Depends(get_enqueuer)]
-InlineJobsDep = Annotated[Callable[[], CompactionJobs], Depends(get_inline_jobs)]
 
 
 def _batch(body: MessagesIn, settings: SettingsDep) -> list[PreparedMessage]:
@@ -56,7 +51,6 @@ def post_messages(
     tenant_id: TenantDep,
     session: SessionDep,
     settings: SettingsDep,
-    file_jobs: FileJobsDep,
 ) -> MessagesOut:
     # Validate before the first query: on SQLite that query takes the write lock.
     batch = _batch(body, settings)
@@ -70,8 +64,6 @@ def post_messages(
         large_files=LargeFileExtractor.from_settings(effective),
         new_session_retain_depth=effective.new_session_retain_depth,
     )
-    session.commit()
-    file_jobs(result.file_ids)  # after commit: the large_files rows exist when a worker looks
     return MessagesOut(
         conversation_id=result.conversation_id,
         ingested=result.ingested,
@@ -84,30 +76,20 @@ def post_turn(
     key: SessionKey,
     body: TurnIn,
     tenant_id: TenantDep,
-    session: SessionDep,
+    database: DatabaseDep,
     settings: SettingsDep,
-    enqueuer: EnqueuerDep,
     inline_jobs: InlineJobsDep,
-    file_jobs: FileJobsDep,
 ) -> TurnOut:
-    turn = after_turn(
-        session,
-        tenant_id,
-        key,
-        body.session_id,
-        _batch(body, settings),
-        body.token_budget,
-        settings,
+    batch = _batch(body, settings)
+    # Messages and debt commit first (the wake-up leaves with that commit);
+    # inline mode then runs the sweep over the committed turn.
+    with database.transaction() as session:
+        turn = after_turn(
+            session, tenant_id, key, body.session_id, batch, body.token_budget, settings
+        )
+    compaction = compaction_outcome(
+        turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
     )
-    session.commit()  # messages and debt first; the wake-up only after they are durable
-    file_jobs(turn.ingest.file_ids)
-    compaction = "none"
-    if turn.over_threshold:
-        compaction = "scheduled"
-        if turn.mode == "inline" and inline_jobs().run_inline(turn.ingest.conversation_id):
-            compaction = "ran"
-        elif turn.wake:
-            enqueuer.wake(turn.ingest.conversation_id)
     return TurnOut(
         conversation_id=turn.ingest.conversation_id,
         ingested=turn.ingest.ingested,
@@ -150,24 +132,28 @@ def post_compact(
     key: SessionKey,
     body: CompactIn,
     tenant_id: TenantDep,
-    session: SessionDep,
     database: DatabaseDep,
     settings: SettingsDep,
-    enqueuer: EnqueuerDep,
     inline_jobs: InlineJobsDep,
 ) -> CompactOut:
-    conversation = resolve_for_read(session, tenant_id, key)
-    before = context_token_total(session, conversation.id)
     asked_at = utcnow()
-    wake = record_debt(
-        session, tenant_id, conversation.id, "manual", body.token_budget, body.target_tokens
-    )
-    mode = effective_settings(session, tenant_id, settings).compaction_mode
-    session.commit()
+    # The debt commits first (the wake-up leaves with that commit); then an
+    # inline sweep runs, or the request waits for the worker's.
+    with database.transaction() as session:
+        conversation = resolve_for_read(session, tenant_id, key)
+        before = context_token_total(session, conversation.id)
+        mode = effective_settings(session, tenant_id, settings).compaction_mode
+        owe_compaction(
+            session,
+            tenant_id,
+            conversation.id,
+            "manual",
+            body.token_budget,
+            body.target_tokens,
+            mode=mode,
+        )
     if mode == "inline":
         inline_jobs().run_inline(conversation.id)
-    elif wake:
-        enqueuer.wake(conversation.id)
     timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
     status = wait_for_debt(
         database.read_session,

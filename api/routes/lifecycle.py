@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import SessionDep, SettingsDep, TenantDep
-from api.file_jobs import FileJobsDep
+from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.lifecycle_schemas import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut
 from api.openapi import error_responses
-from api.routes.conversations import EnqueuerDep, InlineJobsDep, _batch
+from api.routes.conversations import _batch
 from api.validation import SessionKey
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
@@ -27,23 +27,24 @@ def post_commit(
     key: SessionKey,
     body: CommitIn,
     tenant_id: TenantDep,
-    session: SessionDep,
+    database: DatabaseDep,
     settings: SettingsDep,
-    enqueuer: EnqueuerDep,
     inline_jobs: InlineJobsDep,
-    file_jobs: FileJobsDep,
 ) -> CommitOut:
-    result = commit_turn(
-        session,
-        tenant_id,
-        key,
-        body.session_id,
-        body.advancement_key,
-        _batch(body, settings),
-        body.token_budget,
-        settings,
-    )
-    session.commit()  # turn, key and debt first; the wake-up only after they are durable
+    batch = _batch(body, settings)
+    # Turn, key and debt commit first (the wake-up leaves with that commit);
+    # inline mode then runs the sweep over the committed turn.
+    with database.transaction() as session:
+        result = commit_turn(
+            session,
+            tenant_id,
+            key,
+            body.session_id,
+            body.advancement_key,
+            batch,
+            body.token_budget,
+            settings,
+        )
     turn = result.turn
     if turn is None:
         return CommitOut(
@@ -55,14 +56,9 @@ def post_commit(
             threshold_tokens=None,
             compaction="none",
         )
-    file_jobs(turn.ingest.file_ids)
-    compaction = "none"
-    if turn.over_threshold:
-        compaction = "scheduled"
-        if turn.mode == "inline" and inline_jobs().run_inline(result.conversation_id):
-            compaction = "ran"
-        elif turn.wake:
-            enqueuer.wake(result.conversation_id)
+    compaction = compaction_outcome(
+        turn.over_threshold, turn.mode, result.conversation_id, inline_jobs
+    )
     return CommitOut(
         conversation_id=result.conversation_id,
         status="committed",
@@ -89,7 +85,6 @@ def post_fork(
         body.ttl_seconds,
         settings.max_message_chars,
     )
-    session.commit()
     return ForkOut(
         conversation_id=result.child_conversation_id,
         parent_conversation_id=result.parent_conversation_id,
@@ -106,7 +101,6 @@ def post_fork_end(
     key: SessionKey, body: ForkEndIn, tenant_id: TenantDep, session: SessionDep
 ) -> ForkEndOut:
     fork = end_fork(session, tenant_id, key, body.reason)
-    session.commit()
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
     )
@@ -115,7 +109,6 @@ def post_fork_end(
 @router.post("/{key:path}/fork/rollback", response_model=ForkEndOut)
 def post_fork_rollback(key: SessionKey, tenant_id: TenantDep, session: SessionDep) -> ForkEndOut:
     fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
-    session.commit()
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
     )

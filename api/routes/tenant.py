@@ -40,5 +40,4 @@ def patch_settings(
 ) -> TenantSettingsOut:
     """Merge overrides (``null`` removes one); validated like the process settings."""
     update_overrides(session, tenant_id, changes.model_dump(exclude_unset=True))
-    session.commit()
-    return _out(session, tenant_id, settings)
+    return _out(session, tenant_id, settings)  # the request's unit of work commits

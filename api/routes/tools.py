@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
-from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, SettingsDep, TenantDep
 from api.openapi import error_responses
 from api.validation import INT64_MAX, RequestBody, RowId, Text, Tokens, UtcDatetime
 from lcm.errors import DependencyUnavailable, InvalidInput
@@ -124,15 +124,14 @@ def post_expand(
 def post_expand_query(
     body: ExpandQueryIn,
     tenant_id: TenantDep,
-    session: SessionDep,
     settings: SettingsDep,
     database: DatabaseDep,
 ) -> Any:
     from workers.tasks.expansion import submit_and_wait
 
     request = body.to_domain()
-    grant = start_expand_query(session, tenant_id, body.selector(), request, settings)
-    session.commit()  # the worker must find the grant: commit before enqueueing
+    with database.transaction() as session:  # the worker must find the grant committed
+        grant = start_expand_query(session, tenant_id, body.selector(), request, settings)
     try:
         return submit_and_wait(
             grant.id, tenant_id, to_jsonable(request), settings.expand_query_timeout_seconds

@@ -30,6 +30,7 @@ from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
 from lcm.errors import ContextChanged, StaleLease
+from lcm.outbox import WakeCompaction, request_job
 from lcm.settings import CompactionSettings, Settings
 from lcm.tenants.service import effective_settings
 
@@ -50,6 +51,27 @@ class Step:
     follow_up: bool = False  # debt re-armed meanwhile: send a wake-up
     outcome: PassOutcome | None = None
     queue_lag_seconds: float | None = None  # set on a wake-up's claim
+
+
+def owe_compaction(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    reason: str,
+    token_budget: int | None,
+    target_tokens: int | None = None,
+    *,
+    mode: str,
+) -> None:
+    """Record debt and, in deferred mode, ask the unit of work for a wake-up.
+
+    Inline mode asks for none: the request runs the sweep itself once it has
+    committed, and a worker already holding the lease finds the coalesced
+    follow-up (``rearmed``) when it releases.
+    """
+    wake = record_debt(session, tenant_id, conversation_id, reason, token_budget, target_tokens)
+    if wake and mode == "deferred":
+        request_job(session, WakeCompaction(conversation_id))
 
 
 def record_debt(

@@ -9,6 +9,7 @@ queued behind another tenant's writer.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from lcm.db.write_gate import WriteGate
+from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.settings import Settings
+
+log = logging.getLogger(__name__)
 
 # Execution option marking the connections of ``Database.read_session()``.
 READ_ONLY = "lcm_read_only"
@@ -133,12 +137,20 @@ def make_engine(settings: Settings) -> Engine:
 
 
 class Database:
-    """An engine plus a session factory; one per process."""
+    """An engine plus a session factory; one per process.
 
-    def __init__(self, settings: Settings) -> None:
+    ``sender`` is set by the process's composition root: each session's outbox
+    (``lcm/outbox.py``) goes to it right after that session commits, and is
+    dropped when it rolls back.
+    """
+
+    def __init__(self, settings: Settings, sender: JobSender | None = None) -> None:
         self.settings = settings
+        self.sender = sender
         self.engine = make_engine(settings)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        event.listen(self._sessions, "after_commit", self._send_outbox)
+        event.listen(self._sessions, "after_rollback", drop_jobs)
         self._read_sessions = sessionmaker(
             self.engine.execution_options(**{READ_ONLY: True}),
             expire_on_commit=False,
@@ -185,6 +197,17 @@ class Database:
         with self.session() as session:
             yield session
             session.commit()
+
+    def _send_outbox(self, session: Session) -> None:
+        jobs = take_jobs(session)
+        if not jobs:
+            return
+        if self.sender is None:
+            # Nothing is lost: the debt and large_files rows are committed and
+            # the reconcilers resend what they owe; only latency is.
+            log.info("no job sender here: %d job(s) left to the reconcilers", len(jobs))
+            return
+        self.sender.send(jobs)
 
     def dispose(self) -> None:
         self.engine.dispose()

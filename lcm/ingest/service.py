@@ -15,6 +15,7 @@ from lcm.files.extraction import LargeFileExtractor, PendingFile
 from lcm.files.repository import LargeFileRepository
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.ingest.repository import MessageRepository
+from lcm.outbox import SummarizeFile, request_job
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ def ingest_messages(
         ]
     )
     file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
+    for file_id in file_ids:  # after commit: the rows exist when a worker looks
+        request_job(session, SummarizeFile(file_id))
     return IngestResult(
         conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.jobs import context_token_total, record_debt
+from lcm.compaction.jobs import context_token_total, owe_compaction
 from lcm.compaction.planning import evaluate_threshold
 from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage
@@ -22,8 +22,7 @@ class TurnResult:
     context_tokens: int
     threshold_tokens: int
     over_threshold: bool
-    mode: str  # deferred | inline (the tenant's effective compaction mode)
-    wake: bool  # a wake-up must be sent after commit
+    mode: str  # deferred (a wake-up is in the outbox) | inline (the caller runs the sweep)
 
 
 def after_turn(
@@ -38,8 +37,8 @@ def after_turn(
     """Ingest ``batch`` and, at or over the threshold, record (coalesced) threshold debt.
 
     Everything happens in the caller's one transaction: the messages and the
-    debt row commit together or not at all. Below the threshold no debt is
-    written.
+    debt row commit together or not at all, and the wake-up (deferred mode)
+    is sent only after that commit. Below the threshold no debt is written.
     """
     settings = effective_settings(session, tenant_id, base)
     ingest = ingest_messages(
@@ -53,9 +52,15 @@ def after_turn(
     )
     tokens = context_token_total(session, ingest.conversation_id)
     check = evaluate_threshold(tokens, token_budget, settings)
-    wake = False
     if check.over_threshold:
-        wake = record_debt(session, tenant_id, ingest.conversation_id, "threshold", token_budget)
+        owe_compaction(
+            session,
+            tenant_id,
+            ingest.conversation_id,
+            "threshold",
+            token_budget,
+            mode=settings.compaction_mode,
+        )
     return TurnResult(
-        ingest, tokens, check.threshold_tokens, check.over_threshold, settings.compaction_mode, wake
+        ingest, tokens, check.threshold_tokens, check.over_threshold, settings.compaction_mode
     )

@@ -20,7 +20,7 @@ from lcm.db.engine import Database, normalize_url
 from lcm.db.models import Tenant
 from lcm.tenants.service import IssuedKey, create_tenant
 from tests import servers
-from tests.conftest import RecordingEnqueuer, auth, settings_for
+from tests.conftest import RecordingSender, auth, settings_for
 
 BUSY_TIMEOUT_MS = 200
 
@@ -43,7 +43,7 @@ def busy_client(busy_db: Database) -> Iterator[TestClient]:
         busy_db.settings,
         database=busy_db,
         broker_ping=lambda: True,
-        enqueuer=RecordingEnqueuer(),
+        sender=RecordingSender(),
     )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from lcm.db.engine import Database
 from lcm.db.models import ContextItem, Message, Summary, TurnCommit
 from lcm.tenants.service import IssuedKey
-from tests.conftest import RecordingEnqueuer, auth
+from tests.conftest import RecordingSender, auth
 from tests.integration.retrieval_data import compact, ingest
 
 BASE = "/v1/conversations"
@@ -64,12 +64,12 @@ def test_same_key_in_another_conversation_is_its_own_turn(
 
 
 def test_commit_over_the_threshold_schedules_compaction(
-    client: TestClient, tenant: IssuedKey, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, sender: RecordingSender
 ) -> None:
     out = commit(client, tenant, "small", 1, budget=10)
-    assert out["compaction"] == "scheduled" and enqueuer.woken == [out["conversation_id"]]
+    assert out["compaction"] == "scheduled" and sender.woken == [out["conversation_id"]]
     assert commit(client, tenant, "small", 1, budget=10)["compaction"] == "none"
-    assert len(enqueuer.woken) == 1
+    assert len(sender.woken) == 1
 
 
 def test_commit_refusals_are_4xx(client: TestClient, tenant: IssuedKey, db: Database) -> None:

@@ -23,7 +23,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from api.app import create_app
-from api.jobs import CeleryEnqueuer
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, CompactionRun, Summary, SummaryMessage
 from lcm.tenants.service import IssuedKey
@@ -31,6 +30,7 @@ from tests import servers
 from tests.conftest import auth, new_tenant
 from tests.fakes import FakeAnthropicServer
 from tests.integration.test_compaction_engine import assert_lossless
+from workers.sender import CelerySender
 
 pytestmark = pytest.mark.celery
 
@@ -136,7 +136,7 @@ def api(pg_db: Database) -> Iterator[TestClient]:
     settings = pg_db.settings.model_copy(
         update={"fresh_tail_count": 4, "leaf_min_fanout": 4, "leaf_chunk_tokens": 400}
     )
-    app = create_app(settings, database=pg_db, broker_ping=lambda: True, enqueuer=CeleryEnqueuer())
+    app = create_app(settings, database=pg_db, broker_ping=lambda: True, sender=CelerySender())
     with TestClient(app) as client:
         yield client
 

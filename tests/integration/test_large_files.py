@@ -22,7 +22,7 @@ from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
-from tests.conftest import RecordingEnqueuer, auth, new_tenant
+from tests.conftest import RecordingSender, auth, new_tenant
 from tests.fakes import FakeAnthropicServer
 from tests.fakes.anthropic_script import Behaviour
 
@@ -38,25 +38,21 @@ def files_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sent() -> list[str]:
-    return []
-
-
-@pytest.fixture
-def files_client(
-    db: Database, files_dir: Path, sent: list[str], enqueuer: RecordingEnqueuer
-) -> Iterator[TestClient]:
+def files_client(db: Database, files_dir: Path, sender: RecordingSender) -> Iterator[TestClient]:
     from api.app import create_app
 
     settings = db.settings.model_copy(update={"files_dir": files_dir})
-    app = create_app(settings, database=db, broker_ping=lambda: True, enqueuer=enqueuer)
-    app.state.file_jobs = sent.extend
+    app = create_app(settings, database=db, broker_ping=lambda: True, sender=sender)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
 
 def test_a_pasted_200kb_file(
-    db: Database, tenant: IssuedKey, files_client: TestClient, files_dir: Path, sent: list[str]
+    db: Database,
+    tenant: IssuedKey,
+    files_client: TestClient,
+    files_dir: Path,
+    sender: RecordingSender,
 ) -> None:
     body = big_json()
     assert len(body.encode()) > 200_000
@@ -82,7 +78,7 @@ def test_a_pasted_200kb_file(
     )
     assert row.sha256 == hashlib.sha256(body.encode()).hexdigest()
     assert row.exploration_summary is None
-    assert sent == [row.id]  # enqueued once, after the commit
+    assert sender.files == [row.id]  # enqueued once, after the commit
 
     storage = LocalFileStorage(files_dir)
     other = new_tenant(db, "other")
@@ -134,11 +130,11 @@ def test_a_pasted_200kb_file(
     assert again.json()["duplicates"] == 1
     with db.session() as s:
         assert len(s.scalars(select(LargeFile.id)).all()) == 1
-    assert sent == [row.id]
+    assert sender.files == [row.id]
 
 
 def test_large_tool_result_through_turns_and_bootstrap(
-    db: Database, tenant: IssuedKey, files_client: TestClient, sent: list[str]
+    db: Database, tenant: IssuedKey, files_client: TestClient, sender: RecordingSender
 ) -> None:
     output = "\n".join(f"{i:06d} INFO request served in {i % 97} ms" for i in range(4_000))
     turn = files_client.post(
@@ -179,7 +175,7 @@ def test_large_tool_result_through_turns_and_bootstrap(
     assert r.status_code == 200, r.text
     with db.session() as s:
         ids = s.scalars(select(LargeFile.id).order_by(LargeFile.created_at)).all()
-    assert len(ids) == 2 and sent == list(ids)
+    assert len(ids) == 2 and sender.files == list(ids)
     assert r.json()["file_ids"] == [ids[1]]
 
 

@@ -20,7 +20,7 @@ from tests.conftest import new_tenant
 def test_the_worker_writes_the_exploration_summary(
     celery_worker: Any, pg_db: Database, worker_env: dict[str, str]
 ) -> None:
-    from workers.file_jobs import enqueue_file_summaries
+    from workers.sender import summarize_files
 
     tenant = new_tenant(pg_db)
     csv = "sku,qty,warehouse\n" + "\n".join(
@@ -42,7 +42,7 @@ def test_the_worker_writes_the_exploration_summary(
             large_files=LargeFileExtractor(storage, 25_000),
         )
     assert len(result.file_ids) == 1
-    assert enqueue_file_summaries(result.file_ids) == 1
+    assert summarize_files(result.file_ids) == 1
 
     deadline = time.monotonic() + 30
     summary = None

@@ -26,7 +26,7 @@ from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 from lcm.tenants.service import IssuedKey, update_overrides
-from tests.conftest import RecordingEnqueuer, auth
+from tests.conftest import RecordingSender, auth
 from tests.integration.test_compaction_engine import assert_lossless
 
 BUDGET = 2_000
@@ -111,23 +111,23 @@ def debt_of(db: Database, conversation_id: int) -> CompactionDebt:
 
 
 def test_below_threshold_records_no_debt(
-    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, db: Database, sender: RecordingSender
 ) -> None:
     out = turn(client, tenant, 2)
     assert out["compaction"] == "none"
     assert out["context_tokens"] < out["threshold_tokens"] == int(0.75 * BUDGET)
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(CompactionDebt)) == 0
-    assert enqueuer.woken == []
+    assert sender.woken == []
 
 
 def test_turns_over_threshold_coalesce_into_one_debt(
-    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, db: Database, sender: RecordingSender
 ) -> None:
     first = turn(client, tenant, 40)
     second = turn(client, tenant, 10, start=40)
     assert first["compaction"] == second["compaction"] == "scheduled"
-    assert enqueuer.woken == [first["conversation_id"]]  # one wake-up, not one per turn
+    assert sender.woken == [first["conversation_id"]]  # one wake-up, not one per turn
     with db.session() as s:
         assert s.scalar(select(func.count()).select_from(CompactionDebt)) == 1
     assert debt_of(db, first["conversation_id"]).status == "pending"
@@ -148,7 +148,7 @@ def test_a_sweep_drains_the_debt_losslessly(
 
 
 def test_turns_during_a_sweep_rearm_one_follow_up(
-    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, db: Database, sender: RecordingSender
 ) -> None:
     cid = turn(client, tenant, 60)["conversation_id"]
     jobs = jobs_for(db, Clock(), "w1")
@@ -156,7 +156,7 @@ def test_turns_during_a_sweep_rearm_one_follow_up(
     assert step.action == "pass" and debt_of(db, cid).status == "running"
     for i in range(3):  # three turns while the sweep runs
         assert turn(client, tenant, 5, start=60 + 5 * i)["compaction"] == "scheduled"
-    assert enqueuer.woken == [cid]  # only the first turn's wake-up
+    assert sender.woken == [cid]  # only the first turn's wake-up
     while step.action == "pass":
         assert step.fencing_token is not None
         step = jobs.run_pass(cid, step.fencing_token)
@@ -222,7 +222,7 @@ def test_an_expired_lease_is_rejected_even_if_nobody_took_over(
 
 
 def test_failures_retry_then_fail_then_the_next_turn_rearms(
-    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, db: Database, sender: RecordingSender
 ) -> None:
     cid = turn(client, tenant, 60)["conversation_id"]
     jobs = jobs_for(
@@ -240,7 +240,7 @@ def test_failures_retry_then_fail_then_the_next_turn_rearms(
     turn(client, tenant, 1, start=60)
     debt = debt_of(db, cid)
     assert (debt.status, debt.attempts) == ("pending", 0)
-    assert enqueuer.woken == [cid, cid]
+    assert sender.woken == [cid, cid]
 
 
 def test_the_reconciler_finds_lost_wake_ups_and_expired_leases(
@@ -263,7 +263,7 @@ def test_the_reconciler_finds_lost_wake_ups_and_expired_leases(
 
 
 def test_a_turn_wakes_debt_whose_holder_died(
-    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, db: Database, sender: RecordingSender
 ) -> None:
     """A killed worker leaves the row running; once its lease expires a turn resumes it."""
     cid = turn(client, tenant, 60)["conversation_id"]
@@ -272,7 +272,7 @@ def test_a_turn_wakes_debt_whose_holder_died(
     first = jobs_for(db, dead, "killed-worker").wake(cid)
     assert first.action == "pass" and first.fencing_token is not None  # then it died
     assert turn(client, tenant, 4, start=60)["compaction"] == "scheduled"
-    assert enqueuer.woken == [cid, cid]  # the second wake-up is this turn's
+    assert sender.woken == [cid, cid]  # the second wake-up is this turn's
     survivor = jobs_for(db, Clock(), "w2")
     while (last := drain(survivor, cid)[-1]).follow_up:
         pass
@@ -283,12 +283,12 @@ def test_a_turn_wakes_debt_whose_holder_died(
 
 
 def test_a_turn_during_a_live_lease_only_rearms(
-    client: TestClient, tenant: IssuedKey, db: Database, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, db: Database, sender: RecordingSender
 ) -> None:
     cid = turn(client, tenant, 60)["conversation_id"]
     assert jobs_for(db, Clock(), "w1").wake(cid).action == "pass"
     turn(client, tenant, 4, start=60)
-    assert enqueuer.woken == [cid]  # the holder is alive: its release sends the follow-up
+    assert sender.woken == [cid]  # the holder is alive: its release sends the follow-up
     assert debt_of(db, cid).rearmed
 
 
@@ -366,12 +366,12 @@ def test_assemble_and_manual_compact_endpoints(
 
 
 def test_manual_compact_without_a_worker_reports_pending(
-    client: TestClient, tenant: IssuedKey, enqueuer: RecordingEnqueuer
+    client: TestClient, tenant: IssuedKey, sender: RecordingSender
 ) -> None:
     cid = turn(client, tenant, 10, budget=1_000_000)["conversation_id"]
     r = client.post("/v1/conversations/k/compact", headers=auth(tenant), json={"wait": 0.3})
     assert r.json()["status"] == "pending"
-    assert enqueuer.woken == [cid]
+    assert sender.woken == [cid]
 
 
 def test_tenant_settings_endpoint(client: TestClient, tenant: IssuedKey) -> None:

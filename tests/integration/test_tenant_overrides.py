@@ -23,7 +23,7 @@ from lcm.retrieval.expansion import execute_expand_query, start_expand_query
 from lcm.retrieval.scope import ScopeSelector
 from lcm.tenants.service import IssuedKey, update_overrides
 from lcm.tokens import estimate_tokens
-from tests.conftest import RecordingEnqueuer
+from tests.conftest import RecordingSender
 from tests.fakes import FakeAnthropicServer
 from tests.integration.test_compaction_engine import assert_lossless
 from tests.integration.test_service_loop import SMALL, turn
@@ -49,7 +49,7 @@ def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
             "summary_model": PROCESS_MODEL,
         }
     )
-    app = create_app(settings, database=db, broker_ping=lambda: True, enqueuer=RecordingEnqueuer())
+    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

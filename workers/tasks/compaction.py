@@ -14,7 +14,7 @@ from celery.signals import worker_ready
 from lcm.compaction.jobs import Step
 from lcm.compaction.reconcile import overdue_debts
 from lcm.completions import debt_key
-from workers import completions, enqueue, metrics, runtime
+from workers import completions, metrics, runtime, sender
 from workers.celery_app import app
 
 
@@ -32,14 +32,14 @@ def _follow(step: Step) -> str:
     if step.queue_lag_seconds is not None:
         metrics.QUEUE_LAG.observe(step.queue_lag_seconds)
     if step.action == "pass" and step.kind and step.fencing_token is not None:
-        enqueue.next_pass(step.conversation_id, step.kind, step.fencing_token)
+        sender.next_pass(step.conversation_id, step.kind, step.fencing_token)
     elif step.action == "retry":
         metrics.FAILURES.labels("false").inc()
-        enqueue.wake(step.conversation_id, countdown=step.countdown)
+        sender.wake(step.conversation_id, countdown=step.countdown)
     elif step.action == "failed":
         metrics.FAILURES.labels("true").inc()
     if step.follow_up:
-        enqueue.wake(step.conversation_id)
+        sender.wake(step.conversation_id)
     if step.action in ("done", "failed"):
         completions.announce(debt_key(step.conversation_id))  # a compact request may wait
     return step.action
@@ -75,7 +75,7 @@ def reconcile(grace_seconds: float | None = None) -> int:
     """
     woken = overdue_debts(runtime.database().transaction, runtime.settings(), grace_seconds)
     for conversation_id in woken:
-        enqueue.wake(conversation_id)
+        sender.wake(conversation_id)
     metrics.RECONCILED.inc(len(woken))
     return len(woken)
 

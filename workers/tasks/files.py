@@ -17,7 +17,7 @@ from lcm.settings import Settings
 from lcm.summarize.summarizer import Summarizer
 from workers import runtime
 from workers.celery_app import app
-from workers.file_jobs import enqueue_file_summaries
+from workers.sender import summarize_files
 
 _lock = threading.Lock()
 _summarizer: tuple[Settings, Summarizer] | None = None
@@ -48,4 +48,4 @@ def reconcile(grace_seconds: float = 300.0, limit: int = 500) -> int:
     cutoff = utcnow() - timedelta(seconds=grace_seconds)
     with runtime.database().read_session() as session:
         missing = LargeFileRepository(session).missing_summaries(cutoff, limit)
-    return enqueue_file_summaries(missing)
+    return summarize_files(missing)

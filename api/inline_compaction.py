@@ -1,32 +1,23 @@
-"""How the API hands work to the workers (and, in inline mode, does it itself)."""
+"""Inline compaction (``compaction_mode: inline``): the request runs the sweep itself.
+
+The runner is built on first use (most deployments never need it) and holds
+the same lease as a worker would, so it never overlaps one.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
 from collections.abc import Callable
-from typing import Protocol
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
 from lcm.settings import Settings
 from lcm.summarize.summarizer import Summarizer
-
-
-class Enqueuer(Protocol):
-    def wake(self, conversation_id: int, countdown: float = 0.0) -> bool: ...
-
-
-class CeleryEnqueuer:
-    """Sends wake-ups through the Celery app (Redis, or in-process when embedded)."""
-
-    def wake(self, conversation_id: int, countdown: float = 0.0) -> bool:
-        from workers import enqueue
-
-        return enqueue.wake(conversation_id, countdown)
 
 
 def build_inline_jobs(database: Database, settings: Settings) -> CompactionJobs:
@@ -39,13 +30,7 @@ def build_inline_jobs(database: Database, settings: Settings) -> CompactionJobs:
     )
 
 
-def get_enqueuer(request: Request) -> Enqueuer:
-    enqueuer: Enqueuer = request.app.state.enqueuer
-    return enqueuer
-
-
 def get_inline_jobs(request: Request) -> Callable[[], CompactionJobs]:
-    """The app's inline job runner, built on first use (most deployments never need it)."""
     state = request.app.state
 
     def jobs() -> CompactionJobs:
@@ -55,3 +40,21 @@ def get_inline_jobs(request: Request) -> Callable[[], CompactionJobs]:
         return built
 
     return jobs
+
+
+InlineJobsDep = Annotated[Callable[[], CompactionJobs], Depends(get_inline_jobs)]
+
+
+def compaction_outcome(
+    over_threshold: bool, mode: str, conversation_id: int, inline_jobs: Callable[[], CompactionJobs]
+) -> str:
+    """``none`` / ``scheduled`` / ``ran`` for a committed turn; inline mode runs the sweep here.
+
+    Call it only after the turn's unit of work committed: the sweep reads
+    the turn's messages and debt from the database.
+    """
+    if not over_threshold:
+        return "none"
+    if mode == "inline" and inline_jobs().run_inline(conversation_id):
+        return "ran"
+    return "scheduled"  # deferred: the wake-up left with the commit; or a worker holds the lease

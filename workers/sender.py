@@ -1,0 +1,78 @@
+"""The one place that sends work to the queues.
+
+Every send happens after the transaction that made the work committed: the
+outbox jobs of a unit of work (``lcm/outbox.py``) through :class:`CelerySender`,
+and the chained passes and retries a compaction job hands on (``next_pass``,
+``wake`` with a countdown) after its own pass committed. A failed send is
+logged, never raised: the database row is the truth, and beat's reconcilers
+(in-process in embedded mode) resend a wake-up for pending debt and a summary
+job for a large file that still has none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from lcm.outbox import Job, WakeCompaction
+from workers.celery_app import app
+
+log = logging.getLogger(__name__)
+
+PASS_TASKS = {"leaf": "compaction.leaf", "condensed": "compaction.condense"}
+
+
+class CelerySender:
+    """Sends outbox jobs through the Celery app (Redis, or in-process when embedded)."""
+
+    def send(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            if isinstance(job, WakeCompaction):
+                wake(job.conversation_id)
+            else:
+                summarize_files([job.file_id])
+
+
+def wake(conversation_id: int, countdown: float = 0.0) -> bool:
+    """Ask a worker to claim the conversation's debt; False if the broker refused.
+
+    A sweep usually starts with a leaf pass, so the first job is a leaf job
+    without a token; one that finds a condense pass first hands over to a
+    condense job.
+    """
+    return _send(
+        "compaction.leaf",
+        [conversation_id],
+        "compaction",
+        f"wake-up for conversation {conversation_id}",
+        countdown=countdown or None,
+    )
+
+
+def next_pass(conversation_id: int, kind: str, fencing_token: int) -> bool:
+    """Hand the lease to the next pass job (token compare-and-swap on claim)."""
+    return _send(
+        PASS_TASKS[kind],
+        [conversation_id, fencing_token],
+        "compaction",
+        f"pass for conversation {conversation_id} (the lease will expire and be resumed)",
+    )
+
+
+def summarize_files(file_ids: Iterable[str]) -> int:
+    """Send one ``files.summarize`` job per file id; return how many were sent."""
+    return sum(
+        _send("files.summarize", [file_id], "files", f"files.summarize for {file_id}")
+        for file_id in file_ids
+    )
+
+
+def _send(
+    task: str, args: list[object], queue: str, what: str, countdown: float | None = None
+) -> bool:
+    try:
+        app.send_task(task, args=args, queue=queue, countdown=countdown)
+        return True
+    except Exception:
+        log.warning("%s not sent; a reconciler will resend it", what, exc_info=True)
+        return False
