@@ -203,12 +203,33 @@ class ServeHandle:
         self.process.kill()
         self.process.wait(10)
 
+    def printed_key(self) -> str:
+        """The API key a first start printed (alone on its stdout line)."""
+        for line in self.log.read_text().splitlines():
+            if line.startswith("lcm_"):
+                return line.strip()
+        raise AssertionError(f"lcm serve printed no key: {self.log.read_text()[-2000:]}")
+
     def stop(self) -> None:
         self.process.terminate()
         try:
             self.process.wait(20)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+def run_lcm(
+    *args: str, env: dict[str, str], check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run an ``lcm`` command with ``env`` over this environment; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
 
 
 def start_serve(
@@ -224,7 +245,14 @@ def start_serve(
 
     port = port or free_port()
     full_env = {**os.environ, **env}
-    for name in ("LCM_DATABASE_URL", "LCM_BROKER_URL", "LCM_RESULT_BACKEND_URL"):
+    # Embedded defaults unless the test says otherwise: its own SQLite, the
+    # in-process broker, the offline summarizer.
+    for name in (
+        "LCM_DATABASE_URL",
+        "LCM_BROKER_URL",
+        "LCM_RESULT_BACKEND_URL",
+        "ANTHROPIC_API_KEY",
+    ):
         if name not in env:
             full_env.pop(name, None)
     if cwd is not None:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,16 +14,7 @@ from lcm.db.models import ApiKey
 from lcm.tenants.service import hash_key
 from tests import servers
 from tests.conftest import settings_for
-
-
-def lcm(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.servers import run_lcm as lcm
 
 
 def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
@@ -47,38 +35,16 @@ def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
 
 
 def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) -> None:
-    port = servers.free_port()
     env = {
-        **os.environ,
         "LCM_HOME": str(tmp_path / "home"),
         "LCM_FRESH_TAIL_COUNT": "4",
         "LCM_LEAF_MIN_FANOUT": "4",
         "LCM_LEAF_CHUNK_TOKENS": "300",
     }
-    env.pop("LCM_DATABASE_URL", None)
-    env.pop("ANTHROPIC_API_KEY", None)
-    env.pop("LCM_BROKER_URL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    handle = servers.start_serve(env, log=tmp_path / "serve.log")
     try:
-        assert proc.stdout is not None
-        key = proc.stdout.readline().strip()
-        assert key.startswith("lcm_"), proc.stderr.read() if proc.stderr else ""
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "embedded server did not become ready"
-            time.sleep(0.1)
+        key = handle.printed_key()  # the first start prints the local tenant's key
+        base = handle.base_url
         headers = {"Authorization": f"Bearer {key}"}
         r = httpx.post(
             f"{base}/v1/conversations/demo/messages",
@@ -114,5 +80,4 @@ def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) ->
         assert 'lcm_compaction_debt{status="done"} 1.0' in metrics
         assert "lcm_compaction_queue_lag_seconds_count" in metrics
     finally:
-        proc.terminate()
-        proc.wait(20)
+        handle.stop()

@@ -9,10 +9,7 @@ once. The latency figures are printed (``pytest -s``).
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,17 +26,6 @@ TRANSCRIPT_BYTES = 10 * 1024 * 1024
 B_P99_BOUND_SECONDS = 1.0
 
 
-def lcm(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-
-
 @dataclass
 class Served:
     base: str
@@ -52,38 +38,23 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     """``lcm serve`` on a fresh SQLite file with tenants ``a`` and ``b``."""
-    env = {**os.environ, "LCM_HOME": str(tmp_path), "LCM_LOG_LEVEL": "WARNING"}
-    env["LCM_DATABASE_URL"] = f"sqlite:///{tmp_path / 'lcm.db'}"
-    for name in ("ANTHROPIC_API_KEY", "LCM_BROKER_URL", "LCM_RESULT_BACKEND_URL"):
-        env.pop(name, None)
-    lcm("db", "upgrade", env=env)
+    env = {
+        "LCM_HOME": str(tmp_path),
+        "LCM_LOG_LEVEL": "WARNING",
+        "LCM_DATABASE_URL": f"sqlite:///{tmp_path / 'lcm.db'}",
+    }
+    servers.run_lcm("db", "upgrade", env=env, check=True)
     keys = {
-        name: json.loads(lcm("tenant", "create", name, "--json", env=env).stdout)["api_key"]
+        name: json.loads(servers.run_lcm("tenant", "create", name, "--json", env=env).stdout)[
+            "api_key"
+        ]
         for name in ("a", "b")
     }
-    port = servers.free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
+    handle = servers.start_serve(env, log=tmp_path / "serve.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, "lcm serve exited"
-            assert time.monotonic() < deadline, "lcm serve did not become ready"
-            time.sleep(0.2)
-        yield Served(base, keys)
+        yield Served(handle.base_url, keys)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        handle.stop()
 
 
 def synthetic_transcript(target_bytes: int) -> tuple[str, int]:

@@ -10,10 +10,6 @@ both the happy paths and the 4xx paths are hit.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,9 +52,7 @@ def contract_app(db: Database) -> FastAPI:
 @pytest.fixture
 def served(db: Database, tenant: IssuedKey, tmp_path: Path) -> Iterator[str]:
     """``lcm serve`` (API + in-process worker) on the test database; its base URL."""
-    port = servers.free_port()
     env = {
-        **os.environ,
         "LCM_DATABASE_URL": db.settings.database_url,
         "LCM_HOME": str(tmp_path / "home"),
         # Waiting endpoints answer quickly; the fuzzer asks for long waits.
@@ -66,41 +60,18 @@ def served(db: Database, tenant: IssuedKey, tmp_path: Path) -> Iterator[str]:
         "LCM_EXPAND_QUERY_TIMEOUT_SECONDS": "10",
         "LCM_LOG_LEVEL": "WARNING",
     }
-    for name in ("ANTHROPIC_API_KEY", "LCM_BROKER_URL", "LCM_RESULT_BACKEND_URL"):
-        env.pop(name, None)
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    handle = servers.start_serve(env, log=tmp_path / "serve.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "lcm serve did not become ready"
-            time.sleep(0.2)
         turn = {
             "messages": [{"role": "user", "content": f"marker {i}"} for i in range(12)],
             "token_budget": 1000,
         }
+        base = handle.base_url
         answer = httpx.post(f"{base}/v1/conversations/k/turns", headers=auth(tenant), json=turn)
         assert answer.status_code == 200, answer.text
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        handle.stop()
 
 
 def run_operation(

@@ -15,14 +15,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests import servers
@@ -44,35 +42,12 @@ def openclaw_env() -> OpenClawEnv:
 @contextmanager
 def _lcm_serve(home: Path, settings: dict[str, str]) -> Iterator[tuple[str, str]]:
     """``lcm serve`` (embedded) on a free loopback port: yields its URL and tenant key."""
-    port = servers.free_port()
-    env = {**os.environ, "LCM_HOME": str(home), **settings}
-    for name in ("LCM_DATABASE_URL", "ANTHROPIC_API_KEY", "LCM_BROKER_URL"):
-        env.pop(name, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    home.mkdir(parents=True, exist_ok=True)
+    handle = servers.start_serve({"LCM_HOME": str(home), **settings}, log=home / "serve.log")
     try:
-        assert proc.stdout is not None
-        key = proc.stdout.readline().strip()
-        assert key.startswith("lcm_"), "lcm serve printed no key"
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "lcm serve did not become ready"
-            time.sleep(0.2)
-        yield base, key
+        yield handle.base_url, handle.printed_key()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        handle.stop()
 
 
 @pytest.fixture(scope="module")
