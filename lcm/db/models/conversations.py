@@ -1,0 +1,73 @@
+"""Tenants, their API keys, and conversations (a session family shares a ``session_key``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Index,
+    String,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lcm.db.models.base import Base, BigId, Json, UtcDateTime, tenant_fk, utcnow
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    # Per-tenant compaction overrides (a subset of CompactionSettings fields).
+    settings_overrides: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """A tenant's API key. Only the SHA-256 of the key is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = tenant_fk()
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200), default="default")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Conversation(Base):
+    """One runtime session of a session family (same ``session_key``)."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "session_key", "session_id"),
+        # At most one live (unarchived) conversation per session family.
+        Index(
+            "uq_conversations_active_family",
+            "tenant_id",
+            "session_key",
+            unique=True,
+            postgresql_where=text("archived_at IS NULL"),
+            sqlite_where=text("archived_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = tenant_fk()
+    session_key: Mapped[str] = mapped_column(String(512))
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    archived_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Bumped by every change of context_items: passes commit only if unchanged.
+    context_version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Highest seq handed out; the row lock on it serializes concurrent ingest.
+    last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Highest context_items ordinal handed out (ordinals only ever grow).
+    last_ordinal: Mapped[int] = mapped_column(BigInteger, default=0)
+    bootstrap_checkpoint: Mapped[dict[str, Any] | None] = mapped_column(Json)

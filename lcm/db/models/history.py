@@ -1,0 +1,152 @@
+"""What a conversation holds: messages and parts, summaries and links, context, large files."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lcm.db.models.base import Base, BigId, Json, UtcDateTime, conversation_fk, tenant_fk, utcnow
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq"),
+        UniqueConstraint("conversation_id", "client_id"),
+        Index("ix_messages_tenant_created", "tenant_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int] = conversation_fk()
+    seq: Mapped[int] = mapped_column(BigInteger)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    # "text" when the gateway sent a plain string, "blocks" for a list of blocks.
+    content_shape: Mapped[str] = mapped_column(String(8), default="text")
+    token_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    client_id: Mapped[str | None] = mapped_column(String(200))
+
+
+class MessagePart(Base):
+    """One structured block of a message, in order, stored as sent."""
+
+    __tablename__ = "message_parts"
+    __table_args__ = (UniqueConstraint("message_id", "ordinal"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    message_id: Mapped[int] = mapped_column(BigId, ForeignKey("messages.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    part_type: Mapped[str] = mapped_column(String(32))
+    text: Mapped[str] = mapped_column(Text, default="")
+    # tool_use id, or the tool_use_id a tool_result answers: pairs tool calls.
+    tool_call_id: Mapped[str | None] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]] = mapped_column(Json)
+
+
+class Summary(Base):
+    __tablename__ = "summaries"
+    __table_args__ = (Index("ix_summaries_conversation_depth", "conversation_id", "depth"),)
+
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)  # sum_ + 16 hex
+    tenant_id: Mapped[str] = tenant_fk()
+    conversation_id: Mapped[int] = conversation_fk()
+    kind: Mapped[str] = mapped_column(String(16))  # leaf | condensed
+    depth: Mapped[int] = mapped_column(Integer)
+    content: Mapped[str] = mapped_column(Text)
+    token_count: Mapped[int] = mapped_column(Integer)
+    source_token_count: Mapped[int] = mapped_column(Integer, default=0)
+    earliest_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    latest_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    descendant_count: Mapped[int] = mapped_column(Integer)
+    file_ids: Mapped[list[str]] = mapped_column(Json, default=list)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    escalation: Mapped[str] = mapped_column(String(16))  # normal | aggressive | fallback
+    model: Mapped[str] = mapped_column(String(100))
+
+
+class SummaryMessage(Base):
+    """Leaf summary → the raw messages it was made from, in order."""
+
+    __tablename__ = "summary_messages"
+
+    summary_id: Mapped[str] = mapped_column(
+        String(24), ForeignKey("summaries.id", ondelete="CASCADE"), primary_key=True
+    )
+    message_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+
+
+class SummaryParent(Base):
+    """Condensed summary → the source summaries it was made from, in order."""
+
+    __tablename__ = "summary_parents"
+
+    summary_id: Mapped[str] = mapped_column(
+        String(24), ForeignKey("summaries.id", ondelete="CASCADE"), primary_key=True
+    )
+    parent_id: Mapped[str] = mapped_column(
+        String(24), ForeignKey("summaries.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+
+
+class ContextItem(Base):
+    """What the model sees, in ``ordinal`` order: a message ref or a summary ref.
+
+    Ordinals only grow and may have gaps: a compaction deletes a range and puts
+    one summary item at the range's first ordinal, so no other row moves.
+    """
+
+    __tablename__ = "context_items"
+    __table_args__ = (UniqueConstraint("conversation_id", "ordinal"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int] = conversation_fk()
+    ordinal: Mapped[int] = mapped_column(BigInteger)
+    item_type: Mapped[str] = mapped_column(String(8))  # message | summary
+    message_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("messages.id", ondelete="CASCADE")
+    )
+    summary_id: Mapped[str | None] = mapped_column(
+        String(24), ForeignKey("summaries.id", ondelete="CASCADE")
+    )
+    token_count: Mapped[int] = mapped_column(Integer)
+
+
+class LargeFile(Base):
+    __tablename__ = "large_files"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # file_ + hex
+    tenant_id: Mapped[str] = tenant_fk()
+    conversation_id: Mapped[int] = conversation_fk()
+    message_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("messages.id", ondelete="SET NULL")
+    )
+    name: Mapped[str | None] = mapped_column(String(500))
+    mime: Mapped[str | None] = mapped_column(String(200))
+    ext: Mapped[str | None] = mapped_column(String(32))
+    byte_size: Mapped[int] = mapped_column(BigInteger)
+    token_count: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    storage_uri: Mapped[str] = mapped_column(Text)
+    exploration_summary: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -1,0 +1,129 @@
+"""Work about a conversation: compaction debt and runs, LLM usage, expansion grants."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from lcm.db.models.base import Base, BigId, Json, UtcDateTime, conversation_fk, tenant_fk, utcnow
+
+
+class CompactionDebt(Base):
+    """At most one row per conversation: the durable truth that work is owed.
+
+    The Redis message is only a wake-up; this row is the lock (lease owner and
+    expiry) and the fence (``fencing_token`` bumps on every claim).
+    """
+
+    __tablename__ = "compaction_debt"
+
+    conversation_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    tenant_id: Mapped[str] = tenant_fk()
+    reason: Mapped[str] = mapped_column(String(16))  # threshold | manual | overflow | large_file
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending|running|done|failed
+    token_budget: Mapped[int | None] = mapped_column(Integer)
+    target_tokens: Mapped[int | None] = mapped_column(Integer)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    fencing_token: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Set when new debt arrives while a sweep runs: one follow-up, coalesced.
+    rearmed: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class CompactionRun(Base):
+    """One compaction pass, successful or not: the history behind status and metrics."""
+
+    __tablename__ = "compaction_runs"
+    __table_args__ = (Index("ix_compaction_runs_conversation", "conversation_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = tenant_fk()
+    conversation_id: Mapped[int] = conversation_fk()
+    summary_id: Mapped[str | None] = mapped_column(String(24))
+    kind: Mapped[str] = mapped_column(String(16))  # leaf | condensed
+    depth: Mapped[int] = mapped_column(Integer)
+    tokens_in: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_out: Mapped[int] = mapped_column(Integer, default=0)
+    duration_ms: Mapped[int] = mapped_column(Integer, default=0)
+    escalation: Mapped[str | None] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class UsageCall(Protocol):
+    """One LLM call's cost, as the summarizer and the expansion loop report it."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+
+class LlmUsage(Base):
+    __tablename__ = "llm_usage"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = tenant_fk()
+    conversation_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("conversations.id", ondelete="SET NULL")
+    )
+    model: Mapped[str] = mapped_column(String(100))
+    purpose: Mapped[str] = mapped_column(String(32))  # summary | expansion | file
+    input_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+    @classmethod
+    def from_calls(
+        cls, tenant_id: str, conversation_id: int | None, purpose: str, calls: Iterable[UsageCall]
+    ) -> list[LlmUsage]:
+        """One row per call: what cost reporting sums by tenant and model."""
+        return [
+            cls(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                model=c.model,
+                purpose=purpose,
+                input_tokens=c.input_tokens,
+                output_tokens=c.output_tokens,
+            )
+            for c in calls
+        ]
+
+
+class ExpansionGrant(Base):
+    """A scoped, expiring, revocable licence for an expand-query loop to read."""
+
+    __tablename__ = "expansion_grants"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[str] = tenant_fk()
+    conversation_ids: Mapped[list[int]] = mapped_column(Json)
+    token_cap: Mapped[int] = mapped_column(Integer)
+    tokens_used: Mapped[int] = mapped_column(Integer, default=0)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
