@@ -3,8 +3,9 @@
 Every row carries ``tenant_id``. There are no ORM relationships: every load
 is an explicit query in a repository, so no lazy N+1 query hides on the hot
 path. Schema changes go through Alembic (``lcm/db/migrations``); these
-classes are the source the migrations are written against. One module per concept; everything is
-imported here, so ``Base.metadata`` always holds the whole schema.
+classes are the source the migrations are written against. One module per
+concept; everything is imported here, so ``Base.metadata`` always holds the
+whole schema.
 """
 
 from lcm.db.models.base import (
