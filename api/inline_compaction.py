@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Request
 
@@ -47,7 +47,7 @@ InlineJobsDep = Annotated[Callable[[], CompactionJobs], Depends(get_inline_jobs)
 
 def compaction_outcome(
     over_threshold: bool, mode: str, conversation_id: int, inline_jobs: Callable[[], CompactionJobs]
-) -> str:
+) -> Literal["none", "scheduled", "ran"]:
     """``none`` / ``scheduled`` / ``ran`` for a committed turn; inline mode runs the sweep here.
 
     Call it only after the turn's unit of work committed: the sweep reads

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from api.validation import RequestBody, SessionIdText, Strict, Text, Tokens
-from lcm.ingest.content import IncomingMessage
-from lcm.settings import CompactionSettings
+from lcm.ingest.content import IncomingMessage, PreparedMessage
+from lcm.ingest.service import prepare_batch
+from lcm.ingest.turns import TurnResult
+from lcm.settings import CompactionSettings, Settings
 
 
 class MessageIn(Strict):
@@ -28,6 +30,14 @@ class MessagesIn(RequestBody):
     session_id: SessionIdText | None = None
     messages: list[MessageIn]
 
+    def prepared(self, settings: Settings) -> list[PreparedMessage]:
+        """The validated batch (before any query: on SQLite a write query takes the lock)."""
+        return prepare_batch(
+            [m.to_domain() for m in self.messages],
+            max_batch=settings.max_batch_messages,
+            max_chars=settings.max_message_chars,
+        )
+
 
 class MessagesOut(BaseModel):
     conversation_id: int
@@ -39,13 +49,27 @@ class TurnIn(MessagesIn):
     token_budget: int = Field(gt=0, le=10_000_000)
 
 
+Compaction = Literal["none", "scheduled", "ran"]
+
+
 class TurnOut(BaseModel):
     conversation_id: int
     ingested: int
     duplicates: int
     context_tokens: int
     threshold_tokens: int
-    compaction: Literal["none", "scheduled", "ran"]
+    compaction: Compaction
+
+    @classmethod
+    def of(cls, turn: TurnResult, compaction: Compaction) -> TurnOut:
+        return cls(
+            conversation_id=turn.ingest.conversation_id,
+            ingested=turn.ingest.ingested,
+            duplicates=turn.ingest.duplicates,
+            context_tokens=turn.context_tokens,
+            threshold_tokens=turn.threshold_tokens,
+            compaction=compaction,
+        )
 
 
 class AssembleIn(RequestBody):

@@ -218,6 +218,23 @@ class ServeHandle:
             self.kill()
 
 
+def embedded_home(home: Path, tenant: str) -> tuple[str, str]:
+    """A migrated embedded SQLite file under ``home`` holding ``tenant``: its URL and key."""
+    from lcm.db.engine import Database
+    from lcm.db.migrate import upgrade
+    from lcm.settings import Settings
+    from lcm.tenants.service import create_tenant
+
+    home.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{home / 'lcm.db'}"
+    upgrade(url)
+    database = Database(Settings(database_url=url, broker_url="memory://"))
+    with database.transaction() as session:
+        key = create_tenant(session, tenant).api_key
+    database.dispose()
+    return url, key
+
+
 def run_lcm(
     *args: str, env: dict[str, str], check: bool = False
 ) -> subprocess.CompletedProcess[str]:

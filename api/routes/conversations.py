@@ -26,22 +26,13 @@ from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import ConversationStatus, conversation_status
 from lcm.db.models import utcnow
 from lcm.files.extraction import LargeFileExtractor
-from lcm.ingest.content import PreparedMessage
-from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.ingest.service import ingest_messages
 from lcm.ingest.turns import after_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.tenants.service import effective_settings
 from workers import completions
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
-
-
-def _batch(body: MessagesIn, settings: SettingsDep) -> list[PreparedMessage]:
-    return prepare_batch(
-        [m.to_domain() for m in body.messages],
-        max_batch=settings.max_batch_messages,
-        max_chars=settings.max_message_chars,
-    )
 
 
 @router.post("/{key:path}/messages", response_model=MessagesOut, responses=error_responses(409))
@@ -52,8 +43,7 @@ def post_messages(
     session: SessionDep,
     settings: SettingsDep,
 ) -> MessagesOut:
-    # Validate before the first query: on SQLite that query takes the write lock.
-    batch = _batch(body, settings)
+    batch = body.prepared(settings)
     effective = effective_settings(session, tenant_id, settings)
     result = ingest_messages(
         session,
@@ -80,7 +70,7 @@ def post_turn(
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
 ) -> TurnOut:
-    batch = _batch(body, settings)
+    batch = body.prepared(settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
     with database.transaction() as session:
@@ -90,14 +80,7 @@ def post_turn(
     compaction = compaction_outcome(
         turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
     )
-    return TurnOut(
-        conversation_id=turn.ingest.conversation_id,
-        ingested=turn.ingest.ingested,
-        duplicates=turn.ingest.duplicates,
-        context_tokens=turn.context_tokens,
-        threshold_tokens=turn.threshold_tokens,
-        compaction=compaction,
-    )
+    return TurnOut.of(turn, compaction)
 
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))

@@ -14,7 +14,7 @@ from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.lifecycle_schemas import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut
 from api.openapi import error_responses
-from api.routes.conversations import _batch
+from api.schemas import TurnOut
 from api.validation import SessionKey
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
@@ -31,7 +31,7 @@ def post_commit(
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
 ) -> CommitOut:
-    batch = _batch(body, settings)
+    batch = body.prepared(settings)
     # Turn, key and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
     with database.transaction() as session:
@@ -59,15 +59,7 @@ def post_commit(
     compaction = compaction_outcome(
         turn.over_threshold, turn.mode, result.conversation_id, inline_jobs
     )
-    return CommitOut(
-        conversation_id=result.conversation_id,
-        status="committed",
-        ingested=turn.ingest.ingested,
-        duplicates=turn.ingest.duplicates,
-        context_tokens=turn.context_tokens,
-        threshold_tokens=turn.threshold_tokens,
-        compaction=compaction,
-    )
+    return CommitOut(status="committed", **TurnOut.of(turn, compaction).model_dump())
 
 
 @router.post("/{key:path}/fork", response_model=ForkOut, responses=error_responses(409))

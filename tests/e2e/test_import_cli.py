@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.servers import run_lcm as lcm
+
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
-
-
-def lcm(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

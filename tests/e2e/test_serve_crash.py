@@ -22,9 +22,7 @@ import pytest
 from sqlalchemy import func, select
 
 from lcm.db.engine import Database
-from lcm.db.migrate import upgrade
 from lcm.db.models import CompactionDebt, CompactionRun, Message, Summary, SummaryMessage
-from lcm.tenants.service import create_tenant
 from tests import servers
 from tests.conftest import settings_for
 from tests.fakes import FakeAnthropicServer
@@ -67,12 +65,8 @@ class Embedded:
 @pytest.fixture
 def embedded(tmp_path: Path) -> Iterator[tuple[Embedded, FakeAnthropicServer]]:
     home = tmp_path / "home"
-    home.mkdir()
-    url = f"sqlite:///{home / 'lcm.db'}"
-    upgrade(url)
+    url, key = servers.embedded_home(home, "crash")
     database = Database(settings_for(url))
-    with database.transaction() as s:
-        key = create_tenant(s, "crash").api_key
     with FakeAnthropicServer(default="latency:0.5") as fake:
         env = {
             "LCM_HOME": str(home),

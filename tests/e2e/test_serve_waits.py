@@ -9,22 +9,12 @@ from pathlib import Path
 
 import httpx
 
-from lcm.db.engine import Database
-from lcm.db.migrate import upgrade
-from lcm.tenants.service import create_tenant
 from tests import servers
-from tests.conftest import settings_for
 
 
 def test_compact_wait_and_expand_query_answer_with_the_work_committed(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    home.mkdir()
-    url = f"sqlite:///{home / 'lcm.db'}"
-    upgrade(url)
-    database = Database(settings_for(url))
-    with database.transaction() as s:
-        key = create_tenant(s, "waits").api_key
-    database.dispose()
+    _url, key = servers.embedded_home(home, "waits")
     env = {
         "LCM_HOME": str(home),
         "ANTHROPIC_API_KEY": "",

@@ -17,10 +17,13 @@ from sqlalchemy import select
 
 from lcm.db.engine import Database
 from lcm.db.models import Summary
+from lcm.ingest.content import IncomingMessage
+from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
 from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion import execute_expand_query, start_expand_query
 from lcm.retrieval.scope import ScopeSelector
+from lcm.settings import Settings
 from lcm.tenants.service import IssuedKey, update_overrides
 from lcm.tokens import estimate_tokens
 from tests.conftest import RecordingSender
@@ -37,11 +40,9 @@ def llm() -> Iterator[FakeAnthropicServer]:
         yield server
 
 
-@pytest.fixture
-def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
-    from api.app import create_app
-
-    settings = db.settings.model_copy(
+def with_llm(db: Database, llm: FakeAnthropicServer) -> Settings:
+    """The deployment's settings: an API key, the fake server, the process model."""
+    return db.settings.model_copy(
         update={
             "anthropic_api_key": SecretStr("sk-test"),
             "anthropic_base_url": llm.base_url,
@@ -49,6 +50,13 @@ def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
             "summary_model": PROCESS_MODEL,
         }
     )
+
+
+@pytest.fixture
+def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    settings = with_llm(db, llm)
     app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
@@ -103,21 +111,11 @@ def test_truncation_tokens_is_the_tenants(
 def test_expand_query_uses_the_tenants_model(
     db: Database, tenant: IssuedKey, llm: FakeAnthropicServer
 ) -> None:
-    settings = db.settings.model_copy(
-        update={
-            "anthropic_api_key": SecretStr("sk-test"),
-            "anthropic_base_url": llm.base_url,
-            "llm_max_retries": 0,
-            "summary_model": PROCESS_MODEL,
-        }
-    )
+    settings = with_llm(db, llm)
     with db.transaction() as s:
         update_overrides(s, tenant.tenant_id, {"summary_model": "tenant-model"})
     client_llm = ExpansionLlm.from_settings(settings)
     assert client_llm is not None and client_llm.model == PROCESS_MODEL
-    from lcm.ingest.content import IncomingMessage
-    from lcm.ingest.service import ingest_messages, prepare_batch
-
     with db.transaction() as s:
         incoming = [IncomingMessage("user", "the ops-7 backup went to cold storage")]
         batch = prepare_batch(incoming, max_batch=10, max_chars=1_000)
