@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
-from api.validation import CODED_ERRORS
+from api.validation import ERROR_CODES
 from lcm import errors
 from lcm.db.busy import is_busy
 
@@ -84,8 +84,9 @@ def _describe_validation(exc: RequestValidationError) -> str:
 def _validation_code(exc: RequestValidationError) -> str:
     """``invalid_text`` / ``too_deep`` when that is what failed, else ``invalid_input``."""
     for err in exc.errors():
-        if err.get("type") in CODED_ERRORS:
-            return str(err["type"])
+        code = ERROR_CODES.get(str(err.get("type")))
+        if code:
+            return code
     return "invalid_input"
 
 

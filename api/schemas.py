@@ -6,19 +6,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from api.validation import RequestBody, SessionIdText, Strict, Text, Tokens
+from api.validation import RequestBody, SessionIdText, Text, Tokens
 from lcm.ingest.content import IncomingMessage, PreparedMessage
 from lcm.ingest.service import prepare_batch
 from lcm.ingest.turns import TurnResult
 from lcm.settings import CompactionSettings, Settings
 
 
-class MessageIn(Strict):
+class MessageIn(RequestBody):
     """One message; fields other than these four are refused (400), never dropped."""
 
     role: Literal["user", "assistant", "system", "tool"]
     content: str | list[Any]
-    id: str | None = Field(None, min_length=1, max_length=200)
+    id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
     # ISO-8601 (naive means UTC) or Unix seconds / milliseconds.
     created_at: str | int | float | None = None
 

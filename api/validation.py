@@ -4,9 +4,10 @@ Pydantic does the checking; this module gives it the project's rules once:
 
 - every body model refuses unknown fields (a typo such as ``tokenBudget`` is a
   400 naming the field, not a silently ignored value);
-- every string anywhere in a body, path or query must be storable
-  (``lcm/storable.py``: no NUL, no lone surrogate) and a body nests at most
-  ``MAX_JSON_DEPTH`` levels;
+- every string field of a body, path or query must be storable
+  (``lcm/storable.py``: no NUL, no lone surrogate); free-form JSON (message
+  blocks, settings) is checked by the domain with the same rule, bounded in
+  depth too;
 - integers are bounded to what a 64-bit column holds (ids) or to
   ``MAX_TOKENS`` (token figures), datetimes must exist in UTC;
 - a path or query string that is not valid UTF-8 once percent-decoded is
@@ -14,28 +15,32 @@ Pydantic does the checking; this module gives it the project's rules once:
   characters, folding ``%FF`` and ``%FE`` into one session key).
 
 Failures become ``RequestValidationError`` and are answered by ``api/errors.py``
-with 400 and the code named here (``invalid_text``, ``too_deep``) or
-``invalid_input``.
+with 400 and ``invalid_text`` (see ``ERROR_CODES``) or ``invalid_input``; the
+domain's own refusals carry ``invalid_text`` and ``too_deep``.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import unquote_to_bytes
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lcm.settings import MAX_TOKENS
-from lcm.storable import find_unstorable, too_deep, unstorable_text
+from lcm.storable import unstorable_text
 
 INT64_MAX = 2**63 - 1
-# Error types that carry their own error code to the client.
-CODED_ERRORS = ("invalid_text", "too_deep", "invalid_path")
+# Validation error types answered with their own error code (pydantic refuses
+# a lone surrogate in any ``str`` itself, as ``string_unicode``).
+ERROR_CODES = {
+    "invalid_text": "invalid_text",
+    "string_unicode": "invalid_text",
+}
 
 
 def _storable(value: str) -> str:
@@ -65,25 +70,16 @@ SessionIdText = Annotated[Text, Field(min_length=1, max_length=200)]
 SessionKey = Annotated[Text, Path(min_length=1, max_length=512)]
 
 
-class Strict(BaseModel):
-    """A part of a request body: unknown fields are refused."""
+class RequestBody(BaseModel):
+    """A request body or a part of one: unknown fields are refused, never dropped.
+
+    Its string fields are ``Text``. Free-form JSON (message content blocks,
+    tenant settings) is checked by the domain with the same rule
+    (``lcm/storable.py``: storable text, bounded depth), once, where it is
+    turned into rows.
+    """
 
     model_config = ConfigDict(extra="forbid")
-
-
-class RequestBody(Strict):
-    """A whole request body: also storable text and bounded depth, checked once over all of it."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _whole_body(cls, data: Any) -> Any:
-        deep = too_deep(data, "body")
-        if deep:
-            raise PydanticCustomError("too_deep", "{detail}", {"detail": deep})
-        problem = find_unstorable(data, "body")
-        if problem:
-            raise PydanticCustomError("invalid_text", "{detail}", {"detail": problem})
-        return data
 
 
 class Utf8Only:

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from api.deps import DatabaseDep, SettingsDep, TenantDep
 from api.openapi import error_responses
-from api.validation import RequestBody, SessionIdText, SessionKey
+from api.validation import RequestBody, SessionIdText, SessionKey, Text
 from lcm.tenants.service import effective_settings
 from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 
 
 class BootstrapIn(RequestBody):
-    transcript_jsonl: str
+    transcript_jsonl: Text
     session_id: SessionIdText | None = None
     format: Literal["auto", "openclaw", "claude-code"] = "auto"
 
