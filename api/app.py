@@ -16,26 +16,35 @@ from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
 from lcm.outbox import JobSender
+from lcm.services import Services
 from lcm.settings import Settings, get_settings
 
 
 def create_app(
     settings: Settings | None = None,
     *,
+    services: Services | None = None,
     database: Database | None = None,
     broker_ping: Callable[[], bool] | None = None,
     sender: JobSender | None = None,
 ) -> FastAPI:
-    """Build the app. Migrations are not run here: that is an explicit step."""
-    settings = settings or get_settings()
+    """Build the app: the API process's composition root.
+
+    ``services`` is passed by ``lcm serve`` (shared with its in-process
+    worker); otherwise the app builds its own, over ``database`` if given.
+    Migrations are not run here: that is an explicit step.
+    """
+    if services is None:
+        services = Services.build(settings or get_settings(), database=database)
+    settings = services.settings
     logging.basicConfig(level=settings.log_level)
     app = FastAPI(title="lcm-server", version=__version__)
+    app.state.services = services
     app.state.settings = settings
-    app.state.database = database or Database(settings)
+    app.state.database = services.database
     app.state.broker_ping = broker_ping or _default_broker_ping
     # Jobs leave with the commit of the unit of work that asked for them.
-    app.state.database.sender = sender or app.state.database.sender or _celery_sender()
-    app.state.inline_jobs = None
+    services.database.sender = sender or services.database.sender or _celery_sender()
     errors.install(app)
     openapi.install(app)
     app.include_router(health.router)

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.engine import Database
 from lcm.errors import Unauthenticated
+from lcm.services import Services
 from lcm.settings import Settings
 from lcm.tenants.service import authenticate
 
@@ -17,6 +18,12 @@ from lcm.tenants.service import authenticate
 def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+def get_services(request: Request) -> Services:
+    """The API process's shared parts (built once by ``create_app``)."""
+    services: Services = request.app.state.services
+    return services
 
 
 def get_database(request: Request) -> Database:
@@ -58,6 +65,7 @@ def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_da
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
+ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 TenantDep = Annotated[str, Depends(get_tenant_id)]

@@ -1,45 +1,24 @@
 """Inline compaction (``compaction_mode: inline``): the request runs the sweep itself.
 
-The runner is built on first use (most deployments never need it) and holds
-the same lease as a worker would, so it never overlaps one.
+The runner comes from the process's services (made on first use: most
+deployments never need it) and holds the same lease as a worker would, so it
+never overlaps one.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
 
-from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.jobs import CompactionJobs
-from lcm.db.engine import Database
-from lcm.settings import Settings
-from lcm.summarize.summarizer import Summarizer
-
-
-def build_inline_jobs(database: Database, settings: Settings) -> CompactionJobs:
-    summarizer = Summarizer.from_settings(settings)
-    return CompactionJobs(
-        database.transaction,
-        CompactionEngine(database.transaction, summarizer),
-        settings,
-        owner=f"api:{socket.gethostname()}:{os.getpid()}",
-    )
+from lcm.services import Services
 
 
 def get_inline_jobs(request: Request) -> Callable[[], CompactionJobs]:
-    state = request.app.state
-
-    def jobs() -> CompactionJobs:
-        if state.inline_jobs is None:
-            state.inline_jobs = build_inline_jobs(state.database, state.settings)
-        built: CompactionJobs = state.inline_jobs
-        return built
-
-    return jobs
+    services: Services = request.app.state.services
+    return lambda: services.compaction_jobs("api")
 
 
 InlineJobsDep = Annotated[Callable[[], CompactionJobs], Depends(get_inline_jobs)]

@@ -22,6 +22,7 @@ from lcm.compaction.engine import CompactionEngine
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
 from lcm.errors import InvalidInput
+from lcm.files.storage import build_storage
 from lcm.settings import Settings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer
@@ -52,7 +53,7 @@ def _measure(database: Database, files: list[Path], repeat: int, label: str) -> 
     with database.session() as session:
         tenant_id = create_tenant(session, f"bench-{time.monotonic_ns()}").tenant_id
         session.commit()
-    options = BootstrapOptions.from_settings(settings)
+    options = BootstrapOptions.from_settings(settings, build_storage(settings))
     engine = CompactionEngine(database.transaction, Summarizer(ExtractiveProvider()))
     print(f"  [{label}]", flush=True)
     header = (

@@ -27,7 +27,11 @@ T = TypeVar("T")
 
 
 def in_session(work: Callable[[Session], T]) -> T:
-    """Run ``work`` in one committed session; a domain error exits 1 with its message."""
+    """Run ``work`` in one committed session; a domain error exits 1 with its message.
+
+    The composition root of the database-only commands: they need an engine
+    and nothing else (``lcm import`` builds the full :class:`~lcm.services.Services`).
+    """
     database = Database(get_settings())
     try:
         with database.session() as session:

@@ -39,35 +39,37 @@ def serve(
 
     from api.app import create_app
     from cli.embedded import bootstrap_local_tenant, embedded_settings
-    from lcm.db.engine import Database
     from lcm.db.migrate import upgrade
+    from lcm.services import Services
     from workers.embedded import EmbeddedWorker
 
     settings = embedded_settings(get_settings(), concurrency)
     logging.basicConfig(level=settings.log_level)
     upgrade(settings.database_url)
-    database = Database(settings)
-    bootstrap_local_tenant(database, console)
+    # One set of services for the API and the in-process worker: one engine,
+    # one LLM client and one breaker per model in this process.
+    services = Services.build(settings)
+    bootstrap_local_tenant(services.database, console)
     if not settings.llm_available:
         console.print(
             "[yellow]No ANTHROPIC_API_KEY: summaries use the offline extractive "
             "summarizer.[/yellow]"
         )
-    worker = EmbeddedWorker(settings, database)
+    worker = EmbeddedWorker(services)
     worker.start()
     console.print(
         f"lcm-server (embedded) on http://{host}:{port}  database: {settings.database_url}"
     )
     try:
         uvicorn.run(
-            create_app(settings, database=database, broker_ping=lambda: True),
+            create_app(services=services, broker_ping=lambda: True),
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
         )
     finally:
         worker.stop()
-        database.dispose()
+        services.close()
 
 
 @app.command()

@@ -20,9 +20,9 @@ from rich.text import Text
 
 from cli import conversations
 from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, out, tenant_id_for
-from lcm.db.engine import Database
 from lcm.errors import LcmError
-from lcm.settings import Settings, get_settings
+from lcm.services import Services
+from lcm.settings import get_settings
 from lcm.transcripts.model import FORMATS, FormatChoice
 
 
@@ -72,16 +72,15 @@ def import_command(
     if transcript_format != "auto" and transcript_format not in FORMATS:
         raise typer.BadParameter("--format is auto, openclaw or claude-code")
     files = _transcript_files(paths)
-    settings = get_settings()
-    database = Database(settings)
+    services = Services.build(get_settings())
     try:
         fmt = cast(FormatChoice, transcript_format)
-        reports = _import_all(database, settings, files, fmt, compact, tenant, key, token_budget)
+        reports = _import_all(services, files, fmt, compact, tenant, key, token_budget)
     except LcmError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
     finally:
-        database.dispose()
+        services.close()
     if as_json:
         for report in reports:
             out.print_json(json.dumps(asdict(report)))
@@ -90,8 +89,7 @@ def import_command(
 
 
 def _import_all(
-    database: Database,
-    settings: Settings,
+    services: Services,
     files: list[Path],
     transcript_format: FormatChoice,
     compact: bool,
@@ -101,7 +99,7 @@ def _import_all(
 ) -> list[FileReport]:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate())
     with Progress(*columns, console=console) as progress:
-        importer = _Importer(database, settings, transcript_format, tenant, progress)
+        importer = _Importer(services, transcript_format, tenant, progress)
         files_task = progress.add_task("files", total=len(files))
         reports = []
         for path in files:
@@ -115,26 +113,25 @@ class _Importer:
 
     def __init__(
         self,
-        database: Database,
-        settings: Settings,
+        services: Services,
         transcript_format: FormatChoice,
         tenant: str,
         progress: Progress,
     ) -> None:
         from lcm.compaction.engine import CompactionEngine
-        from lcm.files.storage import build_storage
-        from lcm.summarize.summarizer import Summarizer
         from lcm.tenants.service import effective_settings
         from lcm.transcripts.service import BootstrapOptions
 
-        self.database = database
+        database = self.database = services.database
         self.progress = progress
         with database.session() as session:
             self.tenant_id = tenant_id_for(session, tenant)
-            self.settings = effective_settings(session, self.tenant_id, settings)
-        self.options = BootstrapOptions.from_settings(self.settings, transcript_format)
-        self.summarizer = Summarizer.from_settings(self.settings)
-        self.storage = build_storage(self.settings)
+            self.settings = effective_settings(session, self.tenant_id, services.settings)
+        self.options = BootstrapOptions.from_settings(
+            self.settings, services.storage, transcript_format
+        )
+        self.summarizer = services.summarizer
+        self.storage = services.storage
         self.engine = CompactionEngine(database.transaction, self.summarizer)
 
     def run(self, path: Path, key: str, compact: bool, token_budget: int | None) -> FileReport:

@@ -19,8 +19,7 @@ from typing import Any
 from celery._state import _set_task_join_will_block
 from celery.worker import WorkController
 
-from lcm.db.engine import Database
-from lcm.settings import Settings
+from lcm.services import Services
 from workers import runtime
 from workers.celery_app import QUEUES, app, configure
 
@@ -30,10 +29,11 @@ log = logging.getLogger(__name__)
 class EmbeddedWorker:
     """A Celery ``WorkController`` running in a daemon thread."""
 
-    def __init__(self, settings: Settings, database: Database) -> None:
+    def __init__(self, services: Services) -> None:
+        settings = services.settings
         configure(settings)
         self._ready = threading.Event()
-        runtime.use_database(database)
+        runtime.use_services(services)
         app.finalize()
         app.set_current()
         app.set_default()

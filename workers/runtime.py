@@ -1,31 +1,41 @@
-"""Per-process state of the workers: the settings and one database engine."""
+"""The worker process's composition root: its settings and its one :class:`Services`.
+
+A worker process builds its services on first use, after Celery forked it
+(an engine or an SDK client must not cross a fork). Embedded mode hands the
+API's own services in instead (:func:`use_services`), so one process has one
+database engine, one LLM client and one set of breakers.
+"""
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 
-from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
+from lcm.services import Services
 from lcm.settings import Settings
-from lcm.summarize.summarizer import Summarizer
 
+# Pool threads start tasks concurrently: they must build one Services, not one each.
 _lock = threading.Lock()
 _settings: Settings | None = None
-_database: Database | None = None
-_jobs: CompactionJobs | None = None
+_services: Services | None = None
 
 
 def use_settings(settings: Settings) -> None:
-    global _settings, _database, _jobs
+    """Configure the process (``workers.celery_app.configure``); services built later."""
+    global _settings, _services
     with _lock:
-        if _database is not None and _settings is not settings:
-            _database.dispose()
-            _database = None
+        if _services is not None and _services.settings is not settings:
+            _services.close()
+            _services = None
         _settings = settings
-        _jobs = None
+
+
+def use_services(services: Services) -> None:
+    """Share an existing process's services (embedded mode: the API's own)."""
+    global _settings, _services
+    with _lock:
+        _settings, _services = services.settings, services
 
 
 def settings() -> Settings:
@@ -34,41 +44,21 @@ def settings() -> Settings:
     return _settings
 
 
-def database() -> Database:
-    """The process's database; created on first use (after any fork)."""
-    # Pool threads start tasks concurrently; one engine per process, not per thread.
+def services() -> Services:
+    """The process's services; built on first use (after any fork)."""
+    global _services
     with _lock:
-        return _database_unlocked()
+        if _services is None:
+            from workers.sender import CelerySender  # imported late: it imports the Celery app
+
+            _services = Services.build(settings(), sender=CelerySender())
+        return _services
+
+
+def database() -> Database:
+    return services().database
 
 
 def compaction_jobs() -> CompactionJobs:
-    """The process's job runner: one summarizer (and LLM circuit breaker) per process."""
-    global _jobs
-    with _lock:
-        if _jobs is None:
-            current = settings()
-            summarizer = Summarizer.from_settings(current)
-            _jobs = CompactionJobs(
-                _database_unlocked().transaction,
-                CompactionEngine(_database_unlocked().transaction, summarizer),
-                current,
-                owner=f"{socket.gethostname()}:{os.getpid()}",
-            )
-        return _jobs
-
-
-def _database_unlocked() -> Database:
-    global _database
-    if _database is None:
-        from workers.sender import CelerySender  # imported late: it imports the Celery app
-
-        _database = Database(settings(), sender=CelerySender())
-    return _database
-
-
-def use_database(database: Database) -> None:
-    """Share an existing engine (embedded mode: the API's own)."""
-    global _database, _jobs
-    with _lock:
-        _database = database
-        _jobs = None
+    """The process's job runner (one summarizer, one set of LLM breakers)."""
+    return services().compaction_jobs("worker")

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from api.deps import DatabaseDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ServicesDep, SettingsDep, TenantDep
 from api.openapi import error_responses
 from api.validation import RequestBody, SessionIdText, SessionKey, Text
 from lcm.tenants.service import effective_settings
@@ -39,10 +39,11 @@ def post_bootstrap(
     tenant_id: TenantDep,
     database: DatabaseDep,
     settings: SettingsDep,
+    services: ServicesDep,
 ) -> BootstrapOut:
     with database.read_session() as session:
         effective = effective_settings(session, tenant_id, settings)
-    options = BootstrapOptions.from_settings(effective, body.format)
+    options = BootstrapOptions.from_settings(effective, services.storage, body.format)
     transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
     # Commits chunk by chunk (short write transactions; see the service); each
     # chunk's file-summary jobs leave with its commit.

@@ -6,7 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
+from api.deps import (
+    DatabaseDep,
+    ReadSessionDep,
+    ServicesDep,
+    SessionDep,
+    SettingsDep,
+    TenantDep,
+)
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import (
@@ -25,7 +32,6 @@ from lcm.compaction.jobs import context_token_total, owe_compaction, wait_for_de
 from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import ConversationStatus, conversation_status
 from lcm.db.models import utcnow
-from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.service import ingest_messages
 from lcm.ingest.turns import after_turn
 from lcm.lifecycle.recall import recall_prompt
@@ -42,6 +48,7 @@ def post_messages(
     tenant_id: TenantDep,
     session: SessionDep,
     settings: SettingsDep,
+    services: ServicesDep,
 ) -> MessagesOut:
     batch = body.prepared(settings)
     effective = effective_settings(session, tenant_id, settings)
@@ -51,7 +58,7 @@ def post_messages(
         key,
         body.session_id,
         batch,
-        large_files=LargeFileExtractor.from_settings(effective),
+        large_files=services.large_files(effective),
         new_session_retain_depth=effective.new_session_retain_depth,
     )
     return MessagesOut(
@@ -68,14 +75,23 @@ def post_turn(
     tenant_id: TenantDep,
     database: DatabaseDep,
     settings: SettingsDep,
+    services: ServicesDep,
     inline_jobs: InlineJobsDep,
 ) -> TurnOut:
     batch = body.prepared(settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
     with database.transaction() as session:
+        effective = effective_settings(session, tenant_id, settings)
         turn = after_turn(
-            session, tenant_id, key, body.session_id, batch, body.token_budget, settings
+            session,
+            tenant_id,
+            key,
+            body.session_id,
+            batch,
+            body.token_budget,
+            effective,
+            services.storage,
         )
     compaction = compaction_outcome(
         turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs

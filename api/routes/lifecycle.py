@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ServicesDep, SessionDep, SettingsDep, TenantDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.lifecycle_schemas import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut
 from api.openapi import error_responses
@@ -29,6 +29,7 @@ def post_commit(
     tenant_id: TenantDep,
     database: DatabaseDep,
     settings: SettingsDep,
+    services: ServicesDep,
     inline_jobs: InlineJobsDep,
 ) -> CommitOut:
     batch = body.prepared(settings)
@@ -44,6 +45,7 @@ def post_commit(
             batch,
             body.token_budget,
             settings,
+            services.storage,
         )
     turn = result.turn
     if turn is None:

@@ -8,11 +8,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
-from api.deps import DatabaseDep, ReadSessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep, TenantDep
 from api.openapi import error_responses
 from api.validation import INT64_MAX, RequestBody, RowId, Text, Tokens, UtcDatetime
 from lcm.errors import DependencyUnavailable, InvalidInput
-from lcm.files.storage import build_storage
 from lcm.retrieval.agent_tools import to_jsonable
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.describe import (
@@ -75,13 +74,17 @@ class ExpandQueryIn(ScopeIn):
 
 @router.post("/grep", response_model=GrepResult, responses=error_responses(404))
 def post_grep(
-    body: GrepIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
+    body: GrepIn,
+    tenant_id: TenantDep,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    services: ServicesDep,
 ) -> Any:
     bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
     query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
     if body.scope == "files":
-        storage = build_storage(settings)
-        return to_jsonable(grep_large_files(session, storage, bounds, query, grep_limits(settings)))
+        found = grep_large_files(session, services.storage, bounds, query, grep_limits(settings))
+        return to_jsonable(found)
     return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
 
 
@@ -97,7 +100,7 @@ def get_file(
     file_id: NodeId,
     tenant_id: TenantDep,
     session: ReadSessionDep,
-    settings: SettingsDep,
+    services: ServicesDep,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_FILE_PAGE_CHARS)] = DEFAULT_FILE_PAGE_CHARS,
 ) -> Any:
@@ -106,7 +109,7 @@ def get_file(
     ``content.next_offset`` is where the next page starts (null at the end).
     """
     described = describe_file(session, tenant_id, file_id)
-    page = file_content_page(session, build_storage(settings), tenant_id, file_id, offset, limit)
+    page = file_content_page(session, services.storage, tenant_id, file_id, offset, limit)
     return to_jsonable(dataclasses.replace(described, content=page))
 
 

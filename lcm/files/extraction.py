@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lcm.files.storage import FileStorage, build_storage
+from lcm.files.storage import FileStorage
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
-from lcm.settings import Settings
 from lcm.tokens import estimate_tokens
 
 FILE_ID_RE = re.compile(r"\bfile_[0-9a-f]{16}\b")
@@ -77,11 +76,6 @@ class LargeFileExtractor:
     def __init__(self, storage: FileStorage, threshold_tokens: int) -> None:
         self.storage = storage
         self.threshold = threshold_tokens
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> LargeFileExtractor:
-        """The configured storage and threshold (pass the tenant's effective settings)."""
-        return cls(build_storage(settings), settings.large_file_token_threshold)
 
     def extract(
         self, tenant_id: str, messages: Sequence[PreparedMessage]

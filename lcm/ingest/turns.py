@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 from lcm.compaction.jobs import context_token_total, owe_compaction
 from lcm.compaction.planning import evaluate_threshold
 from lcm.files.extraction import LargeFileExtractor
+from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import IngestResult, ingest_messages
 from lcm.settings import Settings
-from lcm.tenants.service import effective_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,22 +32,23 @@ def after_turn(
     session_id: str | None,
     batch: Sequence[PreparedMessage],
     token_budget: int,
-    base: Settings,
+    settings: Settings,
+    storage: FileStorage,
 ) -> TurnResult:
     """Ingest ``batch`` and, at or over the threshold, record (coalesced) threshold debt.
 
     Everything happens in the caller's one transaction: the messages and the
     debt row commit together or not at all, and the wake-up (deferred mode)
     is sent only after that commit. Below the threshold no debt is written.
+    ``settings`` are the tenant's effective settings.
     """
-    settings = effective_settings(session, tenant_id, base)
     ingest = ingest_messages(
         session,
         tenant_id,
         session_key,
         session_id,
         batch,
-        large_files=LargeFileExtractor.from_settings(settings),
+        large_files=LargeFileExtractor(storage, settings.large_file_token_threshold),
         new_session_retain_depth=settings.new_session_retain_depth,
     )
     tokens = context_token_total(session, ingest.conversation_id)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import TurnCommit
+from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.turns import TurnResult, after_turn
 from lcm.lifecycle.repository import LifecycleRepository
@@ -42,9 +43,11 @@ def commit_turn(
     batch: Sequence[PreparedMessage],
     token_budget: int,
     base: Settings,
+    storage: FileStorage,
 ) -> CommitResult:
     """Store the turn and its key, or report ``duplicate`` if the key is known; caller commits."""
-    retain = effective_settings(session, tenant_id, base).new_session_retain_depth
+    settings = effective_settings(session, tenant_id, base)
+    retain = settings.new_session_retain_depth
     # resolve_for_write locks the conversation row (Postgres FOR UPDATE; SQLite
     # holds the write lock for the transaction), so two concurrent commits of
     # one conversation run one after the other and the second sees the first's
@@ -55,7 +58,9 @@ def commit_turn(
     repo = LifecycleRepository(session)
     if repo.find_commit(conversation.id, advancement_key) is not None:
         return CommitResult(conversation.id, "duplicate", None)
-    turn = after_turn(session, tenant_id, session_key, session_id, batch, token_budget, base)
+    turn = after_turn(
+        session, tenant_id, session_key, session_id, batch, token_budget, settings, storage
+    )
     repo.add_commit(
         TurnCommit(
             tenant_id=tenant_id,

@@ -160,7 +160,9 @@ class GrantedTools:
             return describe(session, self.tenant_id, str(args.get("id", "")), allowed)
         if name == "expand":
             ids = args.get("summary_ids") or []
-            cap = min(int(args.get("token_cap") or self.max_expand_tokens), grant.remaining)
+            # The tenant's max_expand_tokens caps what the model may ask for.
+            asked = int(args.get("token_cap") or self.max_expand_tokens)
+            cap = min(asked, self.max_expand_tokens, grant.remaining)
             return expand(session, self.tenant_id, [str(i) for i in ids], cap, allowed)
         raise InvalidInput(f"unknown tool {name!r}; the tools are grep, describe and expand")
 

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lcm.errors import SummarizerError
 from lcm.retrieval.agent_tools import TOOLS, GrantedTools, ToolOutcome
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest, Usage, cited_ids
 from lcm.retrieval.offline_answer import offline_answer
-from lcm.settings import Settings
-from lcm.summarize.breaker import CircuitBreaker
+from lcm.summarize.llm import LlmClients
 from lcm.summarize.truncation import clip_to_tokens
-
-if TYPE_CHECKING:
-    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -42,41 +38,27 @@ square brackets, e.g. [msg_42] or [sum_0123456789abcdef]. If the history does no
 answer, say so plainly; never guess."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExpansionLlm:
-    """The SDK client, the model, and a breaker shared by the process's loops."""
+    """The process's shared LLM connection and the model this loop uses (per tenant)."""
 
-    client: anthropic.Anthropic
+    llm: LlmClients
     model: str
-    breaker: CircuitBreaker
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ExpansionLlm | None:
-        if settings.anthropic_api_key is None:
-            return None
-        # Imported here: the SDK takes a second to import, which offline
-        # deployments and every importer of this module should not pay.
-        import anthropic
-
-        client = anthropic.Anthropic(
-            api_key=settings.anthropic_api_key.get_secret_value(),
-            base_url=settings.anthropic_base_url,
-            timeout=settings.llm_timeout_seconds,
-            max_retries=settings.llm_max_retries,  # the SDK backs off on 429/5xx
-        )
-        breaker = CircuitBreaker(settings.llm_breaker_failures, settings.llm_breaker_reset_seconds)
-        return cls(client, settings.expansion_model or settings.summary_model, breaker)
 
     def create(self, **kwargs: Any) -> Any:
         import anthropic
 
-        self.breaker.before_call()
+        breaker = self.llm.breakers.for_model(self.model)
+        breaker.before_call()
         try:
-            message = self.client.messages.create(model=self.model, **kwargs)
+            message = self.llm.client.messages.create(model=self.model, **kwargs)
         except anthropic.AnthropicError as exc:
-            self.breaker.record_failure()
+            breaker.record_failure()
             raise SummarizerError(f"expand-query model call failed: {exc}") from exc
-        self.breaker.record_success()
+        except BaseException:
+            breaker.record_failure()  # never leave a half-open trial unresolved
+            raise
+        breaker.record_success()
         return message
 
 

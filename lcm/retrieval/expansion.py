@@ -8,7 +8,6 @@ its tool calls are their own short transactions, and the grant is revoked
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -25,6 +24,7 @@ from lcm.retrieval.grep import GrepLimits
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.scope import ScopeSelector, conversation_ids
 from lcm.settings import Settings
+from lcm.summarize.llm import LlmClients
 from lcm.tenants.service import effective_settings
 
 Transaction = Callable[[], AbstractContextManager[Session]]
@@ -97,18 +97,19 @@ def execute_expand_query(
     tenant_id: str,
     request: ExpandQueryRequest,
     settings: Settings,
-    llm: ExpansionLlm | None,
+    llm: LlmClients | None,
 ) -> ExpandQueryAnswer:
     """Run the loop under the grant, then revoke the grant (always) and record usage.
 
     The tenant's overrides apply per call: its ``summary_model`` (unless the
     deployment names an ``expansion_model``) and its ``max_expand_tokens``.
-    The client and its breaker stay the process's, shared by every tenant.
+    The client and the per-model breakers stay the process's, shared by
+    every tenant. ``llm`` is ``None`` offline.
     """
     with transaction() as session:
         settings = effective_settings(session, tenant_id, settings)
-    if llm is not None:
-        llm = dataclasses.replace(llm, model=settings.expansion_model or settings.summary_model)
+    model = settings.expansion_model or settings.summary_model
+    loop_llm = None if llm is None else ExpansionLlm(llm, model)
     tools = GrantedTools(
         transaction, grant_id, tenant_id, grep_limits(settings), settings.max_expand_tokens
     )
@@ -117,7 +118,7 @@ def execute_expand_query(
         answer = run_expand_query(
             tools,
             request,
-            llm,
+            loop_llm,
             max_turns=settings.expand_query_max_turns,
             budget=settings.expand_query_token_cap,
         )

@@ -5,10 +5,11 @@ Resilience is layered, innermost first:
 1. the SDK retries 408/409/429 and every 5xx (500, 529 overloaded included)
    and connection errors, with exponential backoff that honours
    ``retry-after``; we only set ``max_retries`` and the timeout;
-2. when a model still fails, the next fallback model is tried;
-3. a circuit breaker shared by all threads stops calling a provider that keeps
-   failing, so passes fall back to truncation at once instead of waiting out
-   timeouts.
+2. a circuit breaker per model, shared by all threads, stops calling a model
+   that keeps failing, so passes move on at once instead of waiting out
+   timeouts;
+3. when a model fails (or its breaker is open), the next fallback model is
+   tried; when all fail, the summarizer falls back to truncation.
 
 Every failure leaves this module as a :class:`~lcm.errors.SummarizerError`.
 """
@@ -21,9 +22,9 @@ from typing import Any
 
 import anthropic
 
-from lcm.errors import SummarizerError
+from lcm.errors import ProviderUnavailable, SummarizerError
 from lcm.settings import Settings
-from lcm.summarize.breaker import CircuitBreaker
+from lcm.summarize.llm import LlmClients
 from lcm.summarize.prompts import build_prompt
 from lcm.summarize.provider import Completion, SummaryRequest
 
@@ -45,87 +46,44 @@ class _MalformedResponse(Exception):
 class AnthropicProvider:
     """A :class:`~lcm.summarize.provider.SummaryProvider` backed by Claude models.
 
-    ``send_temperature`` is off by default because the SDK's default API
-    version refuses sampling parameters; escalation then rests on the prompt
-    and the lower token limit alone. Turning it on sends the escalation
-    temperature together with ``anthropic-version: 2023-06-01``.
+    Holds no connection of its own: the process's :class:`LlmClients` (one
+    SDK client, one breaker per model) is shared with expand-query. The
+    models come with each request (the tenant's effective settings); a
+    request naming none uses ``default_models``.
+
+    ``send_temperature`` (on the clients) is off by default because the SDK's
+    default API version refuses sampling parameters; escalation then rests on
+    the prompt and the lower token limit alone. Turning it on sends the
+    escalation temperature together with ``anthropic-version: 2023-06-01``.
     """
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        model: str,
-        fallback_models: Sequence[str] = (),
-        base_url: str | None = None,
-        timeout_seconds: float = 60.0,
-        max_retries: int = 3,
-        breaker: CircuitBreaker | None = None,
-        send_temperature: bool = False,
-    ) -> None:
-        self._client = anthropic.Anthropic(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout_seconds,
-            max_retries=max_retries,
-        )
-        self._models = list(dict.fromkeys([model, *fallback_models]))
-        self._breaker = breaker or CircuitBreaker(5, 30.0)
-        self._send_temperature = send_temperature
+    def __init__(self, llm: LlmClients, default_models: Sequence[str] = ()) -> None:
+        self._llm = llm
+        self._models = list(dict.fromkeys(default_models))
 
     @classmethod
-    def from_settings(
-        cls, settings: Settings, *, breaker: CircuitBreaker | None = None
-    ) -> AnthropicProvider:
-        """A provider configured from ``settings`` (which must carry an API key)."""
-        if settings.anthropic_api_key is None:
-            raise SummarizerError("no Anthropic API key configured")
-        return cls(
-            api_key=settings.anthropic_api_key.get_secret_value(),
-            model=settings.summary_model,
-            fallback_models=settings.summary_fallback_models,
-            base_url=settings.anthropic_base_url,
-            timeout_seconds=settings.llm_timeout_seconds,
-            max_retries=settings.llm_max_retries,
-            breaker=breaker
-            or CircuitBreaker(settings.llm_breaker_failures, settings.llm_breaker_reset_seconds),
-            send_temperature=settings.llm_send_temperature,
-        )
+    def from_settings(cls, settings: Settings, llm: LlmClients) -> AnthropicProvider:
+        """A provider over the process's ``llm`` defaulting to the settings' models."""
+        return cls(llm, [settings.summary_model, *settings.summary_fallback_models])
 
     @property
     def models(self) -> list[str]:
-        """The primary model followed by the fallbacks, in the order they are tried."""
+        """The default primary model followed by the fallbacks, in the order they are tried."""
         return list(self._models)
 
     def complete(self, request: SummaryRequest) -> Completion:
-        """One summary: primary model, then fallbacks, guarded by the breaker."""
-        self._breaker.before_call()
-        try:
-            completion = self._complete_with_fallbacks(request)
-        except SummarizerError as err:
-            if err.code == REJECTED_CODE:
-                # The API is up and answered; only this request was refused.
-                self._breaker.record_success()
-            else:
-                self._breaker.record_failure()
-            raise
-        except BaseException:
-            # Never leave a half-open trial unresolved, or the breaker would stay
-            # half-open with no call admitted.
-            self._breaker.record_failure()
-            raise
-        self._breaker.record_success()
-        return completion
-
-    def _complete_with_fallbacks(self, request: SummaryRequest) -> Completion:
+        """One summary: the primary model, then the fallbacks, each behind its own breaker."""
         failures: list[str] = []
-        request_faults = 0
-        # The tenant's models when the request names them (one client and one
-        # breaker serve every tenant), else the deployment's.
+        request_faults = open_circuits = 0
         models = list(dict.fromkeys(request.models)) or self._models
+        if not models:
+            raise SummarizerError("no summary model configured")
         for model in models:
             try:
-                return self._call(model, request)
+                return self._guarded_call(model, request)
+            except ProviderUnavailable as err:
+                open_circuits += 1
+                failures.append(f"{model}: {err.message}")
             except anthropic.APIStatusError as err:
                 if err.status_code in _REQUEST_FAULT_STATUSES:
                     request_faults += 1
@@ -140,15 +98,38 @@ class AnthropicProvider:
         detail = "; ".join(failures)
         if request_faults == len(models):
             raise SummarizerError(f"LLM rejected the request: {detail}", code=REJECTED_CODE)
+        if open_circuits == len(models):
+            raise ProviderUnavailable(f"every summary model's circuit is open: {detail}")
         raise SummarizerError(f"all summary models failed: {detail}")
+
+    def _guarded_call(self, model: str, request: SummaryRequest) -> Completion:
+        """One call to ``model`` through its breaker (which may refuse it at once)."""
+        breaker = self._llm.breakers.for_model(model)
+        breaker.before_call()
+        try:
+            completion = self._call(model, request)
+        except anthropic.APIStatusError as err:
+            if err.status_code in _REQUEST_FAULT_STATUSES:
+                # The API is up and answered; only this request was refused.
+                breaker.record_success()
+            else:
+                breaker.record_failure()
+            raise
+        except BaseException:
+            # Never leave a half-open trial unresolved, or the breaker would stay
+            # half-open with no call admitted.
+            breaker.record_failure()
+            raise
+        breaker.record_success()
+        return completion
 
     def _call(self, model: str, request: SummaryRequest) -> Completion:
         prompt = build_prompt(request)
         extra: dict[str, Any] = {}
-        if self._send_temperature:
+        if self._llm.send_temperature:
             extra["extra_body"] = {"temperature": request.temperature}
             extra["extra_headers"] = {"anthropic-version": SAMPLING_API_VERSION}
-        message: object = self._client.messages.create(
+        message: object = self._llm.client.messages.create(
             model=model,
             max_tokens=prompt.max_output_tokens,
             system=prompt.system,

@@ -18,6 +18,7 @@ from lcm.errors import SummarizerError
 from lcm.settings import Settings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import ensure_footer
+from lcm.summarize.llm import LlmClients
 from lcm.summarize.provider import (
     AGGRESSIVE_TEMPERATURE,
     NORMAL_TEMPERATURE,
@@ -77,10 +78,10 @@ class Summarizer:
         self._custom_instructions = custom_instructions
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Summarizer:
-        """A summarizer over :func:`build_provider` ``(settings)``."""
+    def from_settings(cls, settings: Settings, llm: LlmClients | None) -> Summarizer:
+        """A summarizer over :func:`build_provider` with the deployment's defaults."""
         return cls(
-            build_provider(settings),
+            build_provider(settings, llm),
             truncation_tokens=settings.truncation_tokens,
             custom_instructions=settings.custom_instructions,
         )
@@ -172,18 +173,17 @@ class Summarizer:
         return completion
 
 
-def build_provider(settings: Settings) -> SummaryProvider:
-    """The Anthropic provider when an API key is set, else the offline extractive one.
+def build_provider(settings: Settings, llm: LlmClients | None) -> SummaryProvider:
+    """The Anthropic provider over the process's ``llm``, or the offline one without it.
 
-    Build it once per process and share it: the circuit breaker inside the
-    Anthropic provider only protects calls that go through the same instance.
+    ``llm`` is ``None`` exactly when no API key is set (:meth:`LlmClients.from_settings`).
     """
-    if settings.anthropic_api_key is not None:
+    if llm is not None:
         # Imported here: the SDK takes over a second to import, a cost offline
         # deployments and every importer of this package should not pay.
         from lcm.summarize.anthropic_provider import AnthropicProvider
 
-        return AnthropicProvider.from_settings(settings)
+        return AnthropicProvider.from_settings(settings, llm)
     logger.warning(
         "ANTHROPIC_API_KEY is not set: summaries use the OFFLINE EXTRACTIVE summarizer "
         "(no LLM; summaries are extracts and record model=%r)",

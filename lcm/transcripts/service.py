@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from lcm.conversations.service import resolve_for_write
 from lcm.errors import Conflict
 from lcm.files.extraction import LargeFileExtractor
+from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.settings import Settings
@@ -70,14 +71,22 @@ class BootstrapOptions:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, transcript_format: FormatChoice = "auto"
+        cls,
+        settings: Settings,
+        storage: FileStorage | None,
+        transcript_format: FormatChoice = "auto",
     ) -> BootstrapOptions:
-        """Options for ``settings`` (pass the tenant's effective settings)."""
+        """Options for ``settings`` (pass the tenant's effective settings).
+
+        ``storage`` is the process's file store; ``None`` keeps large payloads inline.
+        """
         return cls(
             transcript_format=transcript_format,
             max_unanchored=settings.bootstrap_max_unanchored,
             max_message_chars=settings.max_message_chars,
-            large_files=LargeFileExtractor.from_settings(settings),
+            large_files=None
+            if storage is None
+            else LargeFileExtractor(storage, settings.large_file_token_threshold),
             new_session_retain_depth=settings.new_session_retain_depth,
         )
 

@@ -11,11 +11,11 @@ from lcm.compaction.engine import CompactionEngine
 from lcm.db.engine import Database
 from lcm.db.models import LlmUsage, Summary
 from lcm.settings import CompactionSettings
-from lcm.summarize.anthropic_provider import AnthropicProvider
-from lcm.summarize.breaker import CircuitBreaker
+from lcm.summarize.llm import Breakers
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
 from tests.fakes import FakeAnthropicServer
+from tests.fakes.providers import anthropic_provider
 from tests.integration.test_compaction_engine import assert_lossless, fill
 
 MODEL = "claude-test"
@@ -28,15 +28,8 @@ def llm() -> Iterator[FakeAnthropicServer]:
         yield server
 
 
-def engine_on(db: Database, llm: FakeAnthropicServer, breaker: CircuitBreaker) -> CompactionEngine:
-    provider = AnthropicProvider(
-        api_key="sk-test",
-        model=MODEL,
-        base_url=llm.base_url,
-        timeout_seconds=5,
-        max_retries=0,
-        breaker=breaker,
-    )
+def engine_on(db: Database, llm: FakeAnthropicServer, breakers: Breakers) -> CompactionEngine:
+    provider = anthropic_provider(llm.base_url, MODEL, breakers=breakers)
     return CompactionEngine(db.transaction, Summarizer(provider))
 
 
@@ -49,7 +42,7 @@ def test_passes_carry_the_previous_summary_and_record_usage(
     db: Database, tenant: IssuedKey, llm: FakeAnthropicServer
 ) -> None:
     cid = fill(db, tenant.tenant_id, 80)
-    eng = engine_on(db, llm, CircuitBreaker(5, 30))
+    eng = engine_on(db, llm, Breakers(5, 30))
     first = eng.plan_next(cid, SETTINGS, 2_000)
     assert first is not None and first.previous_summary is None
     made = eng.run_pass(tenant.tenant_id, cid, first, SETTINGS)
@@ -72,7 +65,7 @@ def test_oversized_output_escalates_to_aggressive_then_truncation(
     db: Database, tenant: IssuedKey, llm: FakeAnthropicServer
 ) -> None:
     cid = fill(db, tenant.tenant_id, 60)
-    eng = engine_on(db, llm, CircuitBreaker(5, 30))
+    eng = engine_on(db, llm, Breakers(5, 30))
     llm.script(["oversized", "oversized"])
     plan = eng.plan_next(cid, SETTINGS, 2_000)
     assert plan is not None
@@ -90,7 +83,7 @@ def test_a_failing_provider_opens_the_breaker_and_compaction_still_progresses(
 ) -> None:
     cid = fill(db, tenant.tenant_id, 200)
     llm.set_default("500")
-    eng = engine_on(db, llm, CircuitBreaker(2, 3_600))
+    eng = engine_on(db, llm, Breakers(2, 3_600))
     result = eng.sweep(tenant.tenant_id, cid, SETTINGS, token_budget=2_000)
     assert len(result.passes) >= 4
     stored = summaries(db)

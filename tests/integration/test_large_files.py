@@ -18,13 +18,13 @@ from lcm.errors import NotFound
 from lcm.files.repository import LargeFileRepository
 from lcm.files.service import grep_files, load_file, summarize_file
 from lcm.files.storage import LocalFileStorage
-from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, auth, new_tenant
 from tests.fakes import FakeAnthropicServer
 from tests.fakes.anthropic_script import Behaviour
+from tests.fakes.providers import anthropic_provider
 
 
 def big_json() -> str:
@@ -192,9 +192,7 @@ def test_prose_goes_to_the_llm_with_a_deterministic_fallback(
         file_id = s.scalars(select(LargeFile.id)).one()
     storage = LocalFileStorage(files_dir)
     with FakeAnthropicServer() as fake:
-        llm = Summarizer(
-            AnthropicProvider(api_key="k", model="m", base_url=fake.base_url, max_retries=0)
-        )
+        llm = Summarizer(anthropic_provider(fake.base_url, "m"))
         fake.script(["500"])  # the summarizer stops at the first provider failure
         failed = summarize_file(db.transaction, storage, llm, file_id)
         assert failed is not None and failed.model == "structure"  # deterministic fallback

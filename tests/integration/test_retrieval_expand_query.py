@@ -15,12 +15,12 @@ from lcm.db.models import ExpansionGrant, LlmUsage, Summary, utcnow
 from lcm.errors import NotFound
 from lcm.retrieval.agent_tools import EXHAUSTED, TOOLS, GrantedTools, GrantEnded
 from lcm.retrieval.answers import ExpandQueryRequest
-from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion import execute_expand_query, grep_limits, start_expand_query
 from lcm.retrieval.grants import issue_grant, sweep_grants
 from lcm.retrieval.offline_answer import OFFLINE_MARK
 from lcm.retrieval.scope import ScopeSelector
 from lcm.settings import Settings
+from lcm.summarize.llm import LlmClients
 from lcm.tenants.service import IssuedKey
 from tests.conftest import new_tenant, settings_for
 from tests.fakes import Behaviour, FakeAnthropicServer
@@ -181,7 +181,7 @@ def test_tool_loop_through_the_sdk(
             "llm_max_retries": 0,
         }
     )
-    llm = ExpansionLlm.from_settings(settings)
+    llm = LlmClients.from_settings(settings)
     assert llm is not None
     fake_llm.script(
         [
@@ -230,7 +230,7 @@ def test_the_last_turn_withholds_tools(
         tenant.tenant_id,
         request,
         settings,
-        ExpansionLlm.from_settings(settings),
+        LlmClients.from_settings(settings),
     )
     bodies = [r.body for r in fake_llm.requests]
     assert len(bodies) == 3 and answer.turns == 3

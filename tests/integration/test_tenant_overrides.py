@@ -1,4 +1,4 @@
-"""A tenant's model, fallbacks, truncation size and instructions reach the LLM request.
+"""A tenant's model, fallbacks, truncation, expand cap and instructions reach the LLM request.
 
 The summarizer and the expand-query client are built once per process; what a
 tenant overrides travels with each call. Each test drives the real path (the
@@ -17,17 +17,20 @@ from sqlalchemy import select
 
 from lcm.db.engine import Database
 from lcm.db.models import Summary
+from lcm.errors import SummarizerError
 from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
-from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion import execute_expand_query, start_expand_query
 from lcm.retrieval.scope import ScopeSelector
+from lcm.services import Services
 from lcm.settings import Settings
+from lcm.summarize.llm import LlmClients
 from lcm.tenants.service import IssuedKey, update_overrides
 from lcm.tokens import estimate_tokens
 from tests.conftest import RecordingSender
-from tests.fakes import FakeAnthropicServer
+from tests.fakes import Behaviour, FakeAnthropicServer
+from tests.integration.retrieval_data import compact, ingest
 from tests.integration.test_compaction_engine import assert_lossless
 from tests.integration.test_service_loop import SMALL, turn
 
@@ -114,8 +117,8 @@ def test_expand_query_uses_the_tenants_model(
     settings = with_llm(db, llm)
     with db.transaction() as s:
         update_overrides(s, tenant.tenant_id, {"summary_model": "tenant-model"})
-    client_llm = ExpansionLlm.from_settings(settings)
-    assert client_llm is not None and client_llm.model == PROCESS_MODEL
+    client_llm = LlmClients.from_settings(settings)  # the process's: no tenant in it
+    assert settings.summary_model == PROCESS_MODEL
     with db.transaction() as s:
         incoming = [IncomingMessage("user", "the ops-7 backup went to cold storage")]
         batch = prepare_batch(incoming, max_batch=10, max_chars=1_000)
@@ -128,3 +131,67 @@ def test_expand_query_uses_the_tenants_model(
     )
     assert answer.model == "tenant-model"
     assert [r.model for r in llm.requests] == ["tenant-model"]
+
+
+def test_expand_query_reads_under_the_tenants_expand_cap(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer
+) -> None:
+    settings = with_llm(db, llm)
+    with db.transaction() as s:
+        update_overrides(s, tenant.tenant_id, {"max_expand_tokens": 60})
+    words = [" ".join(f"w{n}-{i}" for i in range(150)) for n in range(12)]
+    cid = ingest(db, tenant.tenant_id, "k", [f"ops-7 backup notes {w}" for w in words])
+    compact(db, tenant.tenant_id, cid)
+    with db.session() as s:
+        leaf = s.scalars(select(Summary.id).where(Summary.depth == 0)).first()
+    llm.script(
+        [
+            Behaviour.tool_use("expand", {"summary_ids": [leaf], "token_cap": 50_000}),
+            Behaviour.reply("Cold storage."),
+        ]
+    )
+    request = ExpandQueryRequest("Where did the backup go?", "ops-7")
+    with db.transaction() as s:
+        grant = start_expand_query(s, tenant.tenant_id, ScopeSelector("k"), request, settings)
+    process_llm = LlmClients.from_settings(settings)
+    execute_expand_query(db.transaction, grant.id, tenant.tenant_id, request, settings, process_llm)
+    tool_result = llm.requests[1].messages[-1]["content"][0]["content"]
+    # The model asked for 50,000 tokens; the tenant's cap of 60 is what it got
+    # (the deployment's 4,000 would have returned every message under the leaf).
+    assert "omitted" in tool_result and estimate_tokens(tool_result) < 400
+
+
+def test_breakers_are_per_model_and_shared_by_summaries_and_expand_query(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer
+) -> None:
+    settings = with_llm(db, llm).model_copy(update={"llm_breaker_failures": 2})
+    services = Services.build(settings, database=db)
+    llm.set_default("500", model="down-model")
+    for _ in range(2):  # two failures open down-model's breaker
+        services.summarizer.summarize(
+            "some text to summarize " * 50, depth=0, target_tokens=100, models=["down-model"]
+        )
+    assert len(llm.requests_for("down-model")) == 2
+    # A summary falling back from down-model goes straight to the fallback.
+    result = services.summarizer.summarize(
+        "other text to summarize " * 50,
+        depth=0,
+        target_tokens=100,
+        models=["down-model", "up-model"],
+    )
+    assert result.model == "up-model" and len(llm.requests_for("down-model")) == 2
+    # Expand-query with the same model shares the breaker: it fails fast, unsent.
+    with db.transaction() as s:
+        update_overrides(s, tenant.tenant_id, {"summary_model": "down-model"})
+        batch = prepare_batch([IncomingMessage("user", "ops-7")], max_batch=1, max_chars=100)
+        ingest_messages(s, tenant.tenant_id, "k", None, batch)
+    request = ExpandQueryRequest("Where?", "ops-7")
+    with db.transaction() as s:
+        grant = start_expand_query(s, tenant.tenant_id, ScopeSelector("k"), request, settings)
+    with pytest.raises(SummarizerError):
+        execute_expand_query(
+            db.transaction, grant.id, tenant.tenant_id, request, settings, services.llm
+        )
+    assert len(llm.requests_for("down-model")) == 2
+    assert services.llm is not None
+    assert services.llm.breakers.states() == {"down-model": "open", "up-model": "closed"}

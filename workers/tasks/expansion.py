@@ -8,7 +8,6 @@ so a duplicate can never read more than the grant allows.
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -21,30 +20,16 @@ from lcm.db.models import utcnow
 from lcm.errors import DependencyUnavailable, SummarizerError
 from lcm.retrieval.agent_tools import GrantEnded, to_jsonable
 from lcm.retrieval.answers import ExpandQueryRequest
-from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion import execute_expand_query
 from lcm.retrieval.grants import sweep_grants
-from lcm.settings import Settings
 from workers import completions, runtime
 from workers.celery_app import app
-
-_llm_lock = threading.Lock()
-_llm: tuple[Settings, ExpansionLlm | None] | None = None
-
-
-def _process_llm(settings: Settings) -> ExpansionLlm | None:
-    """One client and circuit breaker per process (per settings), shared by pool threads."""
-    global _llm
-    with _llm_lock:
-        if _llm is None or _llm[0] is not settings:
-            _llm = (settings, ExpansionLlm.from_settings(settings))
-        return _llm[1]
 
 
 @app.task(name="expansion.query")
 def query(grant_id: str, tenant_id: str, request: dict[str, Any]) -> dict[str, Any]:
     """Answer one expand-query; errors come back as ``{"error": {"code", "message"}}``."""
-    settings = runtime.settings()
+    services = runtime.services()
     parsed = ExpandQueryRequest(
         prompt=str(request["prompt"]),
         query=request.get("query"),
@@ -53,12 +38,12 @@ def query(grant_id: str, tenant_id: str, request: dict[str, Any]) -> dict[str, A
     )
     try:
         answer = execute_expand_query(
-            runtime.database().transaction,
+            services.database.transaction,
             grant_id,
             tenant_id,
             parsed,
-            settings,
-            _process_llm(settings),
+            services.settings,
+            services.llm,
         )
     except (GrantEnded, SummarizerError) as exc:
         return {"error": {"code": exc.code, "message": exc.message}}

@@ -6,38 +6,22 @@ written only where none exists, so a duplicate delivery changes nothing.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 from lcm.db.models import utcnow
 from lcm.files.repository import LargeFileRepository
 from lcm.files.service import summarize_file
-from lcm.files.storage import build_storage
-from lcm.settings import Settings
-from lcm.summarize.summarizer import Summarizer
 from workers import runtime
 from workers.celery_app import app
 from workers.sender import summarize_files
-
-_lock = threading.Lock()
-_summarizer: tuple[Settings, Summarizer] | None = None
-
-
-def summarizer() -> Summarizer:
-    """One summarizer per process and settings (its circuit breaker must be shared)."""
-    global _summarizer
-    settings = runtime.settings()
-    with _lock:
-        if _summarizer is None or _summarizer[0] is not settings:
-            _summarizer = (settings, Summarizer.from_settings(settings))
-        return _summarizer[1]
 
 
 @app.task(name="files.summarize")
 def summarize(file_id: str) -> str:
     """Write the file's exploration summary; "skipped" when it exists or the file is gone."""
+    services = runtime.services()
     outcome = summarize_file(
-        runtime.database().transaction, build_storage(runtime.settings()), summarizer(), file_id
+        services.database.transaction, services.storage, services.summarizer, file_id
     )
     return "skipped" if outcome is None else f"{outcome.kind}:{outcome.model}"
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from lcm.summarize.anthropic_provider import AnthropicProvider
-from lcm.summarize.breaker import CircuitBreaker
+from lcm.summarize.llm import Breakers
 from tests.fakes import FakeAnthropicServer
+from tests.fakes.providers import anthropic_provider
 
 PRIMARY = "claude-primary"
 FALLBACK = "claude-fallback"
@@ -48,15 +49,12 @@ def make_provider(fake_anthropic: FakeAnthropicServer, clock: FakeClock) -> Prov
 
     def factory(**overrides: Any) -> AnthropicProvider:
         options: dict[str, Any] = {
-            "api_key": "sk-test",
             "model": PRIMARY,
-            "fallback_models": (),
-            "base_url": fake_anthropic.base_url,
             "timeout_seconds": 5.0,
             "max_retries": 2,
-            "breaker": CircuitBreaker(3, 30.0, clock=clock),
+            "breakers": Breakers(3, 30.0, clock=clock),
         }
         options.update(overrides)
-        return AnthropicProvider(**options)
+        return anthropic_provider(fake_anthropic.base_url, **options)
 
     return factory

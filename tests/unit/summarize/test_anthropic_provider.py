@@ -7,6 +7,7 @@ import pytest
 from lcm.errors import ProviderUnavailable, SummarizerError
 from lcm.settings import Settings
 from lcm.summarize.anthropic_provider import SAMPLING_API_VERSION, AnthropicProvider
+from lcm.summarize.llm import LlmClients
 from lcm.summarize.provider import SummaryRequest
 from tests.fakes import Behaviour, FakeAnthropicServer
 from tests.unit.summarize.conftest import FALLBACK, PRIMARY, FakeClock, ProviderFactory
@@ -185,12 +186,13 @@ def test_from_settings_uses_key_url_models_and_breaker(
         llm_breaker_failures=1,
     )
     fake_anthropic.set_default("500", model="claude-a")
-    provider = AnthropicProvider.from_settings(settings)
+    llm = LlmClients.from_settings(settings)
+    assert llm is not None
+    provider = AnthropicProvider.from_settings(settings, llm)
     assert provider.models == ["claude-a", "claude-b"]
     assert provider.complete(request()).model == "claude-b"
     assert fake_anthropic.requests[0].headers["authorization"] == "Bearer sk-from-settings"
 
 
-def test_from_settings_requires_a_key() -> None:
-    with pytest.raises(SummarizerError):
-        AnthropicProvider.from_settings(Settings(ANTHROPIC_API_KEY=None))
+def test_no_key_means_no_llm_connection() -> None:
+    assert LlmClients.from_settings(Settings(ANTHROPIC_API_KEY=None)) is None

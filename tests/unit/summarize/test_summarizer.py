@@ -12,6 +12,7 @@ from lcm.settings import Settings
 from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import FOOTER_PREFIX, has_footer
+from lcm.summarize.llm import LlmClients
 from lcm.summarize.summarizer import TRUNCATION_MODEL, Summarizer, build_provider
 from lcm.summarize.truncation import TRUNCATION_MARKER
 from lcm.tokens import estimate_tokens
@@ -159,7 +160,8 @@ def test_build_provider_without_key_warns_and_goes_offline(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="lcm.summarize.summarizer"):
-        provider = build_provider(Settings(ANTHROPIC_API_KEY=None))
+        settings = Settings(ANTHROPIC_API_KEY=None)
+        provider = build_provider(settings, LlmClients.from_settings(settings))
     assert isinstance(provider, ExtractiveProvider)
     assert any(
         r.levelno == logging.WARNING and "OFFLINE EXTRACTIVE" in r.getMessage()
@@ -169,8 +171,9 @@ def test_build_provider_without_key_warns_and_goes_offline(
 
 def test_build_provider_with_key_uses_anthropic(fake_anthropic: FakeAnthropicServer) -> None:
     settings = Settings(ANTHROPIC_API_KEY="sk-x", anthropic_base_url=fake_anthropic.base_url)
-    assert isinstance(build_provider(settings), AnthropicProvider)
-    summarizer = Summarizer.from_settings(settings)
+    llm = LlmClients.from_settings(settings)
+    assert isinstance(build_provider(settings, llm), AnthropicProvider)
+    summarizer = Summarizer.from_settings(settings, llm)
     assert summarizer.summarize(SOURCE, depth=2, target_tokens=300).escalation == "normal"
     assert fake_anthropic.requests[0].model == settings.summary_model
 

@@ -1,0 +1,106 @@
+"""The process's LLM connection: one SDK client per provider, one circuit breaker per model.
+
+Built once by the process's composition root (:mod:`lcm.services`) and shared
+by every summary and expand-query loop of every tenant. Only what cannot
+differ between tenants lives here (key, endpoint, timeouts, retries, breaker
+policy); the model, fallbacks and everything else a tenant may override is
+passed per call.
+
+A breaker is per model, not per client: one model overloaded must not stop
+calls to the fallback model of the same provider, and a tenant that chose a
+model the provider refuses must not open the breaker for everyone else's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lcm.settings import Settings
+from lcm.summarize.breaker import BreakerState, CircuitBreaker
+
+if TYPE_CHECKING:
+    import anthropic
+
+
+class Breakers:
+    """One :class:`CircuitBreaker` per model name, made on first use."""
+
+    def __init__(
+        self,
+        failure_threshold: int,
+        reset_seconds: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._threshold = failure_threshold
+        self._reset_seconds = reset_seconds
+        self._clock = clock
+        # Pool threads ask for breakers concurrently: without the lock two
+        # threads could each make a breaker for one model, and the failures
+        # they count would be split between two objects.
+        self._lock = threading.Lock()
+        self._by_model: dict[str, CircuitBreaker] = {}
+
+    def for_model(self, model: str) -> CircuitBreaker:
+        with self._lock:
+            breaker = self._by_model.get(model)
+            if breaker is None:
+                breaker = CircuitBreaker(self._threshold, self._reset_seconds, clock=self._clock)
+                self._by_model[model] = breaker
+            return breaker
+
+    def states(self) -> dict[str, BreakerState]:
+        """Each model's breaker state (for metrics)."""
+        with self._lock:
+            breakers = dict(self._by_model)
+        return {model: breaker.state for model, breaker in breakers.items()}
+
+
+@dataclass(frozen=True)
+class LlmClients:
+    """The Anthropic SDK client and the per-model breakers (thread-safe, shared)."""
+
+    client: anthropic.Anthropic
+    breakers: Breakers
+    send_temperature: bool = False
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout_seconds: float = 60.0,
+        max_retries: int = 3,
+        breakers: Breakers | None = None,
+        send_temperature: bool = False,
+    ) -> LlmClients:
+        # Imported here: the SDK takes over a second to import, which offline
+        # deployments and every importer of this module should not pay.
+        import anthropic
+
+        client = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_seconds,
+            max_retries=max_retries,  # the SDK backs off on 408/409/429/5xx itself
+        )
+        return cls(client, breakers or Breakers(5, 30.0), send_temperature)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LlmClients | None:
+        """The deployment's connection; ``None`` without an API key (offline)."""
+        if settings.anthropic_api_key is None:
+            return None
+        return cls.connect(
+            api_key=settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            timeout_seconds=settings.llm_timeout_seconds,
+            max_retries=settings.llm_max_retries,
+            breakers=Breakers(settings.llm_breaker_failures, settings.llm_breaker_reset_seconds),
+            send_temperature=settings.llm_send_temperature,
+        )

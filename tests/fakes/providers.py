@@ -1,0 +1,30 @@
+"""The real Anthropic provider pointed at the fake server, as the tests build it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lcm.summarize.anthropic_provider import AnthropicProvider
+from lcm.summarize.llm import Breakers, LlmClients
+
+
+def anthropic_provider(
+    base_url: str,
+    model: str = "claude-test",
+    *,
+    fallback_models: Sequence[str] = (),
+    api_key: str = "sk-test",
+    timeout_seconds: float = 5.0,
+    max_retries: int = 0,
+    breakers: Breakers | None = None,
+    send_temperature: bool = False,
+) -> AnthropicProvider:
+    llm = LlmClients.connect(
+        api_key=api_key,
+        base_url=base_url,
+        timeout_seconds=timeout_seconds,
+        max_retries=max_retries,
+        breakers=breakers,
+        send_temperature=send_temperature,
+    )
+    return AnthropicProvider(llm, [model, *fallback_models])
