@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.servers import postgres
 from lcm.compaction.engine import CompactionEngine
+from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
 from lcm.errors import InvalidInput
@@ -27,7 +28,7 @@ from lcm.settings import Settings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import create_tenant
-from lcm.transcripts.importer import compact_conversation, import_transcript
+from lcm.transcripts.importer import import_transcript
 from lcm.transcripts.parse import peek
 from lcm.transcripts.repository import TranscriptRepository
 from lcm.transcripts.service import BootstrapOptions
@@ -55,6 +56,7 @@ def _measure(database: Database, files: list[Path], repeat: int, label: str) -> 
         session.commit()
     options = BootstrapOptions.from_settings(settings, build_storage(settings))
     engine = CompactionEngine(database.transaction, Summarizer(ExtractiveProvider()))
+    jobs = CompactionJobs(database.transaction, engine, settings, owner="bench")
     print(f"  [{label}]", flush=True)
     header = (
         f"  {'session':34} {'format':11} {'msgs':>5} {'pairs':>5} {'import s':>8} "
@@ -74,15 +76,14 @@ def _measure(database: Database, files: list[Path], repeat: int, label: str) -> 
         with database.session() as session:
             pairs = TranscriptRepository(session).tool_pairs(first.conversation_id)
         started = time.perf_counter()
-        sweep = compact_conversation(
-            engine, tenant_id, first.conversation_id, settings, TOKEN_BUDGET
-        )
+        sweep = jobs.compact_now(tenant_id, first.conversation_id, TOKEN_BUDGET)
         sweep_s = time.perf_counter() - started
+        assert sweep is not None, "nothing else holds this conversation's lease"
         median = statistics.median(seconds)
         print(
             f"  {path.name[:34]:34} {first.format:11} {first.imported:>5} {pairs:>5} "
             f"{median:>8.3f} {first.imported / median:>6.0f} "
-            f"{sweep.tokens_before:>14,} -> {sweep.tokens_after:>13,} {sweep.passes:>6} "
+            f"{sweep.tokens_before:>14,} -> {sweep.tokens_after:>13,} {len(sweep.passes):>6} "
             f"{sweep_s:>7.2f}",
             flush=True,
         )

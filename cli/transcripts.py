@@ -20,6 +20,7 @@ from rich.text import Text
 
 from cli import conversations
 from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, out, tenant_id_for
+from lcm.context import context_tokens
 from lcm.errors import LcmError
 from lcm.services import Services
 from lcm.settings import get_settings
@@ -118,7 +119,6 @@ class _Importer:
         tenant: str,
         progress: Progress,
     ) -> None:
-        from lcm.compaction.engine import CompactionEngine
         from lcm.tenants.service import effective_settings
         from lcm.transcripts.service import BootstrapOptions
 
@@ -132,7 +132,7 @@ class _Importer:
         )
         self.summarizer = services.summarizer
         self.storage = services.storage
-        self.engine = CompactionEngine(database.transaction, self.summarizer)
+        self.jobs = services.compaction_jobs("cli")
 
     def run(self, path: Path, key: str, compact: bool, token_budget: int | None) -> FileReport:
         from lcm.files.service import summarize_file
@@ -153,7 +153,7 @@ class _Importer:
         )
         for file_id in outcome.file_ids:
             summarize_file(self.database.transaction, self.storage, self.summarizer, file_id)
-        before = after = sum(e.token_count for e in self.engine.load(outcome.conversation_id))
+        before = after = context_tokens(self.jobs.engine.load(outcome.conversation_id))
         passes = 0
         if compact:
             budget = token_budget or self.settings.default_token_budget
@@ -175,20 +175,23 @@ class _Importer:
         )
 
     def _compact(self, conversation_id: int, before: int, budget: int) -> tuple[int, int]:
-        from lcm.compaction.planning import PassPlan
-        from lcm.transcripts.importer import compact_conversation
+        """The same chain of passes a worker runs, run here (the debt row leases it)."""
+        from lcm.compaction.engine import PassOutcome
 
         task = self.progress.add_task(f"  compaction passes ({before:,} tokens)", total=None)
 
-        def advance(plan: PassPlan, tokens: int) -> None:
+        def advance(outcome: PassOutcome) -> None:
             self.progress.update(
-                task, advance=1, description=f"  {plan.kind} pass -> {tokens:,} tokens"
+                task,
+                advance=1,
+                description=f"  {outcome.kind} pass: {outcome.tokens_in:,} -> "
+                f"{outcome.tokens_out:,} tokens",
             )
 
-        done = compact_conversation(
-            self.engine, self.tenant_id, conversation_id, self.settings, budget, on_pass=advance
-        )
-        return done.tokens_after, done.passes
+        done = self.jobs.compact_now(self.tenant_id, conversation_id, budget, on_pass=advance)
+        if done is None:
+            raise LcmError("a worker is compacting this conversation; try again when it is done")
+        return done.tokens_after, len(done.passes)
 
 
 def _transcript_files(paths: list[Path]) -> list[Path]:

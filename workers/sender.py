@@ -49,11 +49,17 @@ def wake(conversation_id: int, countdown: float = 0.0) -> bool:
     )
 
 
-def next_pass(conversation_id: int, kind: str, fencing_token: int) -> bool:
-    """Hand the lease to the next pass job (token compare-and-swap on claim)."""
+def next_pass(
+    conversation_id: int, kind: str, fencing_token: int, chain: tuple[int, int] | None = None
+) -> bool:
+    """Hand the lease to the next pass job (token compare-and-swap on claim).
+
+    ``chain`` (round, tokens the round began with) travels with the lease so
+    the next job knows how many rounds the sweep chain has run.
+    """
     return _send(
         PASS_TASKS[kind],
-        [conversation_id, fencing_token],
+        [conversation_id, fencing_token, list(chain) if chain else None],
         "compaction",
         f"pass for conversation {conversation_id} (the lease will expire and be resumed)",
     )

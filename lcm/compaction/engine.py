@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -33,13 +33,6 @@ from lcm.assembly.assembler import AssembledContext
 from lcm.assembly.render import format_timestamp
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository, summary_view
-from lcm.compaction.sweep import (
-    CompactUntilUnderResult,
-    SweepResult,
-    compact_until_under,
-    next_pass,
-    run_sweep,
-)
 from lcm.context import ContextEntry
 from lcm.db.models import CompactionRun, LlmUsage, Summary
 from lcm.errors import ContextChanged
@@ -101,16 +94,6 @@ class CompactionEngine:
     def load(self, conversation_id: int) -> list[ContextEntry]:
         with self.transaction() as session:
             return CompactionRepository(session).load_entries(conversation_id)
-
-    def plan_next(
-        self,
-        conversation_id: int,
-        settings: CompactionSettings,
-        token_budget: int,
-        target_tokens: int | None = None,
-    ) -> PassPlan | None:
-        entries = self.load(conversation_id)
-        return next_pass(entries, settings, token_budget, target_tokens=target_tokens)
 
     def run_pass(
         self,
@@ -264,51 +247,6 @@ class CompactionEngine:
             escalation=result.escalation,
             model=result.model,
         )
-
-    # --- whole sweeps, in-process (inline mode, manual compaction, tests) ---
-
-    def sweep(
-        self,
-        tenant_id: str,
-        conversation_id: int,
-        settings: CompactionSettings,
-        token_budget: int,
-        *,
-        target_tokens: int | None = None,
-    ) -> SweepResult:
-        """Run passes until the sweep rules stop, each pass its own transactions."""
-        return run_sweep(
-            self.load(conversation_id),
-            settings,
-            token_budget,
-            self._runner(tenant_id, conversation_id, settings),
-            target_tokens=target_tokens,
-        )
-
-    def compact_until_under(
-        self,
-        tenant_id: str,
-        conversation_id: int,
-        settings: CompactionSettings,
-        token_budget: int,
-        target_tokens: int,
-    ) -> CompactUntilUnderResult:
-        return compact_until_under(
-            self.load(conversation_id),
-            settings,
-            token_budget,
-            target_tokens,
-            self._runner(tenant_id, conversation_id, settings),
-        )
-
-    def _runner(
-        self, tenant_id: str, conversation_id: int, settings: CompactionSettings
-    ) -> Callable[[PassPlan], Sequence[ContextEntry]]:
-        def run(plan: PassPlan) -> Sequence[ContextEntry]:
-            self.run_pass(tenant_id, conversation_id, plan, settings)
-            return self.load(conversation_id)
-
-        return run
 
 
 def assemble(

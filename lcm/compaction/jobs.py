@@ -25,7 +25,7 @@ from lcm.compaction.debt import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepos
 from lcm.compaction.engine import CompactionEngine, PassOutcome, Transaction
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
-from lcm.compaction.sweep import continue_after_pass, next_pass
+from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
 from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
@@ -50,7 +50,18 @@ class Step:
     countdown: float = 0.0
     follow_up: bool = False  # debt re-armed meanwhile: send a wake-up
     outcome: PassOutcome | None = None
+    position: ChainPosition | None = None  # handed to the next pass job with the lease
     queue_lag_seconds: float | None = None  # set on a wake-up's claim
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    """A chain run to its end in one thread (:meth:`CompactionJobs.run_inline`)."""
+
+    passes: tuple[PassOutcome, ...]
+    tokens_before: int
+    tokens_after: int
+    ended: Action  # done | failed | retry (a pass failed; the debt retries later)
 
 
 def owe_compaction(
@@ -156,21 +167,32 @@ class CompactionJobs:
         read = self._claim(conversation_id, None)
         if read is None:
             return Step("noop", conversation_id)  # someone holds the lease, or nothing is owed
-        claim = read[0]
+        claim, settings, before = read
         if claim.attempts >= self.settings.max_attempts:
             return self._fail(claim, "gave up: the lease expired too many times")
-        step = self._run(*read, kind)
+        step = self._run(claim, settings, before, kind, ChainPosition.start(before))
         if claim.enqueued_at is None:
             return step
         lag = max(0.0, (self.clock() - claim.enqueued_at).total_seconds())
         return replace(step, queue_lag_seconds=lag)
 
-    def run_pass(self, conversation_id: int, fencing_token: int, kind: str | None = None) -> Step:
-        """Run the pass the holder of ``fencing_token`` handed over, then name the next."""
+    def run_pass(
+        self,
+        conversation_id: int,
+        fencing_token: int,
+        kind: str | None = None,
+        position: ChainPosition | None = None,
+    ) -> Step:
+        """Run the pass the holder of ``fencing_token`` handed over, then name the next.
+
+        ``position`` is the chain's round as the previous job left it (a job
+        sent before rounds existed carries none: it continues round one).
+        """
         read = self._claim(conversation_id, fencing_token)
         if read is None:
             return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
-        return self._run(*read, kind)
+        claim, settings, before = read
+        return self._run(claim, settings, before, kind, position or ChainPosition.start(before))
 
     def _claim(
         self, conversation_id: int, successor_of: int | None
@@ -191,6 +213,7 @@ class CompactionJobs:
         settings: CompactionSettings,
         before: list[ContextEntry],
         kind: str | None,
+        position: ChainPosition,
     ) -> Step:
         """One pass under ``claim``. A job of another ``kind`` hands the lease over instead."""
         conversation_id = claim.conversation_id
@@ -199,7 +222,7 @@ class CompactionJobs:
         if plan is None or (kind is not None and plan.kind != kind):
             # Nothing left, or a condense pass reached by a leaf job (or the
             # reverse): the right job runs it, so Flower's labels stay true.
-            return self._after(claim, plan, None)
+            return self._after(claim, plan, None, position)
         try:
             outcome = self.engine.run_pass(
                 claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
@@ -211,27 +234,67 @@ class CompactionJobs:
         except Exception as exc:
             log.exception("compaction pass failed for conversation %s", conversation_id)
             return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
+        if outcome is None:
+            # The range changed under the pass: replan from the committed state.
+            after = self.engine.load(conversation_id)
+            replanned = next_pass(after, settings, budget, target_tokens=claim.target_tokens)
+            return self._after(claim, replanned, None, position)
         after = (
             self.engine.load(conversation_id)
-            if outcome is None or outcome.entry is None
+            if outcome.entry is None
             else applied(before, plan, outcome.entry)
         )
-        if outcome is not None and not continue_after_pass(
-            context_tokens(before), context_tokens(after), claim.target_tokens
-        ):
-            return self._after(claim, None, outcome)
-        return self._after(
-            claim, next_pass(after, settings, budget, target_tokens=claim.target_tokens), outcome
+        following, position = plan_after_pass(
+            context_tokens(before),
+            after,
+            settings,
+            budget,
+            position,
+            target_tokens=claim.target_tokens,
         )
+        return self._after(claim, following, outcome, position)
 
-    def run_inline(self, conversation_id: int) -> bool:
-        """Run a whole sweep in this thread (inline mode). False if a worker holds the lease."""
+    def run_inline(
+        self, conversation_id: int, on_pass: Callable[[PassOutcome], None] | None = None
+    ) -> SweepReport | None:
+        """Run the whole chain in this thread; ``None`` if a worker holds the lease.
+
+        Inline mode and ``lcm import --compact`` use it: the same jobs a
+        worker runs, one after the other, each pass in its own transactions.
+        """
+        tokens_before = context_tokens(self.engine.load(conversation_id))
         step = self.wake(conversation_id)
         if step.action == "noop":
-            return False
-        while step.action == "pass" and step.fencing_token is not None:
-            step = self.run_pass(conversation_id, step.fencing_token)
-        return True
+            return None
+        outcomes: list[PassOutcome] = []
+        while True:
+            if step.outcome is not None:
+                outcomes.append(step.outcome)
+                if on_pass is not None:
+                    on_pass(step.outcome)
+            if step.action != "pass" or step.fencing_token is None:
+                break
+            step = self.run_pass(conversation_id, step.fencing_token, position=step.position)
+        tokens_after = context_tokens(self.engine.load(conversation_id))
+        return SweepReport(tuple(outcomes), tokens_before, tokens_after, step.action)
+
+    def compact_now(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        token_budget: int,
+        target_tokens: int | None = None,
+        on_pass: Callable[[PassOutcome], None] | None = None,
+    ) -> SweepReport | None:
+        """Owe manual compaction and run its chain here (``lcm import --compact``).
+
+        The debt row is the same one the API writes, so a worker that holds
+        the lease is never overlapped: then this returns ``None`` and the
+        worker's follow-up covers the request.
+        """
+        with self.transaction() as session:
+            record_debt(session, tenant_id, conversation_id, "manual", token_budget, target_tokens)
+        return self.run_inline(conversation_id, on_pass)
 
     # --- helpers ------------------------------------------------------------
 
@@ -241,10 +304,27 @@ class CompactionJobs:
 
         return check
 
-    def _after(self, claim: Claim, plan: PassPlan | None, outcome: PassOutcome | None) -> Step:
+    def _after(
+        self,
+        claim: Claim,
+        plan: PassPlan | None,
+        outcome: PassOutcome | None,
+        position: ChainPosition,
+    ) -> Step:
         if plan is not None:
             return Step(
-                "pass", claim.conversation_id, plan.kind, claim.fencing_token, outcome=outcome
+                "pass",
+                claim.conversation_id,
+                plan.kind,
+                claim.fencing_token,
+                outcome=outcome,
+                position=position,
+            )
+        if position.round > 1:
+            log.info(
+                "conversation %s: sweep chain ended after %d rounds",
+                claim.conversation_id,
+                position.round,
             )
         with self.transaction() as session:
             follow_up = DebtRepository(session).release(claim, self.clock())
@@ -324,4 +404,11 @@ def wait_for_debt(
             woken.wait(min(recheck, left))
 
 
-__all__ = ["CompactionJobs", "Step", "context_token_total", "record_debt", "wait_for_debt"]
+__all__ = [
+    "CompactionJobs",
+    "Step",
+    "SweepReport",
+    "context_token_total",
+    "record_debt",
+    "wait_for_debt",
+]

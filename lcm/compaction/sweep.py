@@ -1,10 +1,9 @@
 """The order of passes in a sweep (DESIGN §3), as pure decisions.
 
-A sweep is a chain of passes. The database-backed engine runs one pass per
-job and asks :func:`next_pass` what comes next from the committed state, and
-:func:`continue_after_pass` whether to go on at all; :func:`run_sweep` and
-:func:`compact_until_under` drive the same decisions in a loop for callers
-(and tests) that execute passes in-process through a ``run_pass`` callable.
+A sweep is a chain of passes, one per job (:mod:`lcm.compaction.jobs`): the
+first job asks :func:`next_pass` what to run from the committed context, and
+every job after a pass asks :func:`plan_after_pass` whether and how the chain
+goes on. Both are pure, so the chain's rules are tested without a database.
 
 Phases, each tried only when the previous one has nothing eligible:
 
@@ -19,14 +18,14 @@ Phases, each tried only when the previous one has nothing eligible:
    context under the budget when routine work was not enough.
 
 Every pass replaces at least two entries with one, so any chain of passes is
-finite; the driver also stops as soon as a pass saves no tokens.
+finite; a round also ends as soon as a pass saves no tokens, and a chain runs
+at most ``max_rounds`` rounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from lcm.compaction.planning import (
     PassPlan,
@@ -37,11 +36,6 @@ from lcm.compaction.planning import (
 )
 from lcm.context import ContextEntry, context_tokens
 from lcm.settings import CompactionSettings
-
-RunPass = Callable[[PassPlan], Sequence[ContextEntry]]
-"""Executes one pass and returns the conversation's entries afterwards."""
-
-SweepStop = Literal["nothing_eligible", "no_savings", "under_target"]
 
 
 def under_pressure(
@@ -108,83 +102,53 @@ def continue_after_pass(
 
 
 @dataclass(frozen=True, slots=True)
-class SweepResult:
-    entries: tuple[ContextEntry, ...]
-    passes: tuple[PassPlan, ...]
-    tokens_before: int
-    tokens_after: int
-    stop: SweepStop
+class ChainPosition:
+    """Where a sweep chain stands: its round (1-based) and the tokens the round began with.
+
+    A round is a sweep: passes until none is eligible or one saves nothing.
+    Travels with each chained job, so every job decides from the committed
+    context plus these two numbers.
+    """
+
+    round: int
+    round_start_tokens: int
+
+    @classmethod
+    def start(cls, entries: Sequence[ContextEntry]) -> ChainPosition:
+        return cls(1, context_tokens(entries))
 
 
-def run_sweep(
-    entries: Sequence[ContextEntry],
+def plan_after_pass(
+    tokens_before: int,
+    after: Sequence[ContextEntry],
     settings: CompactionSettings,
     token_budget: int,
-    run_pass: RunPass,
+    position: ChainPosition,
     *,
     target_tokens: int | None = None,
-) -> SweepResult:
-    """Run passes chosen by :func:`next_pass` until it has none or a stop rule fires."""
-    current = tuple(entries)
-    tokens_before = context_tokens(current)
-    passes: list[PassPlan] = []
-    stop: SweepStop = "nothing_eligible"
-    tokens = tokens_before
-    while True:
-        plan = next_pass(current, settings, token_budget, target_tokens=target_tokens)
-        if plan is None:
-            break
-        passes.append(plan)
-        current = tuple(run_pass(plan))
-        tokens, previous = context_tokens(current), tokens
-        if not continue_after_pass(previous, tokens, target_tokens):
-            stop = "no_savings" if tokens >= previous else "under_target"
-            break
-    return SweepResult(current, tuple(passes), tokens_before, tokens, stop)
+) -> tuple[PassPlan | None, ChainPosition]:
+    """The chain's next pass after one took the context from ``tokens_before`` to ``after``.
 
-
-@dataclass(frozen=True, slots=True)
-class CompactUntilUnderResult:
-    entries: tuple[ContextEntry, ...]
-    sweeps: tuple[SweepResult, ...]
-    tokens_before: int
-    tokens_after: int
-    target_tokens: int
-
-    @property
-    def reached_target(self) -> bool:
-        return self.tokens_after <= self.target_tokens
-
-    @property
-    def passes(self) -> tuple[PassPlan, ...]:
-        return tuple(plan for sweep in self.sweeps for plan in sweep.passes)
-
-
-def compact_until_under(
-    entries: Sequence[ContextEntry],
-    settings: CompactionSettings,
-    token_budget: int,
-    target_tokens: int,
-    run_pass: RunPass,
-    *,
-    max_rounds: int | None = None,
-) -> CompactUntilUnderResult:
-    """Sweep until the context is at most ``target_tokens``, up to ``max_rounds`` sweeps.
-
-    ``max_rounds`` defaults to ``settings.max_rounds``. A round that saves
-    nothing ends the loop early: the planner is deterministic, so the next
-    round would choose the same passes again.
+    Within a round this is :func:`continue_after_pass` then :func:`next_pass`.
+    A pass that saved nothing ends the round; while the context is still
+    under pressure (over the threshold or the target), the round saved
+    tokens and fewer than ``max_rounds`` rounds ran, a new round starts
+    (DESIGN: compact until under, up to ``max_rounds`` sweeps). A summarizer
+    is not deterministic, so the next round's summaries may shrink again; a
+    round that saved nothing at all ends the chain, since the next would
+    only spend LLM calls on the same plans.
     """
-    rounds = settings.max_rounds if max_rounds is None else max_rounds
-    current = tuple(entries)
-    tokens_before = context_tokens(current)
-    sweeps: list[SweepResult] = []
-    while len(sweeps) < rounds and context_tokens(current) > target_tokens:
-        sweep = run_sweep(current, settings, token_budget, run_pass, target_tokens=target_tokens)
-        sweeps.append(sweep)
-        current = sweep.entries
-        if sweep.tokens_after >= sweep.tokens_before:
-            break
-    return CompactUntilUnderResult(
-        current, tuple(sweeps), tokens_before, context_tokens(current), target_tokens
+    tokens_after = context_tokens(after)
+    if continue_after_pass(tokens_before, tokens_after, target_tokens):
+        plan = next_pass(after, settings, token_budget, target_tokens=target_tokens)
+        return plan, position
+    another_round = (
+        tokens_after >= tokens_before  # the round ended on a pass that saved nothing
+        and position.round < settings.max_rounds
+        and tokens_after < position.round_start_tokens
+        and under_pressure(after, settings, token_budget, target_tokens)
     )
+    if not another_round:
+        return None, position
+    plan = next_pass(after, settings, token_budget, target_tokens=target_tokens)
+    return plan, ChainPosition(position.round + 1, tokens_after)

@@ -14,11 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.planning import PassPlan
-from lcm.compaction.sweep import run_sweep
-from lcm.context import ContextEntry, context_tokens
-from lcm.settings import CompactionSettings
 from lcm.transcripts.parse import peek
 from lcm.transcripts.service import (
     BootstrapOptions,
@@ -40,13 +35,6 @@ class ImportOutcome:
     duplicates: int
     file_ids: tuple[str, ...]
     seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class CompactOutcome:
-    tokens_before: int
-    tokens_after: int
-    passes: int
 
 
 def chunk_ends(data: bytes, lines_per_chunk: int) -> list[int]:
@@ -94,25 +82,3 @@ def import_transcript(
         file_ids=tuple(f for r in results for f in r.file_ids),
         seconds=time.perf_counter() - started,
     )
-
-
-def compact_conversation(
-    engine: CompactionEngine,
-    tenant_id: str,
-    conversation_id: int,
-    settings: CompactionSettings,
-    token_budget: int,
-    on_pass: Callable[[PassPlan, int], None] | None = None,
-) -> CompactOutcome:
-    """One full sweep in-process, each pass its own short transactions."""
-    entries = engine.load(conversation_id)
-
-    def run(plan: PassPlan) -> list[ContextEntry]:
-        engine.run_pass(tenant_id, conversation_id, plan, settings)
-        after = engine.load(conversation_id)
-        if on_pass is not None:
-            on_pass(plan, context_tokens(after))
-        return after
-
-    sweep = run_sweep(entries, settings, token_budget, run)
-    return CompactOutcome(sweep.tokens_before, sweep.tokens_after, len(sweep.passes))

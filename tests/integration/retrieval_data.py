@@ -6,13 +6,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lcm.compaction.engine import CompactionEngine
 from lcm.db.engine import Database
 from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import CompactionSettings
-from lcm.summarize.extractive import ExtractiveProvider
-from lcm.summarize.summarizer import Summarizer
+from tests.helpers import compact as compact_chain
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -53,5 +51,4 @@ def compact(db: Database, tenant_id: str, conversation_id: int, *, fresh_tail: i
         sweep_max_depth=1,
         summary_prefix_target_tokens=50,
     )
-    engine = CompactionEngine(db.transaction, Summarizer(ExtractiveProvider()))
-    engine.sweep(tenant_id, conversation_id, settings, token_budget=10_000_000)
+    compact_chain(db, tenant_id, conversation_id, settings, token_budget=10_000_000)

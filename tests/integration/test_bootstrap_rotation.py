@@ -19,6 +19,7 @@ from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
 from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
+from tests.helpers import compact
 
 SETTINGS = CompactionSettings(
     fresh_tail_count=8, leaf_chunk_tokens=600, condensed_min_fanout=3, sweep_max_depth=1
@@ -47,7 +48,7 @@ def archived(db: Database, tenant: IssuedKey) -> tuple[int, list[tuple[str, int]
     ]
     conversation_id = write(db, tenant.tenant_id, "s1", texts)
     engine = CompactionEngine(db.transaction, Summarizer(ExtractiveProvider()))
-    engine.sweep(tenant.tenant_id, conversation_id, SETTINGS, token_budget=4_000)
+    compact(db, tenant.tenant_id, conversation_id, SETTINGS, token_budget=4_000)
     entries = engine.load(conversation_id)
     summaries = [(e.summary.id, e.summary.depth) for e in entries if e.summary is not None]
     assert {d for _, d in summaries} == {0, 1}, "the fixture needs both depths in context"

@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 from lcm.compaction.engine import CompactionEngine, assemble
 from lcm.compaction.planning import evaluate_threshold
 from lcm.compaction.repository import CompactionRepository
-from lcm.compaction.sweep import next_pass
 from lcm.context import context_tokens
 from lcm.db.engine import Database
 from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Message, Summary
@@ -23,6 +22,7 @@ from lcm.settings import CompactionSettings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
+from tests.helpers import compact, next_plan
 
 WORDS = [
     "deploy",
@@ -79,7 +79,7 @@ def test_leaf_pass_writes_a_linked_summary(db: Database, tenant: IssuedKey) -> N
     cid = fill(db, tenant.tenant_id, 120)
     settings = CompactionSettings(fresh_tail_count=16, leaf_chunk_tokens=2_000)
     eng = engine(db)
-    plan = eng.plan_next(cid, settings, token_budget=4_000)
+    plan = next_plan(eng, cid, settings, token_budget=4_000)
     assert plan is not None and plan.kind == "leaf"
     outcome = eng.run_pass(tenant.tenant_id, cid, plan, settings)
     with db.session() as s:
@@ -109,7 +109,7 @@ def test_replaying_a_committed_pass_is_rejected(db: Database, tenant: IssuedKey)
     cid = fill(db, tenant.tenant_id, 60)
     settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
     eng = engine(db)
-    plan = eng.plan_next(cid, settings, 2_000)
+    plan = next_plan(eng, cid, settings, 2_000)
     assert plan is not None
     eng.run_pass(tenant.tenant_id, cid, plan, settings)
     with pytest.raises(ContextChanged):
@@ -123,7 +123,7 @@ def test_a_fence_that_fails_writes_nothing(db: Database, tenant: IssuedKey) -> N
     cid = fill(db, tenant.tenant_id, 60)
     settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
     eng = engine(db)
-    plan = eng.plan_next(cid, settings, 2_000)
+    plan = next_plan(eng, cid, settings, 2_000)
     assert plan is not None
 
     def lost_lease(_session: Session) -> None:
@@ -141,7 +141,7 @@ def test_ingest_during_a_pass_does_not_block_its_commit(db: Database, tenant: Is
     cid = fill(db, tenant.tenant_id, 60)
     settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=1_000)
     eng = engine(db)
-    plan = eng.plan_next(cid, settings, 2_000)
+    plan = next_plan(eng, cid, settings, 2_000)
     assert plan is not None
     # Appends land after the planned range: the range is unchanged, the pass commits.
     fill(db, tenant.tenant_id, 5, seed=9)
@@ -163,8 +163,7 @@ def test_sweep_max_depth(db: Database, tenant: IssuedKey, max_depth: int, deepes
         summary_prefix_target_tokens=100,
     )
     # A budget far above the context: no pressure phase, only routine work.
-    eng = engine(db)
-    eng.sweep(tenant.tenant_id, cid, settings, token_budget=10_000_000)
+    compact(db, tenant.tenant_id, cid, settings, token_budget=10_000_000)
     with db.session() as s:
         depths = CompactionRepository(s).summary_counts_by_depth(cid)
     assert max(depths) == deepest
@@ -181,9 +180,8 @@ def test_pressure_phase_goes_deeper_with_the_hard_fanout(db: Database, tenant: I
         condensed_min_fanout_hard=2,
         sweep_max_depth=0,
     )
-    eng = engine(db)
     budget = 3_000
-    eng.sweep(tenant.tenant_id, cid, settings, token_budget=budget)
+    compact(db, tenant.tenant_id, cid, settings, token_budget=budget)
     with db.session() as s:
         depths = CompactionRepository(s).summary_counts_by_depth(cid)
     assert max(depths) >= 1, "only the pressure phase can condense with these settings"
@@ -197,15 +195,9 @@ def test_large_conversation_ends_under_threshold_and_lossless(pg_db: Database) -
     cid = fill(pg_db, tenant.tenant_id, 5_000)
     settings = CompactionSettings()
     budget = 100_000
-    eng = engine(pg_db)
-    result = eng.compact_until_under(
-        tenant.tenant_id,
-        cid,
-        settings,
-        budget,
-        target_tokens=evaluate_threshold(0, budget, settings)[0],
-    )
-    after = context_tokens(eng.load(cid))
+    target = evaluate_threshold(0, budget, settings).threshold_tokens
+    result = compact(pg_db, tenant.tenant_id, cid, settings, budget, target_tokens=target)
+    after = context_tokens(engine(pg_db).load(cid))
     assert result.tokens_before > 5 * budget
     assert not evaluate_threshold(after, budget, settings).over_threshold
     assert_lossless(pg_db, cid)
@@ -213,7 +205,7 @@ def test_large_conversation_ends_under_threshold_and_lossless(pg_db: Database) -
         assembled = assemble(session, cid, budget, settings)
     assert assembled.estimated_tokens <= budget
     assert assembled.fresh_tail_count == settings.fresh_tail_count
-    assert next_pass(eng.load(cid), settings, budget) is None or result.reached_target
+    assert result.tokens_after == after <= target
 
 
 def test_assembly_reads_past_its_window_when_the_tail_does(db: Database, tenant: IssuedKey) -> None:

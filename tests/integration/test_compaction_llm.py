@@ -16,6 +16,7 @@ from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
 from tests.fakes import FakeAnthropicServer
 from tests.fakes.providers import anthropic_provider
+from tests.helpers import compact, next_plan
 from tests.integration.test_compaction_engine import assert_lossless, fill
 
 MODEL = "claude-test"
@@ -43,10 +44,10 @@ def test_passes_carry_the_previous_summary_and_record_usage(
 ) -> None:
     cid = fill(db, tenant.tenant_id, 80)
     eng = engine_on(db, llm, Breakers(5, 30))
-    first = eng.plan_next(cid, SETTINGS, 2_000)
+    first = next_plan(eng, cid, SETTINGS, 2_000)
     assert first is not None and first.previous_summary is None
     made = eng.run_pass(tenant.tenant_id, cid, first, SETTINGS)
-    second = eng.plan_next(cid, SETTINGS, 2_000)
+    second = next_plan(eng, cid, SETTINGS, 2_000)
     assert second is not None and second.kind == "leaf"
     assert second.previous_summary is not None and second.previous_summary.id == made.summary_id
     eng.run_pass(tenant.tenant_id, cid, second, SETTINGS)
@@ -67,7 +68,7 @@ def test_oversized_output_escalates_to_aggressive_then_truncation(
     cid = fill(db, tenant.tenant_id, 60)
     eng = engine_on(db, llm, Breakers(5, 30))
     llm.script(["oversized", "oversized"])
-    plan = eng.plan_next(cid, SETTINGS, 2_000)
+    plan = next_plan(eng, cid, SETTINGS, 2_000)
     assert plan is not None
     outcome = eng.run_pass(tenant.tenant_id, cid, plan, SETTINGS)
     assert outcome.escalation == "fallback"
@@ -84,7 +85,7 @@ def test_a_failing_provider_opens_the_breaker_and_compaction_still_progresses(
     cid = fill(db, tenant.tenant_id, 200)
     llm.set_default("500")
     eng = engine_on(db, llm, Breakers(2, 3_600))
-    result = eng.sweep(tenant.tenant_id, cid, SETTINGS, token_budget=2_000)
+    result = compact(db, tenant.tenant_id, cid, SETTINGS, 2_000, summarizer=eng.summarizer)
     assert len(result.passes) >= 4
     stored = summaries(db)
     assert all(s.escalation == "fallback" and s.model == "truncation" for s in stored)

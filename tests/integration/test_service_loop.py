@@ -26,6 +26,7 @@ from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 from lcm.tenants.service import IssuedKey, update_overrides
+from lcm.tokens import estimate_tokens
 from tests.conftest import RecordingSender, auth
 from tests.integration.test_compaction_engine import assert_lossless
 
@@ -99,7 +100,7 @@ def drain(jobs: CompactionJobs, conversation_id: int, limit: int = 200) -> list[
     while steps[-1].action == "pass" and len(steps) < limit:
         token = steps[-1].fencing_token
         assert token is not None
-        steps.append(jobs.run_pass(conversation_id, token))
+        steps.append(jobs.run_pass(conversation_id, token, position=steps[-1].position))
     return steps
 
 
@@ -426,3 +427,39 @@ def test_a_job_of_the_wrong_kind_hands_the_lease_over(
     assert handoff.fencing_token is not None
     ran = jobs.run_pass(cid, handoff.fencing_token, kind="leaf")
     assert ran.outcome is not None and ran.outcome.kind == "leaf"
+
+
+class EverySecondSummarySavesNothing(Summarizer):
+    """Offline summaries, but every second one is its whole source (no smaller)."""
+
+    def __init__(self) -> None:
+        super().__init__(ExtractiveProvider())
+        self.calls = 0
+
+    def summarize(self, source_text: str, **kwargs: Any) -> SummaryResult:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            tokens = estimate_tokens(source_text)
+            return SummaryResult(source_text, tokens, "normal", "echo", ())
+        return super().summarize(source_text, **kwargs)
+
+
+@pytest.mark.parametrize("max_rounds", [1, 3])
+def test_the_service_chain_honours_max_rounds(
+    client: TestClient, db: Database, tenant: IssuedKey, max_rounds: int
+) -> None:
+    """A pass saving nothing ends a round; under pressure another starts, max_rounds in all."""
+    summarizer = EverySecondSummarySavesNothing()
+    jobs = jobs_for(db, Clock(), "w", summarizer, max_rounds=max_rounds)
+    cid = turn(client, tenant, 120)["conversation_id"]
+    with db.transaction() as s:
+        # A manual request down to 0 tokens: the context stays "over target" throughout.
+        record_debt(s, tenant.tenant_id, cid, "manual", BUDGET, target_tokens=0)
+    steps = drain(jobs, cid)
+    passes = [step for step in steps if step.outcome is not None]
+    assert steps[-1].action == "done"
+    assert len(passes) == 2 * max_rounds  # each round: one pass that saves, one that does not
+    last = steps[-2].position
+    assert last is not None and last.round == max_rounds
+    assert debt_of(db, cid).status == "done"
+    assert_lossless(db, cid)

@@ -13,6 +13,7 @@ from celery.signals import worker_ready
 
 from lcm.compaction.jobs import Step
 from lcm.compaction.reconcile import overdue_debts
+from lcm.compaction.sweep import ChainPosition
 from lcm.completions import debt_key
 from workers import completions, metrics, runtime, sender
 from workers.celery_app import app
@@ -32,7 +33,13 @@ def _follow(step: Step) -> str:
     if step.queue_lag_seconds is not None:
         metrics.QUEUE_LAG.observe(step.queue_lag_seconds)
     if step.action == "pass" and step.kind and step.fencing_token is not None:
-        sender.next_pass(step.conversation_id, step.kind, step.fencing_token)
+        position = step.position
+        sender.next_pass(
+            step.conversation_id,
+            step.kind,
+            step.fencing_token,
+            chain=None if position is None else (position.round, position.round_start_tokens),
+        )
     elif step.action == "retry":
         metrics.FAILURES.labels("false").inc()
         sender.wake(step.conversation_id, countdown=step.countdown)
@@ -46,25 +53,33 @@ def _follow(step: Step) -> str:
 
 
 @app.task(name="compaction.leaf")
-def leaf(conversation_id: int, fencing_token: int | None = None) -> str:
+def leaf(
+    conversation_id: int, fencing_token: int | None = None, chain: list[int] | None = None
+) -> str:
     """One leaf pass (raw messages -> a depth-0 summary).
 
     Without a token this is a sweep's first job: it claims the debt row.
+    ``chain`` is the sweep chain's [round, tokens the round began with].
     """
-    return _run(conversation_id, fencing_token, "leaf")
+    return _run(conversation_id, fencing_token, "leaf", chain)
 
 
 @app.task(name="compaction.condense")
-def condense(conversation_id: int, fencing_token: int | None = None) -> str:
+def condense(
+    conversation_id: int, fencing_token: int | None = None, chain: list[int] | None = None
+) -> str:
     """One condensed pass (summaries -> a deeper summary)."""
-    return _run(conversation_id, fencing_token, "condensed")
+    return _run(conversation_id, fencing_token, "condensed", chain)
 
 
-def _run(conversation_id: int, fencing_token: int | None, kind: str) -> str:
+def _run(
+    conversation_id: int, fencing_token: int | None, kind: str, chain: list[int] | None
+) -> str:
     jobs = runtime.compaction_jobs()
     if fencing_token is None:
         return _follow(jobs.wake(conversation_id, kind))
-    return _follow(jobs.run_pass(conversation_id, fencing_token, kind))
+    position = None if not chain else ChainPosition(int(chain[0]), int(chain[1]))
+    return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))
 
 
 @app.task(name="compaction.reconcile")

@@ -10,6 +10,7 @@ DAG links so tests can walk back to every source message.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +19,8 @@ from hypothesis import strategies as st
 
 from lcm.assembly import summary_context_tokens
 from lcm.compaction.planning import PassPlan, fresh_tail_start
-from lcm.context import ContextEntry, MessageView, PartView, Role, SummaryView
+from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
+from lcm.context import ContextEntry, MessageView, PartView, Role, SummaryView, context_tokens
 from lcm.settings import CompactionSettings
 from lcm.tokens import estimate_tokens
 
@@ -270,3 +272,49 @@ def add_turn(conversation: Conversation, spec: TurnSpec) -> None:
         # "missing": the gateway never sent the results.
     if spec.answer is not None:
         conversation.assistant(spec.answer)
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """A sweep chain driven in memory by the production decisions."""
+
+    entries: tuple[ContextEntry, ...]
+    passes: tuple[PassPlan, ...]
+    rounds: int
+    tokens_before: int
+    tokens_after: int
+    stop: str  # "no_savings": the last pass saved nothing; "done": nothing left or under target
+
+
+def drive_chain(
+    entries: list[ContextEntry],
+    config: CompactionSettings,
+    budget: int,
+    run_pass: Callable[[PassPlan], list[ContextEntry]],
+    *,
+    target_tokens: int | None = None,
+) -> ChainRun:
+    """Run a chain the way ``CompactionJobs`` does, one "job" per loop turn.
+
+    The first job asks ``next_pass``; each later one ``plan_after_pass``,
+    exactly the two functions the worker's jobs call; only the database and
+    the queue are replaced by ``run_pass`` and this loop.
+    """
+    current = list(entries)
+    start = context_tokens(current)
+    position = ChainPosition.start(current)
+    plan = next_pass(current, config, budget, target_tokens=target_tokens)
+    passes: list[PassPlan] = []
+    saved_nothing = False
+    while plan is not None:
+        passes.append(plan)
+        before = context_tokens(current)
+        current = list(run_pass(plan))
+        saved_nothing = context_tokens(current) >= before
+        plan, position = plan_after_pass(
+            before, current, config, budget, position, target_tokens=target_tokens
+        )
+    stop = "no_savings" if saved_nothing else "done"
+    return ChainRun(
+        tuple(current), tuple(passes), position.round, start, context_tokens(current), stop
+    )

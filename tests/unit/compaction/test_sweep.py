@@ -9,16 +9,17 @@ import pytest
 
 from lcm.compaction.planning import PassPlan, evaluate_threshold
 from lcm.compaction.sweep import (
-    compact_until_under,
+    ChainPosition,
     continue_after_pass,
     next_pass,
-    run_sweep,
+    plan_after_pass,
     under_pressure,
 )
 from lcm.context import ContextEntry, context_tokens
 from tests.unit.compaction.builders import (
     Conversation,
     InMemoryCompactor,
+    drive_chain,
     settings,
     summary_entry,
 )
@@ -151,9 +152,9 @@ def test_a_sweep_runs_leaf_then_routine_passes_and_honours_max_depth(max_depth: 
     conv = long_conversation(messages=400)
     config = settings(**SWEEP, sweep_max_depth=max_depth)
     compactor = InMemoryCompactor(conv, config)
-    result = run_sweep(conv.entries, config, BIG_BUDGET, compactor)
+    result = drive_chain(conv.entries, config, BIG_BUDGET, compactor)
 
-    assert result.stop == "nothing_eligible"
+    assert result.stop == "done" and result.rounds == 1
     assert result.tokens_after < result.tokens_before
     phases = [p.phase for p in result.passes]
     assert phases == sorted(phases, key=["leaf", "routine", "pressure"].index)
@@ -170,9 +171,9 @@ def test_a_sweep_stops_when_a_pass_saves_nothing() -> None:
     conv = long_conversation(tokens=1)
     config = settings(**SWEEP)
     compactor = InMemoryCompactor(conv, config, summary_chars=400)
-    result = run_sweep(conv.entries, config, BIG_BUDGET, compactor)
+    result = drive_chain(conv.entries, config, BIG_BUDGET, compactor)
     assert result.stop == "no_savings"
-    assert len(result.passes) == 1
+    assert len(result.passes) == 1 and result.rounds == 1
 
 
 def test_continue_after_pass() -> None:
@@ -182,25 +183,23 @@ def test_continue_after_pass() -> None:
     assert continue_after_pass(100, 96, target_tokens=95)
 
 
-def test_compact_until_under_stops_once_under_target() -> None:
+def test_a_chain_with_a_target_stops_once_under_it() -> None:
     conv = long_conversation()
     config = settings(**SWEEP)
     compactor = InMemoryCompactor(conv, config)
     target = context_tokens(conv.entries) // 2
-    result = compact_until_under(conv.entries, config, BIG_BUDGET, target, compactor)
-    assert result.reached_target and result.tokens_after <= target
-    assert len(result.sweeps) == 1 and result.sweeps[0].stop == "under_target"
+    result = drive_chain(conv.entries, config, BIG_BUDGET, compactor, target_tokens=target)
+    assert result.tokens_after <= target and result.rounds == 1
     # It stopped as soon as it could: one pass fewer would not have been enough.
     assert context_tokens(conv.entries) == result.tokens_after
 
 
-def test_compact_until_under_does_nothing_when_already_under() -> None:
+def test_a_chain_with_a_target_already_met_runs_nothing() -> None:
     conv = long_conversation(messages=10)
     config = settings(**SWEEP)
-    result = compact_until_under(
-        conv.entries, config, BIG_BUDGET, 10**9, InMemoryCompactor(conv, config)
-    )
-    assert result.sweeps == () and result.reached_target
+    compactor = InMemoryCompactor(conv, config)
+    result = drive_chain(conv.entries, config, BIG_BUDGET, compactor, target_tokens=10**9)
+    assert result.passes == ()
 
 
 class EverySecondPassSavesNothing:
@@ -222,20 +221,38 @@ class EverySecondPassSavesNothing:
         return entries
 
 
-def test_compact_until_under_stops_at_max_rounds() -> None:
+def test_a_pass_that_saves_nothing_under_pressure_starts_a_new_round_up_to_max_rounds() -> None:
     conv = long_conversation(messages=200)
     config = settings(**SWEEP, max_rounds=3)
     runner = EverySecondPassSavesNothing(InMemoryCompactor(conv, config))
-    result = compact_until_under(conv.entries, config, BIG_BUDGET, 0, runner)
-    assert len(result.sweeps) == 3
-    assert all(s.stop == "no_savings" and len(s.passes) == 2 for s in result.sweeps)
-    assert not result.reached_target
-    assert len(result.passes) == 6
+    result = drive_chain(conv.entries, config, BIG_BUDGET, runner, target_tokens=0)
+    # Each round is two passes, the second saving nothing; three rounds, then stop.
+    assert result.rounds == 3 and len(result.passes) == 6
+    assert result.stop == "no_savings" and result.tokens_after > 0
 
 
-def test_compact_until_under_gives_up_after_a_round_that_saved_nothing() -> None:
+def test_without_pressure_a_pass_that_saves_nothing_ends_the_chain() -> None:
+    conv = long_conversation(messages=200)
+    config = settings(**SWEEP, max_rounds=3)
+    runner = EverySecondPassSavesNothing(InMemoryCompactor(conv, config))
+    result = drive_chain(conv.entries, config, BIG_BUDGET, runner)  # far under the threshold
+    assert result.rounds == 1 and len(result.passes) == 2
+
+
+def test_a_round_that_saved_nothing_at_all_ends_the_chain() -> None:
     conv = long_conversation(tokens=1)
     config = settings(**SWEEP)
     compactor = InMemoryCompactor(conv, config, summary_chars=400)
-    result = compact_until_under(conv.entries, config, BIG_BUDGET, 0, compactor)
-    assert len(result.sweeps) == 1 and not result.reached_target
+    result = drive_chain(conv.entries, config, BIG_BUDGET, compactor, target_tokens=0)
+    assert result.rounds == 1 and len(result.passes) == 1
+
+
+def test_plan_after_pass_counts_rounds() -> None:
+    entries = summaries_then_tail(0, 0, 0, 0, 0, 0)
+    config = settings(**SWEEP, max_rounds=2)
+    tokens = context_tokens(entries)
+    start = ChainPosition(1, tokens + 500)
+    plan, position = plan_after_pass(tokens, entries, config, BIG_BUDGET, start, target_tokens=0)
+    assert plan is not None and position == ChainPosition(2, tokens)
+    plan, position = plan_after_pass(tokens, entries, config, BIG_BUDGET, position, target_tokens=0)
+    assert plan is None and position.round == 2  # max_rounds reached

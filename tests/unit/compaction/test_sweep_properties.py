@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lcm.assembly import api_violations, assemble_context
 from lcm.compaction.planning import PassPlan, split_fresh_tail
-from lcm.compaction.sweep import compact_until_under, next_pass, run_sweep
+from lcm.compaction.sweep import next_pass
 from lcm.context import context_tokens
 from lcm.settings import CompactionSettings
 from tests.unit.compaction.builders import (
@@ -23,6 +23,7 @@ from tests.unit.compaction.builders import (
     InMemoryCompactor,
     TurnSpec,
     add_turn,
+    drive_chain,
     turns,
 )
 
@@ -44,7 +45,7 @@ steps = st.lists(
     st.one_of(
         st.lists(turns(), min_size=1, max_size=4),
         st.just("sweep"),
-        st.integers(0, 5_000),  # compact_until_under this target
+        st.integers(0, 5_000),  # a manual chain with this target
     ),
     min_size=1,
     max_size=12,
@@ -101,19 +102,22 @@ def test_appends_and_sweeps_keep_every_invariant(
                 add_turn(conv, spec)
         elif step == "sweep":
             entries_before = len(conv.entries)
-            result = run_sweep(conv.entries, config, budget, compactor)
+            result = drive_chain(conv.entries, config, budget, compactor)
             # Each pass replaces at least two entries with one: bounded.
             assert len(result.passes) < max(entries_before, 1)
+            assert result.rounds <= config.max_rounds
             for plan in result.passes:
                 check_pass(plan, config)
-            if result.stop == "nothing_eligible":
+            if result.stop == "done":
                 assert next_pass(conv.entries, config, budget) is None
             assert all(any(e is t for e in conv.entries) for t in tail_before)
         else:
-            result_u = compact_until_under(conv.entries, config, budget, step, compactor)
-            assert len(result_u.sweeps) <= config.max_rounds
-            assert result_u.reached_target == (context_tokens(conv.entries) <= step)
-            for plan in result_u.passes:
+            targeted = drive_chain(conv.entries, config, budget, compactor, target_tokens=step)
+            assert targeted.rounds <= config.max_rounds
+            if targeted.stop == "done":  # nothing eligible is left, or it got under
+                under = context_tokens(conv.entries) <= step
+                assert under or next_pass(conv.entries, config, budget, target_tokens=step) is None
+            for plan in targeted.passes:
                 check_pass(plan, config)
             assert all(any(e is t for e in conv.entries) for t in tail_before)
         check_invariants(conv, compactor, config, budget)
