@@ -64,7 +64,9 @@ class ExpansionLlm:
             timeout=settings.llm_timeout_seconds,
             max_retries=settings.llm_max_retries,  # the SDK backs off on 429/5xx
         )
-        breaker = CircuitBreaker(settings.llm_breaker_failures, settings.llm_breaker_reset_seconds)
+        breaker = CircuitBreaker(
+            settings.llm_breaker_failures, settings.llm_breaker_reset_seconds, name="expansion"
+        )
         return cls(client, settings.expansion_model or settings.summary_model, breaker)
 
     def create(self, **kwargs: Any) -> Any:

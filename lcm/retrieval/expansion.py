@@ -140,8 +140,10 @@ def execute_expand_query(
 
 def answer_granted_query(
     transaction: Transaction, grant_id: str, settings: Settings, llm: ExpansionLlm | None
-) -> None:
+) -> tuple[str, ExpandQueryAnswer]:
     """The worker's side: run the request stored on the grant, store the answer on it.
+
+    Returns the grant's tenant and the answer (for the worker's usage figures).
 
     :class:`GrantEnded` when the grant is gone or its request was cleared
     (the API stopped waiting, or a redelivered job after the answer was read).
@@ -158,6 +160,7 @@ def answer_granted_query(
     result.pop("usage", None)
     with transaction() as session:
         GrantRepository(session).set_answer(grant_id, result)
+    return tenant_id, answer
 
 
 def take_answer(transaction: Transaction, grant_id: str) -> dict[str, Any] | None:

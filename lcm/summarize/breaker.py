@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Literal
 
 from lcm.errors import ProviderUnavailable
 
 BreakerState = Literal["closed", "open", "half_open"]
+
+# Every breaker alive in this process, for the metrics a scrape reads
+# (``lcm_llm_breaker_open``). Weak: a breaker replaced with new settings goes.
+_live: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def live_breakers() -> list[CircuitBreaker]:
+    """The breakers this process holds now (one per LLM client: summaries, expansion)."""
+    with _live_lock:
+        return list(_live)
 
 
 class CircuitBreaker:
@@ -33,9 +45,11 @@ class CircuitBreaker:
         reset_seconds: float,
         *,
         clock: Callable[[], float] = time.monotonic,
+        name: str = "summaries",
     ) -> None:
         if failure_threshold < 1:
             raise ValueError("failure_threshold must be >= 1")
+        self.name = name  # what the client serves: "summaries" or "expansion"
         self._threshold = failure_threshold
         self._reset_seconds = reset_seconds
         self._clock = clock
@@ -48,6 +62,8 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at = 0.0
         self._trial_in_flight = False
+        with _live_lock:
+            _live.add(self)
 
     @property
     def state(self) -> BreakerState:

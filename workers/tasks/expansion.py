@@ -26,7 +26,7 @@ from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion import answer_granted_query
 from lcm.retrieval.grants import sweep_grants
 from lcm.settings import Settings
-from workers import completions, runtime
+from workers import completions, metrics, runtime
 from workers.celery_app import app
 
 _llm_lock = threading.Lock()
@@ -50,11 +50,12 @@ def query(grant_id: str) -> dict[str, Any]:
     """
     settings = runtime.settings()
     try:
-        answer_granted_query(
+        tenant_id, answer = answer_granted_query(
             runtime.database().transaction, grant_id, settings, _process_llm(settings)
         )
     except (GrantEnded, SummarizerError) as exc:
         return {"error": {"code": exc.code, "message": exc.message}}
+    metrics.count_llm_usage(tenant_id, answer.usage)
     return {"answered": grant_id}
 
 
