@@ -125,11 +125,30 @@ def beat() -> None:
 
 
 @app.command()
-def flower(port: Port = 5555) -> None:
-    """Flower, the Celery monitoring UI."""
+def flower(
+    host: Host = "0.0.0.0",
+    port: Port = 5555,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Run without basic auth (a trusted network only).")
+    ] = False,
+) -> None:
+    """Flower, the Celery monitoring UI, behind basic auth from LCM_FLOWER_BASIC_AUTH."""
+    import os
+
     from workers.celery_app import app as celery_app
 
-    celery_app.start(["flower", f"--port={port}"])
+    auth = get_settings().flower_basic_auth
+    if auth is None and not no_auth:
+        console.print(
+            "[red]set LCM_FLOWER_BASIC_AUTH=user:password (or pass --no-auth on a "
+            "trusted network): Flower shows every worker and task and can revoke tasks[/red]"
+        )
+        raise typer.Exit(2)
+    if auth is not None:
+        # Flower reads FLOWER_* variables itself; passing the password this way
+        # keeps it out of the process list, where --basic-auth would show it.
+        os.environ["FLOWER_BASIC_AUTH"] = auth.get_secret_value()
+    celery_app.start(["flower", f"--address={host}", f"--port={port}"])
 
 
 @app.command()

@@ -120,6 +120,10 @@ class Settings(CompactionSettings):
     compact_wait_max_seconds: float = Field(300.0, ge=0)
     # Worker processes serve Prometheus figures here (0 disables).
     worker_metrics_port: int = Field(0, ge=0, le=65535)
+    # `lcm flower`: HTTP basic auth as "user:password" (several: comma-separated).
+    # Flower shows every worker and task and can revoke tasks: `lcm flower`
+    # refuses to start without this unless told `--no-auth`.
+    flower_basic_auth: SecretStr | None = None
 
     # LLM access. Without a key the offline extractive summarizer is used.
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
@@ -146,6 +150,21 @@ class Settings(CompactionSettings):
     def _blank_key_is_no_key(cls, value: object) -> object:
         # Compose passes ``ANTHROPIC_API_KEY=`` when the operator set none.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("flower_basic_auth", mode="before")
+    @classmethod
+    def _blank_auth_is_no_auth(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("flower_basic_auth")
+    @classmethod
+    def _user_colon_password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            for pair in value.get_secret_value().split(","):
+                user, _, password = pair.partition(":")
+                if not user.strip() or not password:
+                    raise ValueError("give user:password pairs, comma-separated")
+        return value
 
     @model_validator(mode="after")
     def _fill_derived(self) -> Settings:

@@ -1,4 +1,4 @@
-"""Prometheus figures of the compaction jobs.
+"""Prometheus figures of the jobs: passes, failures, LLM tokens, the LLM breakers.
 
 In embedded mode these live in the API process and appear on its /metrics;
 a worker process serves them on ``LCM_WORKER_METRICS_PORT`` when set.
@@ -6,11 +6,15 @@ a worker process serves them on ``LCM_WORKER_METRICS_PORT`` when set.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from celery.signals import worker_ready
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from lcm.retrieval.answers import Usage
 from workers import runtime
 
 PASSES = Counter(
@@ -30,6 +34,40 @@ QUEUE_LAG = Histogram(
 FAILURES = Counter("lcm_compaction_failures_total", "Passes that failed", ["final"])
 LLM_TOKENS = Counter("lcm_llm_tokens_total", "LLM tokens used", ["tenant", "direction"])
 RECONCILED = Counter("lcm_compaction_reconciled_total", "Wake-ups re-sent by the reconciler")
+
+
+def count_llm_tokens(tenant_id: str, input_tokens: int, output_tokens: int) -> None:
+    LLM_TOKENS.labels(tenant_id, "input").inc(input_tokens)
+    LLM_TOKENS.labels(tenant_id, "output").inc(output_tokens)
+
+
+def count_llm_usage(tenant_id: str, usage: Iterable[Usage]) -> None:
+    for call in usage:
+        count_llm_tokens(tenant_id, call.input_tokens, call.output_tokens)
+
+
+class BreakerCollector(Collector):
+    """``lcm_llm_breaker_open{model}``: 1 while this process's breaker for a model is not closed.
+
+    Read at scrape time from the process's shared LLM connection (one breaker
+    per model, :mod:`lcm.summarize.llm`); open and half-open both count, as
+    the model has not answered since it failed. The deployment's summary
+    model always has a sample (0 before its first call).
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "lcm_llm_breaker_open",
+            "1 while the LLM circuit breaker of a model is open or half-open",
+            labels=["model"],
+        )
+        states = runtime.breaker_states()
+        for model, state in sorted(states.items()):
+            family.add_metric([model], 0.0 if state == "closed" else 1.0)
+        yield family
+
+
+REGISTRY.register(BreakerCollector())
 
 
 @worker_ready.connect

@@ -14,6 +14,7 @@ from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
 from lcm.services import Services
 from lcm.settings import Settings
+from lcm.summarize.breaker import BreakerState
 
 # Pool threads start tasks concurrently: they must build one Services, not one each.
 _lock = threading.Lock()
@@ -53,6 +54,21 @@ def services() -> Services:
 
             _services = Services.build(settings(), sender=CelerySender())
         return _services
+
+
+def breaker_states() -> dict[str, BreakerState]:
+    """Each model's breaker state in this process (for metrics; builds nothing).
+
+    The deployment's summary model is listed as closed before its first call.
+    """
+    with _lock:
+        services, current = _services, _settings
+    states: dict[str, BreakerState] = {}
+    if current is not None and current.llm_available:
+        states[current.summary_model] = "closed"
+    if services is not None and services.llm is not None:
+        states.update(services.llm.breakers.states())
+    return states
 
 
 def database() -> Database:

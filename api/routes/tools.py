@@ -24,7 +24,12 @@ from lcm.retrieval.describe import (
     file_content_page,
 )
 from lcm.retrieval.expand import MAX_SUMMARY_IDS, Expansion, expand
-from lcm.retrieval.expansion import abandon_expand_query, grep_limits, start_expand_query
+from lcm.retrieval.expansion import (
+    abandon_expand_query,
+    grep_limits,
+    start_expand_query,
+    take_answer,
+)
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, GrepResult, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
@@ -136,9 +141,11 @@ def post_expand_query(
     with database.transaction() as session:  # the worker must find the grant committed
         grant = start_expand_query(session, tenant_id, body.selector(), request, settings)
     try:
-        return submit_and_wait(
-            grant.id, tenant_id, to_jsonable(request), settings.expand_query_timeout_seconds
-        )
+        submit_and_wait(grant.id, settings.expand_query_timeout_seconds)
     except DependencyUnavailable:
         abandon_expand_query(database.transaction, grant.id)  # a late loop stops reading
         raise
+    answer = take_answer(database.transaction, grant.id)
+    if answer is None:
+        raise DependencyUnavailable("expand-query ended without an answer", code="expansion_lost")
+    return answer

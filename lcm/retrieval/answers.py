@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from lcm.retrieval.agent_tools import REF_RE
 
@@ -13,6 +14,23 @@ class ExpandQueryRequest:
     query: str | None = None
     summary_ids: tuple[str, ...] = ()
     max_tokens: int = 2_000
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompt": self.prompt,
+            "query": self.query,
+            "summary_ids": list(self.summary_ids),
+            "max_tokens": self.max_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExpandQueryRequest:
+        return cls(
+            prompt=str(data["prompt"]),
+            query=data.get("query"),
+            summary_ids=tuple(data.get("summary_ids") or ()),
+            max_tokens=int(data.get("max_tokens") or 2_000),
+        )
 
 
 @dataclass(frozen=True, slots=True)

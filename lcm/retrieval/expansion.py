@@ -1,9 +1,13 @@
 """An expand-query's life: a grant is issued (API), the loop runs under it (worker), revoked.
 
 Issuing happens in the API's transaction, which commits before the job is
-enqueued: the worker must find the grant. Running happens in the worker;
-its tool calls are their own short transactions, and the grant is revoked
-(with the LLM usage recorded) in a last one, whatever the outcome.
+enqueued: the worker must find the grant. The request (the user's prompt and
+query) is stored on the grant and the job carries the grant id only, so the
+broker, Flower and worker logs never hold a tenant's text; the answer comes
+back the same way and the API clears both once it read the answer. Running
+happens in the worker; its tool calls are their own short transactions, and
+the grant is revoked (with the LLM usage recorded) in a last one, whatever
+the outcome.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from lcm.db.models import LlmUsage, utcnow
 from lcm.errors import InvalidInput, NotFound
-from lcm.retrieval.agent_tools import GrantedTools
+from lcm.retrieval.agent_tools import GrantedTools, GrantEnded, to_jsonable
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.expand_query import ExpansionLlm, run_expand_query
 from lcm.retrieval.grants import Grant, GrantRepository, issue_grant, revoke_grant
@@ -88,6 +93,7 @@ def start_expand_query(
         settings.expand_query_token_cap,
         settings.expand_query_timeout_seconds + GRANT_MARGIN_SECONDS,
         now or utcnow(),
+        request=request.to_json(),
     )
 
 
@@ -133,7 +139,42 @@ def execute_expand_query(
                 )
 
 
+def answer_granted_query(
+    transaction: Transaction, grant_id: str, settings: Settings, llm: LlmClients | None
+) -> tuple[str, ExpandQueryAnswer]:
+    """The worker's side: run the request stored on the grant, store the answer on it.
+
+    Returns the grant's tenant and the answer (for the worker's usage figures).
+
+    :class:`GrantEnded` when the grant is gone or its request was cleared
+    (the API stopped waiting, or a redelivered job after the answer was read).
+    """
+    with transaction() as session:
+        stored = GrantRepository(session).request_of(grant_id)
+    if stored is None:
+        raise GrantEnded(f"expansion grant {grant_id} has ended")
+    tenant_id, request = stored
+    answer = execute_expand_query(
+        transaction, grant_id, tenant_id, ExpandQueryRequest.from_json(request), settings, llm
+    )
+    result: dict[str, Any] = to_jsonable(answer)
+    result.pop("usage", None)
+    with transaction() as session:
+        GrantRepository(session).set_answer(grant_id, result)
+    return tenant_id, answer
+
+
+def take_answer(transaction: Transaction, grant_id: str) -> dict[str, Any] | None:
+    """The API's side once the job finished: the answer, cleared with the request."""
+    with transaction() as session:
+        return GrantRepository(session).take_answer(grant_id)
+
+
 def abandon_expand_query(transaction: Transaction, grant_id: str) -> None:
-    """The caller stopped waiting: revoke the grant so the loop's next read fails."""
+    """The caller stopped waiting: revoke the grant so the loop's next read fails.
+
+    The request and any answer are cleared too: nobody will read them.
+    """
     with transaction() as session:
         revoke_grant(session, grant_id)
+        GrantRepository(session).clear_texts(grant_id)

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
@@ -64,6 +65,37 @@ class GrantRepository:
             update(ExpansionGrant).where(ExpansionGrant.id == grant_id).values(revoked=True)
         )
 
+    def request_of(self, grant_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The grant's tenant and stored request; None when gone or already cleared."""
+        row = self.session.execute(
+            select(ExpansionGrant.tenant_id, ExpansionGrant.request).where(
+                ExpansionGrant.id == grant_id
+            )
+        ).first()
+        if row is None or row.request is None:
+            return None
+        return row.tenant_id, row.request
+
+    def set_answer(self, grant_id: str, answer: dict[str, Any]) -> None:
+        self.session.execute(
+            update(ExpansionGrant).where(ExpansionGrant.id == grant_id).values(answer=answer)
+        )
+
+    def take_answer(self, grant_id: str) -> dict[str, Any] | None:
+        """The stored answer, clearing it and the request (read once, then not kept)."""
+        answer = self.session.scalar(
+            select(ExpansionGrant.answer).where(ExpansionGrant.id == grant_id)
+        )
+        self.clear_texts(grant_id)
+        return answer
+
+    def clear_texts(self, grant_id: str) -> None:
+        self.session.execute(
+            update(ExpansionGrant)
+            .where(ExpansionGrant.id == grant_id)
+            .values(request=None, answer=None)
+        )
+
     def revoke_expired(self, now: datetime) -> int:
         result = self.session.execute(
             update(ExpansionGrant)
@@ -95,8 +127,9 @@ def issue_grant(
     token_cap: int,
     ttl_seconds: float,
     now: datetime,
+    request: dict[str, Any] | None = None,
 ) -> Grant:
-    """A new grant; the caller commits it before handing its id to a worker."""
+    """A new grant (with the request it licenses); the caller commits before enqueueing."""
     row = ExpansionGrant(
         id=GRANT_PREFIX + secrets.token_hex(12),
         tenant_id=tenant_id,
@@ -106,6 +139,7 @@ def issue_grant(
         expires_at=now + timedelta(seconds=ttl_seconds),
         revoked=False,
         created_at=now,
+        request=request,
     )
     GrantRepository(session).add(row)
     return _view(row)

@@ -15,7 +15,12 @@ from lcm.db.models import ExpansionGrant, LlmUsage, Summary, utcnow
 from lcm.errors import NotFound
 from lcm.retrieval.agent_tools import EXHAUSTED, TOOLS, GrantedTools, GrantEnded
 from lcm.retrieval.answers import ExpandQueryRequest
-from lcm.retrieval.expansion import execute_expand_query, grep_limits, start_expand_query
+from lcm.retrieval.expansion import (
+    execute_expand_query,
+    grep_limits,
+    start_expand_query,
+    take_answer,
+)
 from lcm.retrieval.grants import issue_grant, sweep_grants
 from lcm.retrieval.offline_answer import OFFLINE_MARK
 from lcm.retrieval.scope import ScopeSelector
@@ -248,9 +253,12 @@ def test_expand_query_through_a_real_worker(celery_worker: Any, pg_db: Database)
         g = start_expand_query(
             s, tenant.tenant_id, ScopeSelector(conversation_id=cid), request, settings_for("x")
         )
-    result = submit_and_wait(
-        g.id, tenant.tenant_id, {"prompt": request.prompt, "query": request.query}, 60
-    )
+    submit_and_wait(g.id, 60)
+    result = take_answer(pg_db.transaction, g.id)
+    assert result is not None
     assert result["offline"] is True and result["answer"].startswith(OFFLINE_MARK)
     assert result["cited_ids"] and all(r.startswith("msg_") for r in result["cited_ids"])
-    assert stored_grant(pg_db, g.id).revoked
+    taken = stored_grant(pg_db, g.id)
+    assert taken.revoked
+    # Read once: neither the prompt nor the answer stays on the grant.
+    assert taken.request is None and taken.answer is None

@@ -72,3 +72,15 @@ def test_domain_imports_no_http_and_no_task_queue() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("value", ["operator", ":pw", "a:pw,broken", "user:"])
+def test_flower_auth_must_be_user_password_pairs(value: str) -> None:
+    with pytest.raises(ValueError, match="user:password"):
+        Settings(flower_basic_auth=value)
+
+
+def test_flower_auth_blank_is_none_and_pairs_are_kept() -> None:
+    assert Settings(flower_basic_auth=" ").flower_basic_auth is None
+    auth = Settings(flower_basic_auth="a:1,b:x:y").flower_basic_auth
+    assert auth is not None and auth.get_secret_value() == "a:1,b:x:y"

@@ -24,11 +24,8 @@ def _follow(step: Step) -> str:
     if step.outcome is not None:
         metrics.PASSES.labels(step.outcome.kind, step.outcome.escalation).inc()
         metrics.PASS_SECONDS.labels(step.outcome.kind).observe(step.outcome.duration_ms / 1000)
-        metrics.LLM_TOKENS.labels(step.outcome.tenant_id, "input").inc(
-            step.outcome.llm_input_tokens
-        )
-        metrics.LLM_TOKENS.labels(step.outcome.tenant_id, "output").inc(
-            step.outcome.llm_output_tokens
+        metrics.count_llm_tokens(
+            step.outcome.tenant_id, step.outcome.llm_input_tokens, step.outcome.llm_output_tokens
         )
     if step.queue_lag_seconds is not None:
         metrics.QUEUE_LAG.observe(step.queue_lag_seconds)

@@ -1,9 +1,11 @@
 """Expansion tasks: the expand-query loop and the grant sweep (beat).
 
-``expansion.query`` takes ids and the request, reloads the grant and runs the
-loop under it; the grant is revoked when it ends. A redelivered message runs
-the loop again under what is left of the same grant (or finds it revoked),
-so a duplicate can never read more than the grant allows.
+``expansion.query`` takes the grant id only: the request it answers is stored
+on the grant and the answer goes back there (``lcm/retrieval/expansion.py``),
+so no task message, event, result or log line carries the user's prompt or a
+tenant's text. The grant is revoked when the loop ends. A redelivered message
+runs the loop again under what is left of the same grant (or finds it
+revoked), so a duplicate can never read more than the grant allows.
 """
 
 from __future__ import annotations
@@ -18,38 +20,28 @@ from celery.result import AsyncResult
 from lcm.completions import Completions, task_key
 from lcm.db.models import utcnow
 from lcm.errors import DependencyUnavailable, SummarizerError
-from lcm.retrieval.agent_tools import GrantEnded, to_jsonable
-from lcm.retrieval.answers import ExpandQueryRequest
-from lcm.retrieval.expansion import execute_expand_query
+from lcm.retrieval.agent_tools import GrantEnded
+from lcm.retrieval.expansion import answer_granted_query
 from lcm.retrieval.grants import sweep_grants
-from workers import completions, runtime
+from workers import completions, metrics, runtime
 from workers.celery_app import app
 
 
 @app.task(name="expansion.query")
-def query(grant_id: str, tenant_id: str, request: dict[str, Any]) -> dict[str, Any]:
-    """Answer one expand-query; errors come back as ``{"error": {"code", "message"}}``."""
+def query(grant_id: str) -> dict[str, Any]:
+    """Answer the expand-query stored on the grant; the answer is stored there too.
+
+    Returns ``{"answered": grant_id}``, or ``{"error": {"code", "message"}}``.
+    """
     services = runtime.services()
-    parsed = ExpandQueryRequest(
-        prompt=str(request["prompt"]),
-        query=request.get("query"),
-        summary_ids=tuple(request.get("summary_ids") or ()),
-        max_tokens=int(request.get("max_tokens") or 2_000),
-    )
     try:
-        answer = execute_expand_query(
-            services.database.transaction,
-            grant_id,
-            tenant_id,
-            parsed,
-            services.settings,
-            services.llm,
+        tenant_id, answer = answer_granted_query(
+            services.database.transaction, grant_id, services.settings, services.llm
         )
     except (GrantEnded, SummarizerError) as exc:
         return {"error": {"code": exc.code, "message": exc.message}}
-    result: dict[str, Any] = to_jsonable(answer)
-    result.pop("usage", None)
-    return result
+    metrics.count_llm_usage(tenant_id, answer.usage)
+    return {"answered": grant_id}
 
 
 @app.task(name="expansion.sweep_grants")
@@ -62,19 +54,17 @@ def sweep() -> dict[str, int]:
     return {"revoked": swept.revoked, "deleted": swept.deleted}
 
 
-def submit_and_wait(
-    grant_id: str, tenant_id: str, request: dict[str, Any], timeout: float
-) -> dict[str, Any]:
-    """Enqueue an expand-query (its grant is committed) and wait for the answer.
+def submit_and_wait(grant_id: str, timeout: float) -> None:
+    """Enqueue an expand-query (its grant is committed) and wait until it is answered.
+
+    The answer is on the grant then (``lcm.retrieval.expansion.take_answer``).
 
     Raises :class:`DependencyUnavailable` when the broker refuses the job or
     the answer does not come within ``timeout`` seconds; the caller then
     revokes the grant so a late loop stops reading.
     """
     try:
-        pending = app.send_task(
-            "expansion.query", args=[grant_id, tenant_id, request], queue="expansion"
-        )
+        pending = app.send_task("expansion.query", args=[grant_id], queue="expansion")
     except Exception as exc:
         raise DependencyUnavailable(
             "the job queue is unavailable", code="broker_unavailable"
@@ -92,7 +82,6 @@ def submit_and_wait(
     if error:
         # The loop could not finish: its grant ended early or the model failed.
         raise DependencyUnavailable(error["message"], code=error["code"])
-    return outcome
 
 
 def wait_for_result(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import (
     BigInteger,
@@ -127,3 +127,8 @@ class ExpansionGrant(Base):
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The expand-query's request and, once the loop ended, its answer: kept
+    # here so the job message carries the grant id only (a broker, Flower and
+    # worker logs never see a tenant's text). The API clears both once read.
+    request: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+    answer: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
