@@ -424,7 +424,16 @@ class ExpandQueryAnswer(BaseModel):
     usage: list[Usage] = Field(default_factory=list)
 
 
-# --- errors ---------------------------------------------------------------------------------
+# --- health and errors ---------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, Literal["ok", "unreachable"]]
 
 
 class ErrorBody(BaseModel):
