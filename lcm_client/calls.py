@@ -161,9 +161,16 @@ def expand(body: ExpandIn) -> Call[Expansion]:
 
 
 def expand_query(body: ExpandQueryIn, wait_seconds: float) -> Call[ExpandQueryAnswer]:
-    # Read-only for the caller (a grant that is revoked when done), so replayable.
+    # Harmless to repeat (a grant revoked when done), but not resent: its 503 is
+    # mostly the server's deadline for the worker passing, and a second try
+    # would hold the caller for another whole deadline.
     return Call(
-        "POST", "/v1/expand-query", ExpandQueryAnswer, _body(body), slow_seconds=wait_seconds
+        "POST",
+        "/v1/expand-query",
+        ExpandQueryAnswer,
+        _body(body),
+        replayable=False,
+        slow_seconds=wait_seconds,
     )
 
 

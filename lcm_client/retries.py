@@ -9,8 +9,10 @@ conversation), fork, fork end and rollback (a second preparation returns the
 first), and an ingest or turn whose every message carries an ``id`` (the
 server skips client ids it already stored, in one transaction with the
 insert). An ingest or turn with a message without an ``id`` is not: if its
-first try was stored and only the answer was lost, a second try stores those
-messages twice.
+first try was stored and only the answer was lost, a second try stores
+those messages twice. ``expand_query`` is harmless to repeat but is not
+resent: its 503 is mostly the server's deadline for the worker passing, and
+a second try would hold the caller for another whole deadline.
 
 What is retried:
 
