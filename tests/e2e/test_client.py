@@ -114,7 +114,8 @@ def scenario(call: Call, key: str) -> None:
     assert call("commit", key, commit).status == "duplicate"
     compacted = call("compact", key, CompactIn(wait=30, token_budget=2000))
     assert compacted.status == "done"
-    assert compacted.context_tokens_after < compacted.context_tokens_before
+    # The turn's own sweep may have run first (it was scheduled): compare with the turn.
+    assert compacted.context_tokens_after < turn.context_tokens
     status = call("status", key, token_budget=2000)
     assert status.messages == 26 and status.summaries.get(0, 0) >= 2
     assembled = call("assemble", key, AssembleIn(token_budget=2000, system_prompt=True))
