@@ -13,20 +13,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel
+
+from api.contract import ErrorOut
 
 BEARER = "bearer"
-
-
-class ErrorBody(BaseModel):
-    code: str
-    message: str
-
-
-class ErrorOut(BaseModel):
-    """Every error the API answers: ``{"error": {"code", "message"}}``."""
-
-    error: ErrorBody
 
 
 DESCRIPTIONS = {

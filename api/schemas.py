@@ -1,110 +1,45 @@
-"""Request and response bodies of the v1 HTTP contract (DESIGN §5)."""
+"""What the server adds to the wire contract (``api/contract.py``): requests as domain input.
+
+The bodies themselves live in ``api/contract.py`` (light, shared with
+``lcm_client``); this module turns them into what the domain takes and
+builds the settings patch body from ``CompactionSettings``, which needs the
+settings module.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, create_model
 
-from api.validation import RequestBody, SessionIdText, Text, Tokens
-from lcm.ingest.content import IncomingMessage, PreparedMessage
+from api.contract import ExpandQueryIn, GrepIn, MessagesIn, RequestBody, ScopeIn
+from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import prepare_batch
-from lcm.ingest.turns import TurnResult
+from lcm.retrieval.answers import ExpandQueryRequest
+from lcm.retrieval.grep import GrepQuery
+from lcm.retrieval.scope import ScopeSelector
 from lcm.settings import CompactionSettings, Settings
 
 
-class MessageIn(RequestBody):
-    """One message; fields other than these four are refused (400), never dropped."""
-
-    role: Literal["user", "assistant", "system", "tool"]
-    content: str | list[Any]
-    id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
-    # ISO-8601 (naive means UTC) or Unix seconds / milliseconds.
-    created_at: str | int | float | None = None
-
-    def to_domain(self) -> IncomingMessage:
-        return IncomingMessage(self.role, self.content, self.id, self.created_at)
+def prepared_batch(body: MessagesIn, settings: Settings) -> list[PreparedMessage]:
+    """The validated batch (before any query: on SQLite a write query takes the lock)."""
+    return prepare_batch(
+        [m.to_domain() for m in body.messages],
+        max_batch=settings.max_batch_messages,
+        max_chars=settings.max_message_chars,
+    )
 
 
-class MessagesIn(RequestBody):
-    session_id: SessionIdText | None = None
-    messages: list[MessageIn]
-
-    def prepared(self, settings: Settings) -> list[PreparedMessage]:
-        """The validated batch (before any query: on SQLite a write query takes the lock)."""
-        return prepare_batch(
-            [m.to_domain() for m in self.messages],
-            max_batch=settings.max_batch_messages,
-            max_chars=settings.max_message_chars,
-        )
+def scope_selector(body: ScopeIn) -> ScopeSelector:
+    return ScopeSelector(body.session_key, body.conversation_id, body.all_conversations)
 
 
-class MessagesOut(BaseModel):
-    conversation_id: int
-    ingested: int
-    duplicates: int
+def grep_query(body: GrepIn) -> GrepQuery:
+    return GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
 
 
-class TurnIn(MessagesIn):
-    token_budget: int = Field(gt=0, le=10_000_000)
-
-
-Compaction = Literal["none", "scheduled", "ran"]
-
-
-class TurnOut(BaseModel):
-    conversation_id: int
-    ingested: int
-    duplicates: int
-    context_tokens: int
-    threshold_tokens: int
-    compaction: Compaction
-
-    @classmethod
-    def of(cls, turn: TurnResult, compaction: Compaction) -> TurnOut:
-        return cls(
-            conversation_id=turn.ingest.conversation_id,
-            ingested=turn.ingest.ingested,
-            duplicates=turn.ingest.duplicates,
-            context_tokens=turn.context_tokens,
-            threshold_tokens=turn.threshold_tokens,
-            compaction=compaction,
-        )
-
-
-class AssembleIn(RequestBody):
-    token_budget: int = Field(gt=0, le=10_000_000)
-    session_id: SessionIdText | None = None
-    # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
-    prompt: Text | None = None
-    # Ask for a system-prompt addition on recalling summarized history; it names
-    # only ``available_tools`` when given.
-    system_prompt: bool = False
-    available_tools: list[Annotated[Text, Field(max_length=200)]] | None = None
-
-
-class AssembleOut(BaseModel):
-    conversation_id: int
-    messages: list[dict[str, Any]]
-    estimated_tokens: int
-    summary_count: int
-    fresh_tail_count: int
-    fresh_tail_overflow: bool
-    system_prompt_addition: str | None = None
-
-
-class CompactIn(RequestBody):
-    target_tokens: Tokens | None = None
-    token_budget: int | None = Field(None, gt=0, le=10_000_000)
-    # true waits LCM_COMPACT_WAIT_SECONDS; a number waits that long (capped by the server).
-    wait: bool | Annotated[float, Field(ge=0, le=86_400)] = False
-
-
-class CompactOut(BaseModel):
-    conversation_id: int
-    status: str
-    context_tokens_before: int
-    context_tokens_after: int
+def expand_query_request(body: ExpandQueryIn) -> ExpandQueryRequest:
+    return ExpandQueryRequest(body.prompt, body.query, tuple(body.summary_ids), body.max_tokens)
 
 
 def _patch_model() -> type[BaseModel]:
@@ -126,8 +61,3 @@ if TYPE_CHECKING:  # a model built at import time; to the type checker, any requ
     TenantSettingsPatch = RequestBody
 else:
     TenantSettingsPatch = _patch_model()
-
-
-class TenantSettingsOut(BaseModel):
-    overrides: dict[str, Any]
-    effective: dict[str, Any]

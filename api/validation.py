@@ -1,6 +1,8 @@
 """The one validation layer for everything a client sends: bodies, query strings, path keys.
 
-Pydantic does the checking; this module gives it the project's rules once:
+Pydantic does the checking; the field types (``Text``, ``RowId``, ``Tokens`` …)
+and ``RequestBody`` live in ``api/contract.py`` with the bodies, and this
+module adds what only the server needs. The project's rules, once:
 
 - every body model refuses unknown fields (a typo such as ``tokenBudget`` is a
   400 naming the field, not a silently ignored value);
@@ -22,64 +24,22 @@ domain's own refusals carry ``invalid_text`` and ``too_deep``.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import unquote_to_bytes
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lcm.settings import MAX_TOKENS
-from lcm.storable import unstorable_text
+from api.contract import Text
 
-INT64_MAX = 2**63 - 1
 # Validation error types answered with their own error code (pydantic refuses
 # a lone surrogate in any ``str`` itself, as ``string_unicode``).
 ERROR_CODES = {
     "invalid_text": "invalid_text",
     "string_unicode": "invalid_text",
 }
-
-
-def _storable(value: str) -> str:
-    problem = unstorable_text(value)
-    if problem:
-        raise PydanticCustomError("invalid_text", "text {problem}", {"problem": problem})
-    return value
-
-
-def _in_utc(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise PydanticCustomError(
-            "datetime_range", "the time does not exist in UTC (before year 1 or after 9999)"
-        ) from None
-
-
-Text = Annotated[str, AfterValidator(_storable)]
-UtcDatetime = Annotated[datetime, AfterValidator(_in_utc)]
-RowId = Annotated[int, Field(ge=1, le=INT64_MAX)]
-Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
-SessionIdText = Annotated[Text, Field(min_length=1, max_length=200)]
 # ``{key}`` of /v1/conversations/{key}/…: the URL-decoded session key (slashes allowed).
 SessionKey = Annotated[Text, Path(min_length=1, max_length=512)]
-
-
-class RequestBody(BaseModel):
-    """A request body or a part of one: unknown fields are refused, never dropped.
-
-    Its string fields are ``Text``. Free-form JSON (message content blocks,
-    tenant settings) is checked by the domain with the same rule
-    (``lcm/storable.py``: storable text, bounded depth), once, where it is
-    turned into rows.
-    """
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class Utf8Only:

@@ -163,16 +163,18 @@ def mcp(
 
     The key comes from LCM_MCP_API_KEY (not an option: it would show in `ps`).
     """
-    from cli.mcp_server import LcmApi, build_server
+    from cli.mcp_server import build_server
+    from lcm_client import AsyncLcmClient
 
     settings = get_settings()
     if settings.mcp_api_key is None or transport not in ("stdio", "http"):
         console.print("[red]set LCM_MCP_API_KEY; --transport is stdio or http[/red]")
         raise typer.Exit(2)
-    api = LcmApi(
+    api = AsyncLcmClient(
         api_url or settings.mcp_api_url,
         settings.mcp_api_key.get_secret_value(),
-        expand_query_timeout=settings.expand_query_timeout_seconds + 30,
+        compact_wait_seconds=settings.compact_wait_seconds,
+        expand_query_seconds=settings.expand_query_timeout_seconds,
     )
     server = build_server(api, session_key or settings.mcp_session_key)
     if transport == "stdio":

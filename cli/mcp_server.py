@@ -5,18 +5,22 @@ second door into the database. It usually runs beside the agent (an MCP
 host launches it over stdio), where a tenant key belongs and database
 credentials do not; and going through the API keeps one place for
 authentication, tenant isolation, statement timeouts and the expand-query
-job queue with its deadline, for embedded and scaled deployments alike.
+job queue with its deadline, for embedded and scaled deployments alike. It
+calls the API through ``lcm_client.AsyncLcmClient`` (timeouts, retries of
+these read-only calls on 429/503, the server's error codes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable
+from typing import Annotated, Any, Literal, TypeVar
 
-import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError
+
+from api.contract import ExpandQueryIn, GrepIn
+from lcm_client import AsyncLcmClient, LcmClientError, TransportError
 
 INSTRUCTIONS = """lcm keeps every message of your past conversations and compacts old \
 history into summaries (ids sum_…) that point back to the originals. Your context may \
@@ -59,34 +63,26 @@ Mode = Literal["regex", "full_text"]
 Sort = Literal["recency", "relevance", "hybrid"]
 
 
-@dataclass
-class LcmApi:
-    """The lcm-server HTTP API with one tenant key."""
-
-    base_url: str
-    api_key: str
-    timeout: float = 30.0
-    expand_query_timeout: float = 150.0
-
-    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        headers = {"Authorization": f"Bearer {self.api_key}"}
-        timeout = self.expand_query_timeout if path.endswith("expand-query") else self.timeout
-        async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout) as client:
-            try:
-                response = await client.request(method, path, json=body, headers=headers)
-            except httpx.HTTPError as exc:
-                raise ToolError(f"lcm-server unreachable at {self.base_url}: {exc}") from exc
-        if response.status_code >= 400:
-            raise ToolError(_error_text(response))
-        return response.json()
+Model = TypeVar("Model", bound=BaseModel)
 
 
-def _error_text(response: httpx.Response) -> str:
+async def _result(call: Awaitable[BaseModel]) -> dict[str, Any]:
+    """The answer as JSON for the agent; any failure as a ``ToolError`` it can read."""
     try:
-        error = response.json()["error"]
-        return f"{error['code']}: {error['message']}"
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {response.status_code}"
+        answer = await call
+    except TransportError as exc:
+        raise ToolError(f"lcm-server unreachable: {exc}") from exc
+    except LcmClientError as exc:  # ApiError: "<status> <code>: <message>"
+        raise ToolError(str(exc)) from exc
+    return answer.model_dump(mode="json")
+
+
+def _body(model: type[Model], **fields: Any) -> Model:
+    """The tool's arguments as the API's request body (refused here as the server would)."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise ToolError(f"invalid_input: {exc}") from exc
 
 
 def _scope(
@@ -112,7 +108,7 @@ ConversationId = Annotated[int | None, Field(description="Only this conversation
 AllConversations = Annotated[bool, Field(description="Every conversation of the tenant.")]
 
 
-def build_server(api: LcmApi, default_session_key: str | None = None) -> MCPServer:
+def build_server(api: AsyncLcmClient, default_session_key: str | None = None) -> MCPServer:
     """The MCP server exposing ``lcm_grep``, ``lcm_describe`` and ``lcm_expand_query``."""
     server: MCPServer = MCPServer("lcm", instructions=INSTRUCTIONS)
 
@@ -132,16 +128,13 @@ def build_server(api: LcmApi, default_session_key: str | None = None) -> MCPServ
         body: dict[str, Any] = {"pattern": pattern, "mode": mode, "sort": sort}
         body |= {"scope": scope, "limit": limit, "since": since, "before": before}
         body |= _scope(default_session_key, session_key, conversation_id, all_conversations)
-        result: dict[str, Any] = await api.call("POST", "/v1/grep", body)
-        return result
+        return await _result(api.grep(_body(GrepIn, **body)))
 
     @server.tool(name="lcm_describe", description=DESCRIBE_DESCRIPTION)
     async def lcm_describe(
         id: Annotated[str, Field(description="A sum_… or file_… id.")],
     ) -> dict[str, Any]:
-        kind = "files" if id.startswith("file_") else "summaries"
-        result: dict[str, Any] = await api.call("GET", f"/v1/{kind}/{id}")
-        return result
+        return await _result(api.describe(id))
 
     @server.tool(name="lcm_expand_query", description=EXPAND_QUERY_DESCRIPTION)
     async def lcm_expand_query(
@@ -159,7 +152,6 @@ def build_server(api: LcmApi, default_session_key: str | None = None) -> MCPServ
         # With only summary_ids, the server scopes the grant to their conversations.
         if explicit or not summary_ids:
             body |= _scope(default_session_key, session_key, conversation_id, all_conversations)
-        result: dict[str, Any] = await api.call("POST", "/v1/expand-query", body)
-        return result
+        return await _result(api.expand_query(_body(ExpandQueryIn, **body)))
 
     return server

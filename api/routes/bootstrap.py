@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter
-from pydantic import BaseModel
 
+from api.contract import BootstrapIn, BootstrapOut
 from api.deps import DatabaseDep, ServicesDep, SettingsDep, TenantDep
 from api.openapi import error_responses
-from api.validation import RequestBody, SessionIdText, SessionKey, Text
+from api.validation import SessionKey
 from lcm.tenants.service import effective_settings
 from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
 
 router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
-
-
-class BootstrapIn(RequestBody):
-    transcript_jsonl: Text
-    session_id: SessionIdText | None = None
-    format: Literal["auto", "openclaw", "claude-code"] = "auto"
-
-
-class BootstrapOut(BaseModel):
-    conversation_id: int
-    imported: int
-    anchor_seq: int | None
-    anchor: str  # checkpoint | id | content | none (bounded import) | empty (first import)
-    duplicates: int
-    format: str
-    file_ids: list[str]
 
 
 @router.post("/{key:path}/bootstrap", response_model=BootstrapOut, responses=error_responses(409))

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from api.contract import (
+    AssembleIn,
+    AssembleOut,
+    CompactIn,
+    CompactOut,
+    ConversationStatus,
+    MessagesIn,
+    MessagesOut,
+    SessionIdText,
+    TurnIn,
+    TurnOut,
+)
 from api.deps import (
     DatabaseDep,
     ReadSessionDep,
@@ -16,21 +28,12 @@ from api.deps import (
 )
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
-from api.schemas import (
-    AssembleIn,
-    AssembleOut,
-    CompactIn,
-    CompactOut,
-    MessagesIn,
-    MessagesOut,
-    TurnIn,
-    TurnOut,
-)
-from api.validation import SessionIdText, SessionKey
+from api.schemas import prepared_batch
+from api.validation import SessionKey
 from lcm.compaction.engine import assemble
 from lcm.compaction.jobs import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.service import resolve_for_read
-from lcm.conversations.status import ConversationStatus, conversation_status
+from lcm.conversations.status import conversation_status
 from lcm.db.models import utcnow
 from lcm.ingest.service import ingest_messages
 from lcm.ingest.turns import after_turn
@@ -50,7 +53,7 @@ def post_messages(
     settings: SettingsDep,
     services: ServicesDep,
 ) -> MessagesOut:
-    batch = body.prepared(settings)
+    batch = prepared_batch(body, settings)
     effective = effective_settings(session, tenant_id, settings)
     result = ingest_messages(
         session,
@@ -78,7 +81,7 @@ def post_turn(
     services: ServicesDep,
     inline_jobs: InlineJobsDep,
 ) -> TurnOut:
-    batch = body.prepared(settings)
+    batch = prepared_batch(body, settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
     with database.transaction() as session:
@@ -180,7 +183,7 @@ def get_status(
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,
     session_id: Annotated[SessionIdText | None, Query()] = None,
-) -> ConversationStatus:
+) -> Any:  # the domain's dataclass, checked against ConversationStatus on the way out
     conversation = resolve_for_read(session, tenant_id, key, session_id)
     effective = effective_settings(session, tenant_id, settings)
     budget = token_budget or settings.default_token_budget

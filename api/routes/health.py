@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
 from sqlalchemy import text
 
+from api.contract import Health, Readiness
 from api.deps import get_database
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
-
-
-class Health(BaseModel):
-    status: Literal["ok"]
-
-
-class Readiness(BaseModel):
-    status: Literal["ready", "not_ready"]
-    checks: dict[str, Literal["ok", "unreachable"]]
 
 
 @router.get("/healthz", response_model=Health)

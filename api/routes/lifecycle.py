@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from api.contract import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut, TurnOut
 from api.deps import DatabaseDep, ServicesDep, SessionDep, SettingsDep, TenantDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
-from api.lifecycle_schemas import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut
 from api.openapi import error_responses
-from api.schemas import TurnOut
+from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
@@ -32,7 +32,7 @@ def post_commit(
     services: ServicesDep,
     inline_jobs: InlineJobsDep,
 ) -> CommitOut:
-    batch = body.prepared(settings)
+    batch = prepared_batch(body, settings)
     # Turn, key and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
     with database.transaction() as session:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy.orm import Session
 
+from api.contract import TenantSettingsOut
 from api.deps import ReadSessionDep, SessionDep, SettingsDep, TenantDep
-from api.schemas import TenantSettingsOut, TenantSettingsPatch
+from api.schemas import TenantSettingsPatch
 from lcm.tenants.service import (
     OVERRIDABLE,
     effective_settings,

@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from pydantic import Field
 
+from api.contract import (
+    INT64_MAX,
+    ExpandIn,
+    ExpandQueryAnswer,
+    ExpandQueryIn,
+    Expansion,
+    FileDescription,
+    GrepIn,
+    GrepResult,
+    SummaryDescription,
+    Text,
+)
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep, TenantDep
 from api.openapi import error_responses
-from api.validation import INT64_MAX, RequestBody, RowId, Text, Tokens, UtcDatetime
+from api.schemas import expand_query_request, grep_query, scope_selector
 from lcm.errors import DependencyUnavailable, InvalidInput
 from lcm.retrieval.agent_tools import to_jsonable
-from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.describe import (
     DEFAULT_FILE_PAGE_CHARS,
     MAX_FILE_PAGE_CHARS,
-    FileDescription,
-    SummaryDescription,
     describe_file,
     describe_summary,
     file_content_page,
 )
-from lcm.retrieval.expand import MAX_SUMMARY_IDS, Expansion, expand
+from lcm.retrieval.expand import expand
 from lcm.retrieval.expansion import (
     abandon_expand_query,
     grep_limits,
@@ -31,50 +39,11 @@ from lcm.retrieval.expansion import (
     take_answer,
 )
 from lcm.retrieval.file_grep import grep_large_files
-from lcm.retrieval.grep import MAX_LIMIT, GrepQuery, GrepResult, grep
-from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+from lcm.retrieval.grep import grep
+from lcm.retrieval.scope import resolve_bounds
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
-
-
-class ScopeIn(RequestBody):
-    session_key: Annotated[Text, Field(min_length=1, max_length=512)] | None = None
-    conversation_id: RowId | None = None
-    all_conversations: bool = False
-
-    def selector(self) -> ScopeSelector:
-        return ScopeSelector(self.session_key, self.conversation_id, self.all_conversations)
-
-
-class GrepIn(ScopeIn):
-    pattern: Annotated[Text, Field(min_length=1)]
-    mode: Literal["regex", "full_text"] = "regex"
-    scope: Literal["messages", "summaries", "both", "files"] = "both"
-    sort: Literal["recency", "relevance", "hybrid"] = "recency"
-    limit: int = Field(50, ge=1, le=MAX_LIMIT)
-    since: UtcDatetime | None = None
-    before: UtcDatetime | None = None
-
-
-NodeIds = Annotated[
-    list[Annotated[Text, Field(min_length=1, max_length=64)]], Field(max_length=MAX_SUMMARY_IDS)
-]
-
-
-class ExpandIn(RequestBody):
-    summary_ids: Annotated[NodeIds, Field(min_length=1)]
-    token_cap: Tokens | None = None
-
-
-class ExpandQueryIn(ScopeIn):
-    prompt: Annotated[Text, Field(min_length=1, max_length=20_000)]
-    query: Annotated[Text, Field(min_length=1, max_length=2_000)] | None = None
-    summary_ids: NodeIds = Field(default_factory=list)
-    max_tokens: int = Field(2_000, ge=1, le=16_000)
-
-    def to_domain(self) -> ExpandQueryRequest:
-        return ExpandQueryRequest(self.prompt, self.query, tuple(self.summary_ids), self.max_tokens)
 
 
 @router.post("/grep", response_model=GrepResult, responses=error_responses(404))
@@ -85,8 +54,8 @@ def post_grep(
     settings: SettingsDep,
     services: ServicesDep,
 ) -> Any:
-    bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
-    query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
+    bounds = resolve_bounds(session, tenant_id, scope_selector(body), body.since, body.before)
+    query = grep_query(body)
     if body.scope == "files":
         found = grep_large_files(session, services.storage, bounds, query, grep_limits(settings))
         return to_jsonable(found)
@@ -137,9 +106,9 @@ def post_expand_query(
 ) -> Any:
     from workers.tasks.expansion import submit_and_wait
 
-    request = body.to_domain()
+    request = expand_query_request(body)
     with database.transaction() as session:  # the worker must find the grant committed
-        grant = start_expand_query(session, tenant_id, body.selector(), request, settings)
+        grant = start_expand_query(session, tenant_id, scope_selector(body), request, settings)
     try:
         submit_and_wait(grant.id, settings.expand_query_timeout_seconds)
     except DependencyUnavailable:

@@ -1,0 +1,198 @@
+"""``AsyncLcmClient``: ``LcmClient`` for asyncio, method for method (see ``lcm_client.client``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from api.contract import (
+    AssembleIn,
+    AssembleOut,
+    BootstrapIn,
+    BootstrapOut,
+    CommitIn,
+    CommitOut,
+    CompactIn,
+    CompactOut,
+    ConversationStatus,
+    ExpandIn,
+    ExpandQueryAnswer,
+    ExpandQueryIn,
+    Expansion,
+    FileDescription,
+    ForkEndIn,
+    ForkEndOut,
+    ForkIn,
+    ForkOut,
+    GrepIn,
+    GrepResult,
+    Health,
+    MessagesIn,
+    MessagesOut,
+    Readiness,
+    SummaryDescription,
+    TenantSettingsOut,
+    TurnIn,
+    TurnOut,
+)
+from lcm_client import calls
+from lcm_client.calls import Call, Out
+from lcm_client.client import COMPACT_WAIT_SECONDS, EXPAND_QUERY_SECONDS
+from lcm_client.retries import RetryPolicy
+from lcm_client.transport import Timeouts, answer, error_from, headers, transport_error
+
+
+class AsyncLcmClient:
+    """One tenant's view of an lcm-server: every ``/v1`` endpoint, typed by ``api.contract``.
+
+    One ``httpx.AsyncClient`` and its connection pool, for one event loop;
+    ``aclose`` it, or use it as an async context manager. Errors are ``lcm_client.errors``; retries
+    follow ``lcm_client.retries`` (which calls, after what, how long).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        compact_wait_seconds: float = COMPACT_WAIT_SECONDS,
+        expand_query_seconds: float = EXPAND_QUERY_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+        limits: httpx.Limits | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or Timeouts()
+        self.retry = retry or RetryPolicy()
+        self.compact_wait_seconds = compact_wait_seconds
+        self.expand_query_seconds = expand_query_seconds
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers(api_key),
+            transport=transport,
+            limits=limits or httpx.Limits(),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncLcmClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def send(self, call: Call[Out]) -> Out:
+        """Send ``call``, retrying as its policy allows; its answer or a typed error."""
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    params=call.params,
+                    timeout=self.timeouts.for_call(call),
+                )
+            except httpx.TransportError as exc:
+                delay = self.retry.after_transport_error(exc, attempt, call.replayable)
+                if delay is None:
+                    raise transport_error(exc, call, self.base_url) from exc
+            else:
+                if response.status_code in call.answers:
+                    return answer(call, response)
+                delay = self.retry.after_response(response, attempt, call.replayable)
+                if delay is None:
+                    raise error_from(response)
+            await asyncio.sleep(
+                delay
+            )  # Retry-After or backoff, with jitter (see lcm_client.retries)
+            attempt += 1
+
+    # --- conversations ---
+
+    async def ingest(self, key: str, body: MessagesIn) -> MessagesOut:
+        """Store messages (retried only when every message has an ``id``)."""
+        return await self.send(calls.ingest(key, body))
+
+    async def turn(self, key: str, body: TurnIn) -> TurnOut:
+        """After-turn: store the turn's messages, record compaction debt over the threshold."""
+        return await self.send(calls.turn(key, body))
+
+    async def commit(self, key: str, body: CommitIn) -> CommitOut:
+        """Store one accepted turn exactly once per ``advancement_key``."""
+        return await self.send(calls.commit(key, body))
+
+    async def bootstrap(self, key: str, body: BootstrapIn) -> BootstrapOut:
+        return await self.send(calls.bootstrap(key, body))
+
+    async def assemble(self, key: str, body: AssembleIn) -> AssembleOut:
+        return await self.send(calls.assemble(key, body))
+
+    async def compact(self, key: str, body: CompactIn | None = None) -> CompactOut:
+        return await self.send(calls.compact(key, body or CompactIn(), self.compact_wait_seconds))
+
+    async def status(
+        self, key: str, *, token_budget: int | None = None, session_id: str | None = None
+    ) -> ConversationStatus:
+        return await self.send(calls.status(key, token_budget, session_id))
+
+    async def fork(self, key: str, body: ForkIn) -> ForkOut:
+        return await self.send(calls.fork(key, body))
+
+    async def end_fork(self, key: str, body: ForkEndIn | None = None) -> ForkEndOut:
+        return await self.send(calls.end_fork(key, body or ForkEndIn()))
+
+    async def rollback_fork(self, key: str) -> ForkEndOut:
+        return await self.send(calls.rollback_fork(key))
+
+    # --- agent tools ---
+
+    async def grep(self, body: GrepIn) -> GrepResult:
+        return await self.send(calls.grep(body))
+
+    async def describe_summary(self, summary_id: str) -> SummaryDescription:
+        return await self.send(calls.describe_summary(summary_id))
+
+    async def describe_file(
+        self, file_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> FileDescription:
+        return await self.send(calls.describe_file(file_id, offset, limit))
+
+    async def describe(self, node_id: str) -> SummaryDescription | FileDescription:
+        """A ``file_…`` id's description, else a summary's."""
+        if node_id.startswith("file_"):
+            return await self.describe_file(node_id)
+        return await self.describe_summary(node_id)
+
+    async def expand(self, body: ExpandIn) -> Expansion:
+        return await self.send(calls.expand(body))
+
+    async def expand_query(self, body: ExpandQueryIn) -> ExpandQueryAnswer:
+        return await self.send(calls.expand_query(body, self.expand_query_seconds))
+
+    # --- tenant and health ---
+
+    async def settings(self) -> TenantSettingsOut:
+        return await self.send(calls.settings())
+
+    async def update_settings(self, changes: Mapping[str, Any]) -> TenantSettingsOut:
+        """PATCH overrides (``None`` removes one); the server validates them."""
+        return await self.send(calls.update_settings(changes))
+
+    async def health(self) -> Health:
+        return await self.send(calls.health())
+
+    async def ready(self) -> Readiness:
+        """Readiness, ready or not (a 503 here is an answer, not an error)."""
+        return await self.send(calls.ready())

@@ -1,0 +1,191 @@
+"""Every endpoint as one ``Call``: method, path, body, response model, whether it is replayable.
+
+The sync and the async client send the same calls; this module is where an
+endpoint is described once. Bodies are the contract's own request models
+(``api/contract.py``), dumped with ``exclude_unset`` so defaults stay the
+server's; responses are parsed into the contract's response models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from pydantic import BaseModel
+
+from api.contract import (
+    AssembleIn,
+    AssembleOut,
+    BootstrapIn,
+    BootstrapOut,
+    CommitIn,
+    CommitOut,
+    CompactIn,
+    CompactOut,
+    ConversationStatus,
+    ExpandIn,
+    ExpandQueryAnswer,
+    ExpandQueryIn,
+    Expansion,
+    FileDescription,
+    ForkEndIn,
+    ForkEndOut,
+    ForkIn,
+    ForkOut,
+    GrepIn,
+    GrepResult,
+    Health,
+    MessagesIn,
+    MessagesOut,
+    Readiness,
+    SummaryDescription,
+    TenantSettingsOut,
+    TurnIn,
+    TurnOut,
+)
+
+Out = TypeVar("Out", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Call(Generic[Out]):
+    """One request and how to read its answer."""
+
+    method: str
+    path: str
+    out: type[Out]
+    json: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    # May be sent twice with the effect of once (lcm_client.retries says which are).
+    replayable: bool = True
+    # Statuses whose body is an ``out`` (``/readyz`` answers 503 with a Readiness).
+    answers: frozenset[int] = frozenset({200})
+    # Seconds the server may take to answer, when longer than the client's read timeout.
+    slow_seconds: float | None = None
+
+
+def conversation_path(key: str, tail: str) -> str:
+    # The session key may hold anything (slashes, spaces, '?'): encoded whole.
+    return f"/v1/conversations/{quote(key, safe='')}/{tail}"
+
+
+def _body(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+def _all_ids(body: MessagesIn) -> bool:
+    """A batch whose every message has a client id: a second arrival stores nothing again."""
+    return all(message.id is not None for message in body.messages)
+
+
+def ingest(key: str, body: MessagesIn) -> Call[MessagesOut]:
+    return Call(
+        "POST",
+        conversation_path(key, "messages"),
+        MessagesOut,
+        _body(body),
+        replayable=_all_ids(body),
+    )
+
+
+def turn(key: str, body: TurnIn) -> Call[TurnOut]:
+    return Call(
+        "POST", conversation_path(key, "turns"), TurnOut, _body(body), replayable=_all_ids(body)
+    )
+
+
+def commit(key: str, body: CommitIn) -> Call[CommitOut]:
+    # The advancement key makes any commit replayable, ids or not.
+    return Call("POST", conversation_path(key, "commits"), CommitOut, _body(body))
+
+
+def bootstrap(key: str, body: BootstrapIn) -> Call[BootstrapOut]:
+    return Call("POST", conversation_path(key, "bootstrap"), BootstrapOut, _body(body))
+
+
+def assemble(key: str, body: AssembleIn) -> Call[AssembleOut]:
+    return Call("POST", conversation_path(key, "assemble"), AssembleOut, _body(body))
+
+
+def compact(key: str, body: CompactIn, default_wait_seconds: float) -> Call[CompactOut]:
+    wait = body.wait
+    waits = default_wait_seconds if wait is True else float(wait or 0)
+    return Call(
+        "POST",
+        conversation_path(key, "compact"),
+        CompactOut,
+        _body(body),
+        slow_seconds=waits or None,
+    )
+
+
+def status(key: str, token_budget: int | None, session_id: str | None) -> Call[ConversationStatus]:
+    params = {"token_budget": token_budget, "session_id": session_id}
+    return Call(
+        "GET",
+        conversation_path(key, "status"),
+        ConversationStatus,
+        params={k: v for k, v in params.items() if v is not None},
+    )
+
+
+def fork(key: str, body: ForkIn) -> Call[ForkOut]:
+    return Call("POST", conversation_path(key, "fork"), ForkOut, _body(body))
+
+
+def end_fork(key: str, body: ForkEndIn) -> Call[ForkEndOut]:
+    return Call("POST", conversation_path(key, "fork/end"), ForkEndOut, _body(body))
+
+
+def rollback_fork(key: str) -> Call[ForkEndOut]:
+    return Call("POST", conversation_path(key, "fork/rollback"), ForkEndOut)
+
+
+def grep(body: GrepIn) -> Call[GrepResult]:
+    return Call("POST", "/v1/grep", GrepResult, _body(body))
+
+
+def describe_summary(summary_id: str) -> Call[SummaryDescription]:
+    return Call("GET", f"/v1/summaries/{quote(summary_id, safe='')}", SummaryDescription)
+
+
+def describe_file(file_id: str, offset: int, limit: int | None) -> Call[FileDescription]:
+    params: dict[str, Any] = {"offset": offset} | ({"limit": limit} if limit else {})
+    return Call("GET", f"/v1/files/{quote(file_id, safe='')}", FileDescription, params=params)
+
+
+def expand(body: ExpandIn) -> Call[Expansion]:
+    return Call("POST", "/v1/expand", Expansion, _body(body))
+
+
+def expand_query(body: ExpandQueryIn, wait_seconds: float) -> Call[ExpandQueryAnswer]:
+    # Harmless to repeat (a grant revoked when done), but not resent: its 503 is
+    # mostly the server's deadline for the worker passing, and a second try
+    # would hold the caller for another whole deadline.
+    return Call(
+        "POST",
+        "/v1/expand-query",
+        ExpandQueryAnswer,
+        _body(body),
+        replayable=False,
+        slow_seconds=wait_seconds,
+    )
+
+
+def settings() -> Call[TenantSettingsOut]:
+    return Call("GET", "/v1/tenant/settings", TenantSettingsOut)
+
+
+def update_settings(changes: Mapping[str, Any]) -> Call[TenantSettingsOut]:
+    # A PATCH of overrides: sending the same ones twice leaves the same settings.
+    return Call("PATCH", "/v1/tenant/settings", TenantSettingsOut, dict(changes))
+
+
+def health() -> Call[Health]:
+    return Call("GET", "/healthz", Health)
+
+
+def ready() -> Call[Readiness]:
+    return Call("GET", "/readyz", Readiness, answers=frozenset({200, 503}))

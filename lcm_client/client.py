@@ -1,0 +1,200 @@
+"""``LcmClient``: lcm-server's v1 API, synchronous (``AsyncLcmClient`` is the same, awaited)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from api.contract import (
+    AssembleIn,
+    AssembleOut,
+    BootstrapIn,
+    BootstrapOut,
+    CommitIn,
+    CommitOut,
+    CompactIn,
+    CompactOut,
+    ConversationStatus,
+    ExpandIn,
+    ExpandQueryAnswer,
+    ExpandQueryIn,
+    Expansion,
+    FileDescription,
+    ForkEndIn,
+    ForkEndOut,
+    ForkIn,
+    ForkOut,
+    GrepIn,
+    GrepResult,
+    Health,
+    MessagesIn,
+    MessagesOut,
+    Readiness,
+    SummaryDescription,
+    TenantSettingsOut,
+    TurnIn,
+    TurnOut,
+)
+from lcm_client import calls
+from lcm_client.calls import Call, Out
+from lcm_client.retries import RetryPolicy
+from lcm_client.transport import Timeouts, answer, error_from, headers, transport_error
+
+# The server's LCM_COMPACT_WAIT_SECONDS / LCM_EXPAND_QUERY_TIMEOUT_SECONDS defaults:
+# how long it may hold ``compact(wait=True)`` and ``expand_query`` before answering.
+COMPACT_WAIT_SECONDS = 30.0
+EXPAND_QUERY_SECONDS = 120.0
+
+
+class LcmClient:
+    """One tenant's view of an lcm-server: every ``/v1`` endpoint, typed by ``api.contract``.
+
+    Thread-safe (one ``httpx.Client`` and its connection pool); close it, or
+    use it as a context manager. Errors are ``lcm_client.errors``; retries
+    follow ``lcm_client.retries`` (which calls, after what, how long).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        compact_wait_seconds: float = COMPACT_WAIT_SECONDS,
+        expand_query_seconds: float = EXPAND_QUERY_SECONDS,
+        transport: httpx.BaseTransport | None = None,
+        limits: httpx.Limits | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or Timeouts()
+        self.retry = retry or RetryPolicy()
+        self.compact_wait_seconds = compact_wait_seconds
+        self.expand_query_seconds = expand_query_seconds
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=headers(api_key),
+            transport=transport,
+            limits=limits or httpx.Limits(),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> LcmClient:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def send(self, call: Call[Out]) -> Out:
+        """Send ``call``, retrying as its policy allows; its answer or a typed error."""
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    params=call.params,
+                    timeout=self.timeouts.for_call(call),
+                )
+            except httpx.TransportError as exc:
+                delay = self.retry.after_transport_error(exc, attempt, call.replayable)
+                if delay is None:
+                    raise transport_error(exc, call, self.base_url) from exc
+            else:
+                if response.status_code in call.answers:
+                    return answer(call, response)
+                delay = self.retry.after_response(response, attempt, call.replayable)
+                if delay is None:
+                    raise error_from(response)
+            time.sleep(delay)  # Retry-After or backoff, with jitter (see lcm_client.retries)
+            attempt += 1
+
+    # --- conversations ---
+
+    def ingest(self, key: str, body: MessagesIn) -> MessagesOut:
+        """Store messages (retried only when every message has an ``id``)."""
+        return self.send(calls.ingest(key, body))
+
+    def turn(self, key: str, body: TurnIn) -> TurnOut:
+        """After-turn: store the turn's messages, record compaction debt over the threshold."""
+        return self.send(calls.turn(key, body))
+
+    def commit(self, key: str, body: CommitIn) -> CommitOut:
+        """Store one accepted turn exactly once per ``advancement_key``."""
+        return self.send(calls.commit(key, body))
+
+    def bootstrap(self, key: str, body: BootstrapIn) -> BootstrapOut:
+        return self.send(calls.bootstrap(key, body))
+
+    def assemble(self, key: str, body: AssembleIn) -> AssembleOut:
+        return self.send(calls.assemble(key, body))
+
+    def compact(self, key: str, body: CompactIn | None = None) -> CompactOut:
+        return self.send(calls.compact(key, body or CompactIn(), self.compact_wait_seconds))
+
+    def status(
+        self, key: str, *, token_budget: int | None = None, session_id: str | None = None
+    ) -> ConversationStatus:
+        return self.send(calls.status(key, token_budget, session_id))
+
+    def fork(self, key: str, body: ForkIn) -> ForkOut:
+        return self.send(calls.fork(key, body))
+
+    def end_fork(self, key: str, body: ForkEndIn | None = None) -> ForkEndOut:
+        return self.send(calls.end_fork(key, body or ForkEndIn()))
+
+    def rollback_fork(self, key: str) -> ForkEndOut:
+        return self.send(calls.rollback_fork(key))
+
+    # --- agent tools ---
+
+    def grep(self, body: GrepIn) -> GrepResult:
+        return self.send(calls.grep(body))
+
+    def describe_summary(self, summary_id: str) -> SummaryDescription:
+        return self.send(calls.describe_summary(summary_id))
+
+    def describe_file(
+        self, file_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> FileDescription:
+        return self.send(calls.describe_file(file_id, offset, limit))
+
+    def describe(self, node_id: str) -> SummaryDescription | FileDescription:
+        """A ``file_…`` id's description, else a summary's."""
+        if node_id.startswith("file_"):
+            return self.describe_file(node_id)
+        return self.describe_summary(node_id)
+
+    def expand(self, body: ExpandIn) -> Expansion:
+        return self.send(calls.expand(body))
+
+    def expand_query(self, body: ExpandQueryIn) -> ExpandQueryAnswer:
+        return self.send(calls.expand_query(body, self.expand_query_seconds))
+
+    # --- tenant and health ---
+
+    def settings(self) -> TenantSettingsOut:
+        return self.send(calls.settings())
+
+    def update_settings(self, changes: Mapping[str, Any]) -> TenantSettingsOut:
+        """PATCH overrides (``None`` removes one); the server validates them."""
+        return self.send(calls.update_settings(changes))
+
+    def health(self) -> Health:
+        return self.send(calls.health())
+
+    def ready(self) -> Readiness:
+        """Readiness, ready or not (a 503 here is an answer, not an error)."""
+        return self.send(calls.ready())

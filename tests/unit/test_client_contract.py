@@ -1,0 +1,55 @@
+"""The client's pure parts: Retry-After parsing, the retry rule, limits shared with the domain."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+
+from api import contract
+from lcm.retrieval.expand import MAX_SUMMARY_IDS
+from lcm.retrieval.grep import MAX_LIMIT
+from lcm.settings import MAX_TOKENS
+from lcm_client.retries import RetryPolicy, retry_after
+
+
+def test_contract_limits_are_the_domains() -> None:
+    assert contract.MAX_TOKENS == MAX_TOKENS
+    assert contract.MAX_GREP_LIMIT == MAX_LIMIT
+    assert contract.MAX_SUMMARY_IDS == MAX_SUMMARY_IDS
+
+
+def _response(status: int, value: str | None) -> httpx.Response:
+    return httpx.Response(status, headers={"Retry-After": value} if value is not None else {})
+
+
+def test_retry_after_in_seconds_or_as_an_http_date() -> None:
+    assert retry_after(_response(503, "2")) == 2.0
+    assert retry_after(_response(503, None)) is None
+    assert retry_after(_response(503, "soon")) is None
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 28 <= (retry_after(_response(503, later)) or 0) <= 30
+    past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
+    assert retry_after(_response(503, past)) == 0.0
+
+
+def test_jitter_only_adds_and_stays_within_its_share() -> None:
+    policy = RetryPolicy(jitter=0.2, rng=random.Random(7))
+    delays = [policy.after_response(_response(429, "1"), 0, True) for _ in range(200)]
+    assert all(d is not None and 1.0 <= d <= 1.2 for d in delays)
+    assert len(set(delays)) > 100  # spread, not one instant for every client
+
+
+def test_what_is_retried() -> None:
+    policy = RetryPolicy(max_retries=2)
+    assert policy.after_response(_response(503, None), 0, replayable=False) is None
+    assert policy.after_response(_response(500, None), 0, replayable=True) is None
+    assert policy.after_response(_response(503, None), 2, replayable=True) is None  # exhausted
+    assert policy.after_response(_response(503, None), 1, replayable=True) is not None
+    refused = httpx.ConnectError("refused")
+    lost = httpx.RemoteProtocolError("server disconnected")
+    assert policy.after_transport_error(refused, 0, replayable=False) is not None
+    assert policy.after_transport_error(lost, 0, replayable=False) is None
+    assert policy.after_transport_error(lost, 0, replayable=True) is not None
