@@ -1,4 +1,10 @@
-"""FastAPI dependencies: settings, a database session per request, the tenant."""
+"""FastAPI dependencies: settings, a database session per request, the scoped tenant.
+
+Every ``/v1`` route names the scope it needs in its signature, through one
+of ``IngestTenant``, ``ReadTenant`` or ``AdminTenant``: the dependency
+authenticates the key (401), checks its scope (403) and hands the route the
+tenant id.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,13 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from lcm.db.engine import Database
 from lcm.errors import Unauthenticated
 from lcm.settings import Settings
-from lcm.tenants.service import authenticate
+from lcm.tenants.keys import Scope, authenticate
 
 
 def get_settings(request: Request) -> Settings:
@@ -45,19 +52,44 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
         yield session
 
 
-def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_database)]) -> str:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
-    # A short read-only session of its own: looking a key up must never wait
-    # for (or hold) the write lock, nor keep the request's transaction open.
-    with database.read_session() as session:
-        return authenticate(session, token.strip())
+class RequireScope:
+    """Dependency: the calling tenant's id, if its key is valid (401) and holds ``scope`` (403)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def __call__(
+        self, request: Request, database: Annotated[Database, Depends(get_database)]
+    ) -> str:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
+        # A short read-only session of its own, on every request (no cache, so
+        # a revoked key is refused on its next request): looking a key up must
+        # never wait for (or hold) the write lock, nor keep the request's
+        # transaction open.
+        with database.read_session() as session:
+            principal = authenticate(session, token.strip())
+        principal.require(self.scope)
+        return principal.tenant_id
+
+
+def route_scope(route: APIRoute) -> Scope | None:
+    """The scope a route requires (None: the route needs no key)."""
+    pending = list(route.dependant.dependencies)
+    while pending:
+        dependant = pending.pop()
+        if isinstance(dependant.call, RequireScope):
+            return dependant.call.scope
+        pending.extend(dependant.dependencies)
+    return None
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
-TenantDep = Annotated[str, Depends(get_tenant_id)]
+IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
+ReadTenant = Annotated[str, Depends(RequireScope("read"))]
+AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

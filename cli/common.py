@@ -26,9 +26,18 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 T = TypeVar("T")
 
 
-def in_session(work: Callable[[Session], T]) -> T:
-    """Run ``work`` in one committed session; a domain error exits 1 with its message."""
-    database = Database(get_settings())
+def in_session(work: Callable[[Session], T], *, send_jobs: bool = False) -> T:
+    """Run ``work`` in one committed session; a domain error exits 1 with its message.
+
+    ``send_jobs``: the jobs ``work`` asks for go to the broker after the commit
+    (otherwise they are left to the reconcilers).
+    """
+    settings = get_settings()
+    database = Database(settings)
+    if send_jobs:
+        from workers.sender import CelerySender  # imported late: it imports the Celery app
+
+        database.sender = CelerySender()
     try:
         with database.session() as session:
             result = work(session)

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from api.deps import DatabaseDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, IngestTenant, SettingsDep
 from api.openapi import error_responses
 from api.validation import RequestBody, SessionIdText, SessionKey, Text
 from lcm.tenants.service import effective_settings
@@ -36,7 +36,7 @@ class BootstrapOut(BaseModel):
 def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
 ) -> BootstrapOut:

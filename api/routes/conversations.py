@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import DatabaseDep, ReadSessionDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, IngestTenant, ReadSessionDep, ReadTenant, SessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import (
@@ -39,7 +39,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     session: SessionDep,
     settings: SettingsDep,
 ) -> MessagesOut:
@@ -65,7 +65,7 @@ def post_messages(
 def post_turn(
     key: SessionKey,
     body: TurnIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
@@ -87,7 +87,7 @@ def post_turn(
 def post_assemble(
     key: SessionKey,
     body: AssembleIn,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     settings: SettingsDep,
 ) -> AssembleOut:
@@ -114,7 +114,7 @@ def post_assemble(
 def post_compact(
     key: SessionKey,
     body: CompactIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
@@ -159,7 +159,7 @@ def post_compact(
 @router.get("/{key:path}/status", response_model=ConversationStatus, responses=error_responses(404))
 def get_status(
     key: SessionKey,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,

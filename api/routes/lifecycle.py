@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import DatabaseDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, IngestTenant, SessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.lifecycle_schemas import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut
 from api.openapi import error_responses
@@ -26,7 +26,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 def post_commit(
     key: SessionKey,
     body: CommitIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
@@ -64,7 +64,11 @@ def post_commit(
 
 @router.post("/{key:path}/fork", response_model=ForkOut, responses=error_responses(409))
 def post_fork(
-    key: SessionKey, body: ForkIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    key: SessionKey,
+    body: ForkIn,
+    tenant_id: IngestTenant,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> ForkOut:
     result = prepare_fork(
         session,
@@ -90,7 +94,7 @@ def post_fork(
 
 @router.post("/{key:path}/fork/end", response_model=ForkEndOut)
 def post_fork_end(
-    key: SessionKey, body: ForkEndIn, tenant_id: TenantDep, session: SessionDep
+    key: SessionKey, body: ForkEndIn, tenant_id: IngestTenant, session: SessionDep
 ) -> ForkEndOut:
     fork = end_fork(session, tenant_id, key, body.reason)
     return ForkEndOut(
@@ -99,7 +103,7 @@ def post_fork_end(
 
 
 @router.post("/{key:path}/fork/rollback", response_model=ForkEndOut)
-def post_fork_rollback(key: SessionKey, tenant_id: TenantDep, session: SessionDep) -> ForkEndOut:
+def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: SessionDep) -> ForkEndOut:
     fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
-from api.deps import DatabaseDep, ReadSessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, ReadTenant, SettingsDep
 from api.openapi import error_responses
 from api.validation import INT64_MAX, RequestBody, RowId, Text, Tokens, UtcDatetime
 from lcm.errors import DependencyUnavailable, InvalidInput
@@ -75,7 +75,7 @@ class ExpandQueryIn(ScopeIn):
 
 @router.post("/grep", response_model=GrepResult, responses=error_responses(404))
 def post_grep(
-    body: GrepIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
+    body: GrepIn, tenant_id: ReadTenant, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     bounds = resolve_bounds(session, tenant_id, body.selector(), body.since, body.before)
     query = GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
@@ -88,14 +88,14 @@ def post_grep(
 @router.get(
     "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
 )
-def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: ReadSessionDep) -> Any:
+def get_summary(summary_id: NodeId, tenant_id: ReadTenant, session: ReadSessionDep) -> Any:
     return to_jsonable(describe_summary(session, tenant_id, summary_id))
 
 
 @router.get("/files/{file_id}", response_model=FileDescription, responses=error_responses(404))
 def get_file(
     file_id: NodeId,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     settings: SettingsDep,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
@@ -112,7 +112,7 @@ def get_file(
 
 @router.post("/expand", response_model=Expansion, responses=error_responses(404))
 def post_expand(
-    body: ExpandIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
+    body: ExpandIn, tenant_id: ReadTenant, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:
@@ -123,7 +123,7 @@ def post_expand(
 @router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404))
 def post_expand_query(
     body: ExpandQueryIn,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     settings: SettingsDep,
     database: DatabaseDep,
 ) -> Any:

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey
-from lcm.tenants.service import hash_key
+from lcm.tenants.keys import hash_key
 from tests import servers
 from tests.conftest import settings_for
 from tests.servers import run_lcm as lcm
