@@ -8,12 +8,14 @@ tenant id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.routing import APIRoute
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.orm import Session
+from starlette.routing import BaseRoute
 
 from lcm.db.engine import Database
 from lcm.errors import Unauthenticated
@@ -75,14 +77,28 @@ class RequireScope:
         return principal.tenant_id
 
 
-def route_scope(route: APIRoute) -> Scope | None:
-    """The scope a route requires (None: the route needs no key)."""
-    pending = list(route.dependant.dependencies)
+def operation_scopes(routes: Sequence[BaseRoute]) -> dict[tuple[str, str], Scope | None]:
+    """``(method, path template) -> scope`` of every API operation in ``routes`` (None: no key).
+
+    Walks the app's route table as FastAPI resolves it (included routers
+    too), so the OpenAPI document and the tests see every route.
+    """
+    found: dict[tuple[str, str], Scope | None] = {}
+    for route in iter_route_contexts(routes):
+        if isinstance(route.original_route, APIRoute):
+            scope = _required_scope(route.dependant)
+            for method in route.methods or ():
+                found[(method, str(route.path_format))] = scope
+    return found
+
+
+def _required_scope(dependant: Dependant) -> Scope | None:
+    pending = list(dependant.dependencies)
     while pending:
-        dependant = pending.pop()
-        if isinstance(dependant.call, RequireScope):
-            return dependant.call.scope
-        pending.extend(dependant.dependencies)
+        current = pending.pop()
+        if isinstance(current.call, RequireScope):
+            return current.call.scope
+        pending.extend(current.dependencies)
     return None
 
 

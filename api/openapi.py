@@ -15,10 +15,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from api.deps import route_scope
+from api.deps import operation_scopes
 
 BEARER = "bearer"
 
@@ -94,15 +93,14 @@ def install(app: FastAPI) -> None:
                     )
                 if path.startswith("/v1/"):
                     operation["security"] = [{BEARER: []}]
-        for route in app.routes:
-            if not isinstance(route, APIRoute) or (scope := route_scope(route)) is None:
+        for (method, path), scope in operation_scopes(app.routes).items():
+            if scope is None:
                 continue
-            for method in route.methods or ():
-                operation = schema["paths"][route.path_format][method.lower()]
-                # OpenAPI 3.1 lets a bearer requirement list the roles it needs.
-                operation["security"] = [{BEARER: [scope]}]
-                needs = f"Needs a key with the `{scope}` scope."
-                operation["description"] = f"{operation.get('description', '')}\n\n{needs}".strip()
+            operation = schema["paths"][path][method.lower()]
+            # OpenAPI 3.1 lets a bearer requirement list the roles it needs.
+            operation["security"] = [{BEARER: [scope]}]
+            needs = f"Needs a key with the `{scope}` scope."
+            operation["description"] = f"{operation.get('description', '')}\n\n{needs}".strip()
         app.openapi_schema = schema
         return schema
 
