@@ -1,18 +1,27 @@
-"""FastAPI dependencies: settings, a database session per request, the tenant."""
+"""FastAPI dependencies: settings, a database session per request, the scoped tenant.
+
+Every ``/v1`` route names the scope it needs in its signature, through one
+of ``IngestTenant``, ``ReadTenant`` or ``AdminTenant``: the dependency
+authenticates the key (401), checks its scope (403) and hands the route the
+tenant id.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.orm import Session
+from starlette.routing import BaseRoute
 
 from lcm.db.engine import Database
 from lcm.errors import Unauthenticated
 from lcm.services import Services
 from lcm.settings import Settings
-from lcm.tenants.service import authenticate
+from lcm.tenants.keys import Scope, authenticate
 
 
 def get_settings(request: Request) -> Settings:
@@ -52,15 +61,52 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
         yield session
 
 
-def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_database)]) -> str:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
-    # A short read-only session of its own: looking a key up must never wait
-    # for (or hold) the write lock, nor keep the request's transaction open.
-    with database.read_session() as session:
-        return authenticate(session, token.strip())
+class RequireScope:
+    """Dependency: the calling tenant's id, if its key is valid (401) and holds ``scope`` (403)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def __call__(
+        self, request: Request, database: Annotated[Database, Depends(get_database)]
+    ) -> str:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
+        # A short read-only session of its own, on every request (no cache, so
+        # a revoked key is refused on its next request): looking a key up must
+        # never wait for (or hold) the write lock, nor keep the request's
+        # transaction open.
+        with database.read_session() as session:
+            principal = authenticate(session, token.strip())
+        principal.require(self.scope)
+        return principal.tenant_id
+
+
+def operation_scopes(routes: Sequence[BaseRoute]) -> dict[tuple[str, str], Scope | None]:
+    """``(method, path template) -> scope`` of every API operation in ``routes`` (None: no key).
+
+    Walks the app's route table as FastAPI resolves it (included routers
+    too), so the OpenAPI document and the tests see every route.
+    """
+    found: dict[tuple[str, str], Scope | None] = {}
+    for route in iter_route_contexts(routes):
+        if isinstance(route.original_route, APIRoute):
+            scope = _required_scope(route.dependant)
+            for method in route.methods or ():
+                found[(method, str(route.path_format))] = scope
+    return found
+
+
+def _required_scope(dependant: Dependant) -> Scope | None:
+    pending = list(dependant.dependencies)
+    while pending:
+        current = pending.pop()
+        if isinstance(current.call, RequireScope):
+            return current.call.scope
+        pending.extend(current.dependencies)
+    return None
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -68,4 +114,6 @@ DatabaseDep = Annotated[Database, Depends(get_database)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
-TenantDep = Annotated[str, Depends(get_tenant_id)]
+IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
+ReadTenant = Annotated[str, Depends(RequireScope("read"))]
+AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

@@ -2,9 +2,11 @@
 
 FastAPI documents what routes declare; this module adds what the app does
 around them. Every ``/v1`` operation gets the bearer security scheme (the
-Authorize button in ``/docs`` works) and the error envelope for each status the
-API can answer; validation errors are documented as 400 (the status the API
-uses) instead of FastAPI's default 422, which the API never sends.
+Authorize button in ``/docs`` works) with the scope the operation needs (as
+the security requirement's role and in its description), and the error
+envelope for each status the API can answer; validation errors are
+documented as 400 (the status the API uses) instead of FastAPI's default
+422, which the API never sends.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from api.contract import ErrorOut
+from api.deps import operation_scopes
 
 BEARER = "bearer"
 
@@ -33,10 +36,11 @@ DESCRIPTIONS = {
 }
 
 # What every authenticated /v1 operation can answer besides its own statuses:
-# validation (400), auth (401), a path the router does not match (404: e.g. a
-# session key holding a newline), the body limit middleware (413), a database
-# or broker that is down or busy (503).
-V1_STATUSES = (400, 401, 404, 413, 503)
+# validation (400), auth (401), a key without the operation's scope (403), a
+# path the router does not match (404: e.g. a session key holding a newline),
+# the body limit middleware (413), a database or broker that is down or busy
+# (503).
+V1_STATUSES = (400, 401, 403, 404, 413, 503)
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -78,6 +82,14 @@ def install(app: FastAPI) -> None:
                     )
                 if path.startswith("/v1/"):
                     operation["security"] = [{BEARER: []}]
+        for (method, path), scope in operation_scopes(app.routes).items():
+            if scope is None:
+                continue
+            operation = schema["paths"][path][method.lower()]
+            # OpenAPI 3.1 lets a bearer requirement list the roles it needs.
+            operation["security"] = [{BEARER: [scope]}]
+            needs = f"Needs a key with the `{scope}` scope."
+            operation["description"] = f"{operation.get('description', '')}\n\n{needs}".strip()
         app.openapi_schema = schema
         return schema
 

@@ -26,13 +26,20 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 T = TypeVar("T")
 
 
-def in_session(work: Callable[[Session], T]) -> T:
+def in_session(work: Callable[[Session], T], *, send_jobs: bool = False) -> T:
     """Run ``work`` in one committed session; a domain error exits 1 with its message.
 
     The composition root of the database-only commands: they need an engine
     and nothing else (``lcm import`` builds the full :class:`~lcm.services.Services`).
+    ``send_jobs``: the jobs ``work`` asks for go to the broker after the commit
+    (otherwise they are left to the reconcilers).
     """
-    database = Database(get_settings())
+    settings = get_settings()
+    database = Database(settings)
+    if send_jobs:
+        from workers.sender import CelerySender  # imported late: it imports the Celery app
+
+        database.sender = CelerySender()
     try:
         with database.session() as session:
             result = work(session)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Annotated
 
@@ -10,17 +9,16 @@ import typer
 from rich.console import Console
 
 from cli import transcripts
-from cli.common import in_session
+from cli.debt import debt_app
+from cli.tenants import key_app, tenant_app
 from lcm.settings import get_settings
-from lcm.tenants.service import IssuedKey
 
 app = typer.Typer(help="Lossless Context Management server.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
-tenant_app = typer.Typer(help="Tenants.", no_args_is_help=True)
-key_app = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
+app.add_typer(debt_app, name="debt")
 
 console = Console(stderr=True)
 
@@ -199,33 +197,6 @@ def db_current() -> None:
     from lcm.db.migrate import current_revision
 
     typer.echo(current_revision(get_settings().database_url) or "(empty)")
-
-
-@tenant_app.command("create")
-def tenant_create(
-    name: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
-) -> None:
-    """Create a tenant and print its API key (shown once, stored only as a hash)."""
-    from lcm.tenants.service import create_tenant
-
-    _print_key(in_session(lambda s: create_tenant(s, name)), as_json)
-
-
-@key_app.command("create")
-def key_create(
-    tenant: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
-) -> None:
-    """Issue another API key for an existing tenant."""
-    from lcm.tenants.service import issue_key_for
-
-    _print_key(in_session(lambda s: issue_key_for(s, tenant)), as_json)
-
-
-def _print_key(issued: IssuedKey, as_json: bool) -> None:
-    if as_json:
-        typer.echo(json.dumps({"tenant_id": issued.tenant_id, "api_key": issued.api_key}))
-    else:
-        typer.echo(f"tenant {issued.tenant_name} ({issued.tenant_id})\napi key: {issued.api_key}")
 
 
 transcripts.register(app)  # import, status, dag

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.contract import BootstrapIn, BootstrapOut
-from api.deps import DatabaseDep, ServicesDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, IngestTenant, ServicesDep, SettingsDep
 from api.openapi import error_responses
 from api.validation import SessionKey
 from lcm.tenants.service import effective_settings
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,

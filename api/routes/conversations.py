@@ -20,11 +20,12 @@ from api.contract import (
 )
 from api.deps import (
     DatabaseDep,
+    IngestTenant,
     ReadSessionDep,
+    ReadTenant,
     ServicesDep,
     SessionDep,
     SettingsDep,
-    TenantDep,
 )
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
@@ -48,7 +49,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     session: SessionDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -75,7 +76,7 @@ def post_messages(
 def post_turn(
     key: SessionKey,
     body: TurnIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -106,7 +107,7 @@ def post_turn(
 def post_assemble(
     key: SessionKey,
     body: AssembleIn,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     settings: SettingsDep,
 ) -> AssembleOut:
@@ -133,7 +134,7 @@ def post_assemble(
 def post_compact(
     key: SessionKey,
     body: CompactIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
@@ -178,7 +179,7 @@ def post_compact(
 @router.get("/{key:path}/status", response_model=ConversationStatus, responses=error_responses(404))
 def get_status(
     key: SessionKey,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,

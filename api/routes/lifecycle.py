@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.contract import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut, TurnOut
-from api.deps import DatabaseDep, ServicesDep, SessionDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, IngestTenant, ServicesDep, SessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import prepared_batch
@@ -26,7 +26,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 def post_commit(
     key: SessionKey,
     body: CommitIn,
-    tenant_id: TenantDep,
+    tenant_id: IngestTenant,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -66,7 +66,11 @@ def post_commit(
 
 @router.post("/{key:path}/fork", response_model=ForkOut, responses=error_responses(409))
 def post_fork(
-    key: SessionKey, body: ForkIn, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    key: SessionKey,
+    body: ForkIn,
+    tenant_id: IngestTenant,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> ForkOut:
     result = prepare_fork(
         session,
@@ -92,7 +96,7 @@ def post_fork(
 
 @router.post("/{key:path}/fork/end", response_model=ForkEndOut)
 def post_fork_end(
-    key: SessionKey, body: ForkEndIn, tenant_id: TenantDep, session: SessionDep
+    key: SessionKey, body: ForkEndIn, tenant_id: IngestTenant, session: SessionDep
 ) -> ForkEndOut:
     fork = end_fork(session, tenant_id, key, body.reason)
     return ForkEndOut(
@@ -101,7 +105,7 @@ def post_fork_end(
 
 
 @router.post("/{key:path}/fork/rollback", response_model=ForkEndOut)
-def post_fork_rollback(key: SessionKey, tenant_id: TenantDep, session: SessionDep) -> ForkEndOut:
+def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: SessionDep) -> ForkEndOut:
     fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason

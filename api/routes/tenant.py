@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from sqlalchemy.orm import Session
 
 from api.contract import TenantSettingsOut
-from api.deps import ReadSessionDep, SessionDep, SettingsDep, TenantDep
+from api.deps import AdminTenant, ReadSessionDep, SessionDep, SettingsDep
 from api.schemas import TenantSettingsPatch
 from lcm.tenants.service import (
     OVERRIDABLE,
@@ -27,7 +27,7 @@ def _out(session: Session, tenant_id: str, settings: SettingsDep) -> TenantSetti
 
 @router.get("/settings", response_model=TenantSettingsOut)
 def get_settings(
-    tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
+    tenant_id: AdminTenant, session: ReadSessionDep, settings: SettingsDep
 ) -> TenantSettingsOut:
     return _out(session, tenant_id, settings)
 
@@ -35,7 +35,7 @@ def get_settings(
 @router.patch("/settings", response_model=TenantSettingsOut)
 def patch_settings(
     changes: TenantSettingsPatch,
-    tenant_id: TenantDep,
+    tenant_id: AdminTenant,
     session: SessionDep,
     settings: SettingsDep,
 ) -> TenantSettingsOut:

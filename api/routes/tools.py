@@ -19,7 +19,7 @@ from api.contract import (
     SummaryDescription,
     Text,
 )
-from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep, TenantDep
+from api.deps import DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep, SettingsDep
 from api.openapi import error_responses
 from api.schemas import expand_query_request, grep_query, scope_selector
 from lcm.errors import DependencyUnavailable, InvalidInput
@@ -49,7 +49,7 @@ NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
 @router.post("/grep", response_model=GrepResult, responses=error_responses(404))
 def post_grep(
     body: GrepIn,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -65,14 +65,14 @@ def post_grep(
 @router.get(
     "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
 )
-def get_summary(summary_id: NodeId, tenant_id: TenantDep, session: ReadSessionDep) -> Any:
+def get_summary(summary_id: NodeId, tenant_id: ReadTenant, session: ReadSessionDep) -> Any:
     return to_jsonable(describe_summary(session, tenant_id, summary_id))
 
 
 @router.get("/files/{file_id}", response_model=FileDescription, responses=error_responses(404))
 def get_file(
     file_id: NodeId,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     session: ReadSessionDep,
     services: ServicesDep,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
@@ -89,7 +89,7 @@ def get_file(
 
 @router.post("/expand", response_model=Expansion, responses=error_responses(404))
 def post_expand(
-    body: ExpandIn, tenant_id: TenantDep, session: ReadSessionDep, settings: SettingsDep
+    body: ExpandIn, tenant_id: ReadTenant, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:
@@ -100,7 +100,7 @@ def post_expand(
 @router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404))
 def post_expand_query(
     body: ExpandQueryIn,
-    tenant_id: TenantDep,
+    tenant_id: ReadTenant,
     settings: SettingsDep,
     database: DatabaseDep,
 ) -> Any:

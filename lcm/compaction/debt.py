@@ -21,13 +21,14 @@ transaction), so a worker that lost its lease can never write.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from lcm.db.models import CompactionDebt
+from lcm.db.models import CompactionDebt, Conversation, Tenant
 from lcm.errors import StaleLease
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
@@ -46,6 +47,20 @@ class Claim:
     target_tokens: int | None
     attempts: int
     enqueued_at: datetime | None  # when its wake-up was sent: queue lag = claim time - this
+
+
+@dataclass(frozen=True, slots=True)
+class DebtListing:
+    """One debt row as an operator lists it."""
+
+    conversation_id: int
+    tenant_name: str
+    session_key: str
+    status: str
+    reason: str
+    attempts: int
+    last_error: str | None
+    updated_at: datetime
 
 
 class DebtRepository:
@@ -205,6 +220,49 @@ class DebtRepository:
                 .limit(limit)
             )
         )
+
+    def listing(self, status: str | None, tenant_id: str | None, limit: int) -> list[DebtListing]:
+        """Debt rows, most recently changed first, optionally of one status and tenant."""
+        stmt = (
+            select(
+                CompactionDebt.conversation_id,
+                Tenant.name,
+                Conversation.session_key,
+                CompactionDebt.status,
+                CompactionDebt.reason,
+                CompactionDebt.attempts,
+                CompactionDebt.last_error,
+                CompactionDebt.updated_at,
+            )
+            .join(Conversation, Conversation.id == CompactionDebt.conversation_id)
+            .join(Tenant, Tenant.id == CompactionDebt.tenant_id)
+            .order_by(CompactionDebt.updated_at.desc(), CompactionDebt.conversation_id)
+            .limit(limit)
+        )
+        if status is not None:
+            stmt = stmt.where(CompactionDebt.status == status)
+        if tenant_id is not None:
+            stmt = stmt.where(CompactionDebt.tenant_id == tenant_id)
+        return [DebtListing(*row) for row in self.session.execute(stmt)]
+
+    def rearm_failed(self, conversation_ids: Sequence[int] | None, now: datetime) -> list[int]:
+        """Failed debt back to pending with a fresh attempt budget; the ids it re-armed.
+
+        ``None`` re-arms every failed row. Conditional on ``status = failed``,
+        so a row that a turn re-armed meanwhile (or that is running) is left
+        alone. ``enqueued_at`` is cleared: the wake-up the caller asks for may
+        not reach a worker (no broker from here), and a never-woken row is
+        what the reconciler wakes on its next run.
+        """
+        stmt = (
+            update(CompactionDebt)
+            .where(CompactionDebt.status == FAILED)
+            .values(status=PENDING, attempts=0, enqueued_at=None, updated_at=now)
+            .returning(CompactionDebt.conversation_id)
+        )
+        if conversation_ids is not None:
+            stmt = stmt.where(CompactionDebt.conversation_id.in_(conversation_ids))
+        return sorted(self.session.scalars(stmt))
 
 
 def debt_overview(session: Session) -> tuple[dict[str, int], datetime | None]:

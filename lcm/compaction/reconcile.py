@@ -1,12 +1,16 @@
-"""Finding debt that nobody is working on (beat's reconciler)."""
+"""Debt that nobody is working on: beat's reconciler, and an operator's retry of failed debt."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+
+from sqlalchemy.orm import Session
 
 from lcm.compaction.debt import DebtRepository
 from lcm.compaction.engine import Transaction
 from lcm.db.models import utcnow
+from lcm.outbox import WakeCompaction, request_job
 from lcm.settings import Settings
 
 
@@ -28,3 +32,16 @@ def overdue_debts(
         due = debts.overdue(now, timedelta(seconds=grace), settings.reconcile_batch)
         debts.mark_enqueued(due, now)
     return due
+
+
+def retry_failed_debt(session: Session, conversation_ids: Sequence[int] | None) -> list[int]:
+    """Re-arm failed debt (all of it for ``None``) and ask for a wake-up of each after commit.
+
+    Returns the conversation ids re-armed; an id whose debt is not failed is
+    skipped. If the wake-up cannot be sent, the reconciler wakes the row on
+    its next run (it was left never-woken).
+    """
+    rearmed = DebtRepository(session).rearm_failed(conversation_ids, utcnow())
+    for conversation_id in rearmed:
+        request_job(session, WakeCompaction(conversation_id))
+    return rearmed

@@ -1,39 +1,32 @@
-"""Tenants and API keys. A key is shown once; only its SHA-256 is stored.
-
-Keys are 256 random bits, so a fast hash is enough: there is nothing to brute
-force, and lookups stay one indexed equality per request.
-"""
+"""Tenants and their per-tenant settings (API keys: ``lcm.tenants.keys``)."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from lcm.db.models import ApiKey, Tenant
-from lcm.errors import Conflict, InvalidInput, NotFound, Unauthenticated
+from lcm.db.models import Tenant
+from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.settings import CompactionSettings
 from lcm.storable import check_storable
+from lcm.tenants.keys import IssuedKey, issue_key
 from lcm.tenants.repository import TenantRepository
 
-KEY_PREFIX = "lcm_"
 S = TypeVar("S", bound=CompactionSettings)
 
 
-@dataclass(frozen=True)
-class IssuedKey:
-    tenant_id: str
-    tenant_name: str
-    api_key: str
-
-
-def hash_key(raw_key: str) -> str:
-    return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
+@dataclass(frozen=True, slots=True)
+class TenantInfo:
+    id: str
+    name: str
+    created_at: datetime
+    active_keys: int
 
 
 def new_tenant_id() -> str:
@@ -41,7 +34,7 @@ def new_tenant_id() -> str:
 
 
 def create_tenant(session: Session, name: str) -> IssuedKey:
-    """Create a tenant and its first key; the caller commits."""
+    """Create a tenant and its first key (every scope); the caller commits."""
     name = name.strip()
     if not name or len(name) > 200:
         raise InvalidInput("a tenant name is 1 to 200 characters")
@@ -58,19 +51,18 @@ def create_tenant(session: Session, name: str) -> IssuedKey:
     return issue_key(session, tenant)
 
 
-def issue_key(session: Session, tenant: Tenant, label: str = "default") -> IssuedKey:
-    raw = KEY_PREFIX + secrets.token_urlsafe(32)
-    TenantRepository(session).add_key(
-        ApiKey(tenant_id=tenant.id, key_hash=hash_key(raw), prefix=raw[:12], name=label)
-    )
-    return IssuedKey(tenant_id=tenant.id, tenant_name=tenant.name, api_key=raw)
-
-
-def issue_key_for(session: Session, tenant_name: str, label: str = "default") -> IssuedKey:
-    tenant = TenantRepository(session).find_by_name(tenant_name)
+def tenant_by_name(session: Session, name: str) -> Tenant:
+    tenant = TenantRepository(session).find_by_name(name)
     if tenant is None:
-        raise NotFound(f"no tenant named {tenant_name!r}")
-    return issue_key(session, tenant, label)
+        raise NotFound(f"no tenant named {name!r}")
+    return tenant
+
+
+def list_tenants(session: Session) -> list[TenantInfo]:
+    return [
+        TenantInfo(t.id, t.name, t.created_at, keys)
+        for t, keys in TenantRepository(session).with_active_key_counts()
+    ]
 
 
 OVERRIDABLE = frozenset(CompactionSettings.model_fields)
@@ -118,11 +110,3 @@ def update_overrides(session: Session, tenant_id: str, changes: dict[str, Any]) 
     }
     tenant.settings_overrides = validate_overrides(merged)
     return dict(tenant.settings_overrides)
-
-
-def authenticate(session: Session, raw_key: str) -> str:
-    """The tenant id owning ``raw_key``; ``Unauthenticated`` otherwise."""
-    tenant_id = TenantRepository(session).tenant_id_for_key_hash(hash_key(raw_key))
-    if tenant_id is None:
-        raise Unauthenticated("the API key is not valid")
-    return tenant_id

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey
-from lcm.tenants.service import hash_key
+from lcm.tenants.keys import hash_key
 from tests import servers
 from tests.conftest import settings_for
 from tests.servers import run_lcm as lcm
@@ -24,7 +24,8 @@ def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
     created = lcm("tenant", "create", "acme", "--json", env=env)
     assert created.returncode == 0, created.stderr
     printed = json.loads(created.stdout)
-    assert set(printed) == {"tenant_id", "api_key"}
+    assert set(printed) == {"tenant_id", "api_key", "key"}
+    assert printed["key"]["scopes"] == ["ingest", "read", "admin"]
     again = lcm("tenant", "create", "acme", "--json", env=env)
     assert again.returncode == 1 and "already exists" in again.stderr
     database = Database(settings_for(url))

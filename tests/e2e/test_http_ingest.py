@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey, Message
-from lcm.tenants.service import IssuedKey, hash_key
+from lcm.tenants.keys import IssuedKey, hash_key
 from tests.conftest import auth, new_tenant
 
 URL = "/v1/conversations/agent%3Amain%2Fdm/messages"

@@ -16,6 +16,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from lcm.db.models.base import Base, BigId, Json, UtcDateTime, tenant_fk, utcnow
 
+ALL_SCOPES = "ingest,read,admin"
+
 
 class Tenant(Base):
     __tablename__ = "tenants"
@@ -39,6 +41,9 @@ class ApiKey(Base):
     name: Mapped[str] = mapped_column(String(200), default="default")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # What the key may do: a comma list of ``ingest``, ``read``, ``admin``
+    # (``lcm.tenants.keys``). Keys from before scopes existed hold all three.
+    scopes: Mapped[str] = mapped_column(String(100), default=ALL_SCOPES, server_default=ALL_SCOPES)
 
 
 class Conversation(Base):
