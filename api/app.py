@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 from api import errors, openapi
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
+from api.rate_limit import RateLimiter, build_rate_limiter
 from api.routes import bootstrap, conversations, health, lifecycle, tenant, tools
 from api.validation import Utf8Only
 from lcm import __version__
@@ -25,6 +26,7 @@ def create_app(
     database: Database | None = None,
     broker_ping: Callable[[], bool] | None = None,
     sender: JobSender | None = None,
+    rate_limiter: RateLimiter | None = None,
 ) -> FastAPI:
     """Build the app. Migrations are not run here: that is an explicit step."""
     settings = settings or get_settings()
@@ -36,6 +38,9 @@ def create_app(
     # Jobs leave with the commit of the unit of work that asked for them.
     app.state.database.sender = sender or app.state.database.sender or _celery_sender()
     app.state.inline_jobs = None
+    # One limiter per process: Redis-backed buckets are shared with every other
+    # API process; without Redis (embedded) this process holds them.
+    app.state.rate_limiter = rate_limiter or build_rate_limiter(settings.rate_limit_redis_url)
     errors.install(app)
     openapi.install(app)
     app.include_router(health.router)

@@ -8,10 +8,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from api.rate_limit import RATE_LIMITED, BucketLimit, RateLimiter
 from lcm.db.engine import Database
-from lcm.errors import Unauthenticated
+from lcm.errors import RateLimited, Unauthenticated
 from lcm.settings import Settings
-from lcm.tenants.service import authenticate
+from lcm.tenants.service import authenticate, effective_settings
 
 
 def get_settings(request: Request) -> Settings:
@@ -56,8 +57,36 @@ def get_tenant_id(request: Request, database: Annotated[Database, Depends(get_da
         return authenticate(session, token.strip())
 
 
+def get_rate_limited_tenant_id(
+    request: Request,
+    tenant_id: Annotated[str, Depends(get_tenant_id)],
+    database: Annotated[Database, Depends(get_database)],
+    settings: Annotated[Settings, Depends(get_settings)],
+) -> str:
+    """The authenticated tenant, after taking one token from its request bucket.
+
+    After authentication (an unknown key spends nobody's bucket), before the
+    route. Routes without a tenant (``/healthz``, ``/readyz``, ``/metrics``)
+    are never limited.
+    """
+    with database.read_session() as session:
+        limit = BucketLimit.of(effective_settings(session, tenant_id, settings))
+    if limit is None:
+        return tenant_id
+    limiter: RateLimiter = request.app.state.rate_limiter
+    decision = limiter.take(tenant_id, limit)
+    if not decision.allowed:
+        RATE_LIMITED.labels(tenant_id).inc()
+        raise RateLimited(
+            f"more than {limit.rate:g} requests a second (burst {limit.burst}); "
+            "retry after the Retry-After header's seconds",
+            retry_after=decision.retry_after_header,
+        )
+    return tenant_id
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
-TenantDep = Annotated[str, Depends(get_tenant_id)]
+TenantDep = Annotated[str, Depends(get_rate_limited_tenant_id)]

@@ -10,7 +10,7 @@ from api.validation import RequestBody, SessionIdText, Text, Tokens
 from lcm.ingest.content import IncomingMessage, PreparedMessage
 from lcm.ingest.service import prepare_batch
 from lcm.ingest.turns import TurnResult
-from lcm.settings import CompactionSettings, Settings
+from lcm.settings import Settings, TenantSettings
 
 
 class MessageIn(RequestBody):
@@ -110,11 +110,11 @@ class CompactOut(BaseModel):
 def _patch_model() -> type[BaseModel]:
     """Every overridable setting, optional and nullable (``null`` removes the override).
 
-    Built from ``CompactionSettings`` so the documented body cannot drift from
+    Built from ``TenantSettings`` so the documented body cannot drift from
     what the domain validates (``validate_overrides`` checks it again).
     """
     fields: dict[str, Any] = {}
-    for name, info in CompactionSettings.model_fields.items():
+    for name, info in TenantSettings.model_fields.items():
         annotation: Any = info.annotation
         if info.metadata:
             annotation = Annotated[annotation, *info.metadata]  # the same bounds

@@ -29,6 +29,7 @@ from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.service import ingest_messages
 from lcm.ingest.turns import after_turn
 from lcm.lifecycle.recall import recall_prompt
+from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
 from workers import completions
 
@@ -53,6 +54,7 @@ def post_messages(
         batch,
         large_files=LargeFileExtractor.from_settings(effective),
         new_session_retain_depth=effective.new_session_retain_depth,
+        quota=StorageQuota.of(effective),
     )
     return MessagesOut(
         conversation_id=result.conversation_id,

@@ -13,6 +13,7 @@ from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import IngestResult, ingest_messages
 from lcm.settings import Settings
+from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
 
 
@@ -49,6 +50,7 @@ def after_turn(
         batch,
         large_files=LargeFileExtractor.from_settings(settings),
         new_session_retain_depth=settings.new_session_retain_depth,
+        quota=StorageQuota.of(settings),
     )
     tokens = context_token_total(session, ingest.conversation_id)
     check = evaluate_threshold(tokens, token_budget, settings)

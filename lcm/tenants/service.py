@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import ApiKey, Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound, Unauthenticated
-from lcm.settings import CompactionSettings
+from lcm.settings import CompactionSettings, TenantSettings
 from lcm.storable import check_storable
 from lcm.tenants.repository import TenantRepository
 
@@ -73,11 +73,11 @@ def issue_key_for(session: Session, tenant_name: str, label: str = "default") ->
     return issue_key(session, tenant, label)
 
 
-OVERRIDABLE = frozenset(CompactionSettings.model_fields)
+OVERRIDABLE = frozenset(TenantSettings.model_fields)
 
 
 def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    """Check per-tenant overrides against the compaction settings' own rules."""
+    """Check per-tenant overrides against the settings' own rules (compaction and limits)."""
     unknown = sorted(set(overrides) - OVERRIDABLE)
     if unknown:
         raise InvalidInput(f"unknown settings: {', '.join(unknown)}")
@@ -85,7 +85,7 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     # custom_instructions used to be committed, then fail every GET).
     check_storable(overrides, "settings")
     try:
-        checked = CompactionSettings.model_validate(overrides)
+        checked = TenantSettings.model_validate(overrides)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()

@@ -34,6 +34,7 @@ from lcm.files.extraction import LargeFileExtractor
 from lcm.ingest.content import PreparedMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.settings import Settings
+from lcm.tenants.quota import UNLIMITED, StorageQuota
 from lcm.transcripts.checkpoint import Checkpoint, next_checkpoint
 from lcm.transcripts.model import FormatChoice, ParsedTranscript, TranscriptFormat
 from lcm.transcripts.parse import parse_transcript
@@ -65,6 +66,7 @@ class BootstrapOptions:
     max_message_chars: int = 2_000_000
     large_files: LargeFileExtractor | None = None
     new_session_retain_depth: int = -1
+    quota: StorageQuota = UNLIMITED
     chunk_messages: int = CHUNK_MESSAGES
     chunk_chars: int = CHUNK_CHARS
 
@@ -79,6 +81,7 @@ class BootstrapOptions:
             max_message_chars=settings.max_message_chars,
             large_files=LargeFileExtractor.from_settings(settings),
             new_session_retain_depth=settings.new_session_retain_depth,
+            quota=StorageQuota.of(settings),
         )
 
 
@@ -152,6 +155,7 @@ def bootstrap_transcript(
                 [prepared[i] for i in chunk],
                 large_files=options.large_files,
                 new_session_retain_depth=options.new_session_retain_depth,
+                quota=options.quota,
             )
             if result.conversation_id != conversation_id:
                 # A new session id rotated the family between two chunks.
