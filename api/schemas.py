@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model
@@ -131,3 +132,29 @@ else:
 class TenantSettingsOut(BaseModel):
     overrides: dict[str, Any]
     effective: dict[str, Any]
+
+
+class UsageLineOut(BaseModel):
+    """One UTC day and model."""
+
+    day: date
+    model: str
+    calls: int = Field(description="LLM calls: summaries, expand-query turns, file summaries")
+    passes: int = Field(description="Summaries written (one per successful compaction pass)")
+    input_tokens: int
+    output_tokens: int
+    estimated_cost_usd: float | None = Field(
+        description="At the configured list price (LCM_MODEL_PRICES); null when the model has none"
+    )
+
+
+class UsageOut(BaseModel):
+    """The tenant's usage since ``since``, by UTC day and model, and its totals."""
+
+    since: datetime
+    usage: list[UsageLineOut]
+    input_tokens: int
+    output_tokens: int
+    passes: int
+    estimated_cost_usd: float = Field(description="Sum over the lines that have a price")
+    unpriced_models: list[str] = Field(description="Models used without a configured price")

@@ -49,7 +49,8 @@ def _follow(step: Step) -> str:
 def leaf(conversation_id: int, fencing_token: int | None = None) -> str:
     """One leaf pass (raw messages -> a depth-0 summary).
 
-    Without a token this is a sweep's first job: it claims the debt row.
+    Without a token this is a sweep's first job, a wake-up: it claims the debt
+    row of the tenant that waited longest (``conversation_id`` if none is due).
     """
     return _run(conversation_id, fencing_token, "leaf")
 
@@ -63,7 +64,9 @@ def condense(conversation_id: int, fencing_token: int | None = None) -> str:
 def _run(conversation_id: int, fencing_token: int | None, kind: str) -> str:
     jobs = runtime.compaction_jobs()
     if fencing_token is None:
-        return _follow(jobs.wake(conversation_id, kind))
+        # A queued wake-up serves tenants round-robin, not the FIFO order of
+        # the queue (lcm/compaction/fairness.py).
+        return _follow(jobs.wake_fairly(conversation_id, kind))
     return _follow(jobs.run_pass(conversation_id, fencing_token, kind))
 
 
