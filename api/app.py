@@ -40,7 +40,7 @@ def create_app(
     app.state.inline_jobs = None
     # One limiter per process: Redis-backed buckets are shared with every other
     # API process; without Redis (embedded) this process holds them.
-    app.state.rate_limiter = rate_limiter or build_rate_limiter(settings.rate_limit_redis_url)
+    app.state.rate_limiter = rate_limiter or build_rate_limiter(settings.rate_limit_store_url)
     errors.install(app)
     openapi.install(app)
     app.include_router(health.router)

@@ -204,13 +204,23 @@ class Settings(TenantSettings):
             self.database_url = f"sqlite:///{self.home / 'lcm.db'}"
         if not self.result_backend_url:
             self.result_backend_url = self.broker_url
-        if not self.rate_limit_redis_url and self.broker_url.startswith(("redis://", "rediss://")):
-            self.rate_limit_redis_url = self.broker_url
         return self
 
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def rate_limit_store_url(self) -> str:
+        """The Redis holding the rate limit buckets, or "" to keep them in this process.
+
+        Derived when read, not at validation: embedded mode swaps the broker
+        for ``memory://`` on a copy of the settings, and must not inherit a
+        Redis it does not run.
+        """
+        if self.rate_limit_redis_url:
+            return self.rate_limit_redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else ""
 
     @property
     def llm_available(self) -> bool:
