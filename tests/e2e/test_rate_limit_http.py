@@ -125,4 +125,4 @@ def test_a_flooding_tenant_does_not_raise_another_tenants_p99(tmp_path: Path) ->
     flood_seconds = sum(flooded) + 0.02 * B_REQUESTS + 0.5
     assert accepted <= 5 + 5 * flood_seconds * 1.5
     # Generous: the machine is shared and A's 429s still cost the server a little.
-    assert p99(flooded) <= max(5 * p99(alone), p99(alone) + 0.25)
+    assert p99(flooded) <= max(5 * p99(alone), p99(alone) + 0.3)
