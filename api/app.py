@@ -11,6 +11,7 @@ from prometheus_client import REGISTRY
 from api import errors, openapi
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
+from api.rate_limit import RateLimiter, build_rate_limiter
 from api.routes import bootstrap, conversations, health, keys, lifecycle, tenant, tools
 from api.validation import Utf8Only
 from lcm import __version__
@@ -27,6 +28,7 @@ def create_app(
     database: Database | None = None,
     broker_ping: Callable[[], bool] | None = None,
     sender: JobSender | None = None,
+    rate_limiter: RateLimiter | None = None,
 ) -> FastAPI:
     """Build the app: the API process's composition root.
 
@@ -45,6 +47,9 @@ def create_app(
     app.state.broker_ping = broker_ping or _default_broker_ping
     # Jobs leave with the commit of the unit of work that asked for them.
     services.database.sender = sender or services.database.sender or _celery_sender()
+    # One limiter per process: Redis-backed buckets are shared with every other
+    # API process; without Redis (embedded) this process holds them.
+    app.state.rate_limiter = rate_limiter or build_rate_limiter(settings.rate_limit_store_url)
     errors.install(app)
     openapi.install(app)
     app.include_router(health.router)

@@ -20,7 +20,7 @@ added), requests refuse them.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -254,6 +254,32 @@ class TenantSettingsOut(BaseModel):
 
 
 # --- agent tools: grep, describe, expand, expand-query --------------------------------------
+
+
+class UsageLineOut(BaseModel):
+    """One UTC day and model."""
+
+    day: date
+    model: str
+    calls: int = Field(description="LLM calls: summaries, expand-query turns, file summaries")
+    passes: int = Field(description="Summaries written (one per successful compaction pass)")
+    input_tokens: int
+    output_tokens: int
+    estimated_cost_usd: float | None = Field(
+        description="At the configured list price (LCM_MODEL_PRICES); null when the model has none"
+    )
+
+
+class UsageOut(BaseModel):
+    """The tenant's usage since ``since``, by UTC day and model, and its totals."""
+
+    since: datetime
+    usage: list[UsageLineOut]
+    input_tokens: int
+    output_tokens: int
+    passes: int
+    estimated_cost_usd: float = Field(description="Sum over the lines that have a price")
+    unpriced_models: list[str] = Field(description="Models used without a configured price")
 
 
 class ScopeIn(RequestBody):

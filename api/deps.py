@@ -2,8 +2,8 @@
 
 Every ``/v1`` route names the scope it needs in its signature, through one
 of ``IngestTenant``, ``ReadTenant`` or ``AdminTenant``: the dependency
-authenticates the key (401), checks its scope (403) and hands the route the
-tenant id.
+authenticates the key (401), checks its scope (403), takes one token from
+the tenant's request bucket (429) and hands the route the tenant id.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.orm import Session
 from starlette.routing import BaseRoute
 
+from api.rate_limit import RATE_LIMITED, BucketLimit, RateLimiter
 from lcm.db.engine import Database
-from lcm.errors import Unauthenticated
+from lcm.errors import RateLimited, Unauthenticated
 from lcm.services import Services
 from lcm.settings import Settings
 from lcm.tenants.keys import Scope, authenticate
+from lcm.tenants.service import effective_settings
 
 
 def get_settings(request: Request) -> Settings:
@@ -62,13 +64,17 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
 
 
 class RequireScope:
-    """Dependency: the calling tenant's id, if its key is valid (401) and holds ``scope`` (403)."""
+    """Dependency: the calling tenant's id, if its key is valid (401), holds ``scope``
+    (403) and its tenant is within its request rate (429)."""
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
 
     def __call__(
-        self, request: Request, database: Annotated[Database, Depends(get_database)]
+        self,
+        request: Request,
+        database: Annotated[Database, Depends(get_database)],
+        settings: Annotated[Settings, Depends(get_settings)],
     ) -> str:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -77,11 +83,28 @@ class RequireScope:
         # A short read-only session of its own, on every request (no cache, so
         # a revoked key is refused on its next request): looking a key up must
         # never wait for (or hold) the write lock, nor keep the request's
-        # transaction open.
+        # transaction open. The tenant's limits are read in the same session.
         with database.read_session() as session:
             principal = authenticate(session, token.strip())
-        principal.require(self.scope)
+            principal.require(self.scope)
+            limit = BucketLimit.of(effective_settings(session, principal.tenant_id, settings))
+        if limit is not None:
+            # After authentication and the scope check: a bad or forbidden key
+            # spends nobody's bucket.
+            take_rate_token(request.app.state.rate_limiter, principal.tenant_id, limit)
         return principal.tenant_id
+
+
+def take_rate_token(limiter: RateLimiter, tenant_id: str, limit: BucketLimit) -> None:
+    """One token from the tenant's bucket, or :class:`RateLimited` (429 with Retry-After)."""
+    decision = limiter.take(tenant_id, limit)
+    if not decision.allowed:
+        RATE_LIMITED.labels(tenant_id).inc()
+        raise RateLimited(
+            f"more than {limit.rate:g} requests a second (burst {limit.burst}); "
+            "retry after the Retry-After header's seconds",
+            retry_after=decision.retry_after_header,
+        )
 
 
 def operation_scopes(routes: Sequence[BaseRoute]) -> dict[tuple[str, str], Scope | None]:

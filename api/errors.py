@@ -93,7 +93,9 @@ def _validation_code(exc: RequestValidationError) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(errors.LcmError)
     async def _lcm_error(_request: Request, exc: errors.LcmError) -> JSONResponse:
-        return error_response(_status_for(exc), exc.code, exc.message)
+        retry_after = getattr(exc, "retry_after", None)
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        return error_response(_status_for(exc), exc.code, exc.message, headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:

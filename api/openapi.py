@@ -29,8 +29,10 @@ DESCRIPTIONS = {
     403: "The key may not do this",
     404: "Not found, or owned by another tenant (indistinguishable)",
     409: "Conflicts with the current state",
-    413: "Body, batch or message over a configured limit",
-    429: "Rate limited; `Retry-After` says when to try again",
+    413: "Body, batch or message over a configured limit; `quota_exceeded` when storing "
+    "the batch's large files would pass the tenant's `max_file_bytes`",
+    429: "Rate limited (`rate_limited`; `Retry-After` says when to try again), or storing "
+    "the batch would pass the tenant's `max_stored_messages` (`quota_exceeded`)",
     503: "A dependency (database, broker, LLM, worker) is unavailable or busy; "
     "`Retry-After` is set when retrying soon is expected to work",
 }
@@ -38,9 +40,9 @@ DESCRIPTIONS = {
 # What every authenticated /v1 operation can answer besides its own statuses:
 # validation (400), auth (401), a key without the operation's scope (403), a
 # path the router does not match (404: e.g. a session key holding a newline),
-# the body limit middleware (413), a database or broker that is down or busy
-# (503).
-V1_STATUSES = (400, 401, 403, 404, 413, 503)
+# the body limit middleware (413), the tenant's rate limit (429), a database
+# or broker that is down or busy (503).
+V1_STATUSES = (400, 401, 403, 404, 413, 429, 503)
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

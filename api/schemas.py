@@ -18,7 +18,7 @@ from lcm.ingest.service import prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
 from lcm.retrieval.grep import GrepQuery
 from lcm.retrieval.scope import ScopeSelector
-from lcm.settings import CompactionSettings, Settings
+from lcm.settings import Settings, TenantSettings
 
 
 def prepared_batch(body: MessagesIn, settings: Settings) -> list[PreparedMessage]:
@@ -45,11 +45,11 @@ def expand_query_request(body: ExpandQueryIn) -> ExpandQueryRequest:
 def _patch_model() -> type[BaseModel]:
     """Every overridable setting, optional and nullable (``null`` removes the override).
 
-    Built from ``CompactionSettings`` so the documented body cannot drift from
+    Built from ``TenantSettings`` so the documented body cannot drift from
     what the domain validates (``validate_overrides`` checks it again).
     """
     fields: dict[str, Any] = {}
-    for name, info in CompactionSettings.model_fields.items():
+    for name, info in TenantSettings.model_fields.items():
         annotation: Any = info.annotation
         if info.metadata:
             annotation = Annotated[annotation, *info.metadata]  # the same bounds

@@ -55,9 +55,32 @@ class Conflict(LcmError):
 
 
 class RateLimited(LcmError):
-    """Too many requests for this tenant."""
+    """Too many requests for this tenant; ``retry_after`` seconds, when known."""
 
     code = "rate_limited"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after: int | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+# Quotas: a count of stored things answers 429 (like a rate, "too many"), a
+# size in bytes answers 413 ("too large"); both carry ``quota_exceeded`` and no
+# Retry-After, since waiting frees nothing (erasing data or a higher quota does).
+
+
+class MessageQuotaExceeded(RateLimited):
+    """Storing the batch would pass the tenant's ``max_stored_messages``."""
+
+    code = "quota_exceeded"
+
+
+class FileQuotaExceeded(TooLarge):
+    """Storing the batch's large files would pass the tenant's ``max_file_bytes``."""
+
+    code = "quota_exceeded"
 
 
 # --- our side: dependencies and concurrency ----------------------------------

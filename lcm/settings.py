@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -58,7 +58,52 @@ class CompactionSettings(BaseSettings):
         return max(self.condensed_target_tokens, min(self.leaf_chunk_tokens, pressure_half))
 
 
-class Settings(CompactionSettings):
+class TenantLimits(BaseSettings):
+    """What one tenant may use: request rate and stored data (0 or None: unlimited).
+
+    Deployment defaults here; a tenant's overrides (``PATCH /v1/tenant/settings``)
+    layer on top, like the compaction knobs.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
+
+    # Token bucket per tenant: refilled at ``rate_limit_per_second``, holding
+    # at most ``rate_limit_burst`` requests (default: one second's worth).
+    rate_limit_per_second: float | None = Field(None, ge=0, le=1_000_000)
+    rate_limit_burst: int | None = Field(None, ge=0, le=1_000_000)
+    # Stored messages and large-file bytes; a batch that would pass a quota
+    # is refused whole (429 / 413 ``quota_exceeded``).
+    max_stored_messages: int | None = Field(None, ge=0, le=10**15)
+    max_file_bytes: int | None = Field(None, ge=0, le=10**18)
+
+
+class TenantSettings(CompactionSettings, TenantLimits):
+    """Everything a tenant may override: the shape of ``PATCH /v1/tenant/settings``."""
+
+    model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
+
+
+class ModelPrice(BaseModel):
+    """List price of one model, US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+# Anthropic list prices when this was written; ``LCM_MODEL_PRICES`` (JSON)
+# replaces the table. A dated model id (``claude-haiku-4-5-20251001``) is
+# priced by its longest listed prefix.
+DEFAULT_MODEL_PRICES = {
+    "claude-haiku-4-5": ModelPrice(input_per_mtok=1.0, output_per_mtok=5.0),
+    "claude-sonnet-4-5": ModelPrice(input_per_mtok=3.0, output_per_mtok=15.0),
+    "claude-sonnet-4": ModelPrice(input_per_mtok=3.0, output_per_mtok=15.0),
+    "claude-opus-4-5": ModelPrice(input_per_mtok=5.0, output_per_mtok=25.0),
+    "claude-opus-4-1": ModelPrice(input_per_mtok=15.0, output_per_mtok=75.0),
+    "claude-3-5-haiku": ModelPrice(input_per_mtok=0.8, output_per_mtok=4.0),
+}
+
+
+class Settings(TenantSettings):
     """Process-wide settings: storage, broker, limits, LLM access."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", env_file=".env", extra="ignore")
@@ -73,6 +118,12 @@ class Settings(CompactionSettings):
     max_message_chars: int = Field(2_000_000, ge=1)
     max_batch_messages: int = Field(1_000, ge=1)
     max_session_key_chars: int = Field(512, ge=1)
+    # The Redis the per-tenant rate limit buckets live in, shared by every API
+    # process. Default: the broker when it is Redis; otherwise (embedded mode)
+    # each process keeps its buckets in memory.
+    rate_limit_redis_url: str = ""
+    # Estimated cost in ``GET /v1/tenant/usage``.
+    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
 
     # Database pool; a search statement never runs longer than this.
     db_pool_size: int = Field(10, ge=1)
@@ -177,6 +228,18 @@ class Settings(CompactionSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def rate_limit_store_url(self) -> str:
+        """The Redis holding the rate limit buckets, or "" to keep them in this process.
+
+        Derived when read, not at validation: embedded mode swaps the broker
+        for ``memory://`` on a copy of the settings, and must not inherit a
+        Redis it does not run.
+        """
+        if self.rate_limit_redis_url:
+            return self.rate_limit_redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else ""
 
     @property
     def llm_available(self) -> bool:

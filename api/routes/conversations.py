@@ -39,6 +39,7 @@ from lcm.db.models import utcnow
 from lcm.ingest.service import ingest_messages
 from lcm.ingest.turns import after_turn
 from lcm.lifecycle.recall import recall_prompt
+from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
 from workers import completions
 
@@ -64,6 +65,7 @@ def post_messages(
         batch,
         large_files=services.large_files(effective),
         new_session_retain_depth=effective.new_session_retain_depth,
+        quota=StorageQuota.of(effective),
     )
     return MessagesOut(
         conversation_id=result.conversation_id,

@@ -9,9 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
+from api.contract import INT64_MAX, RequestBody, Text
 from api.deps import AdminTenant, ReadSessionDep, SessionDep
 from api.openapi import error_responses
-from api.contract import INT64_MAX, RequestBody, Text
 from lcm.tenants.keys import (
     SCOPES,
     IssuedKey,

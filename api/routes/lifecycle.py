@@ -18,6 +18,8 @@ from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
+from lcm.tenants.quota import StorageQuota
+from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 
@@ -82,6 +84,7 @@ def post_fork(
         body.mode,
         body.ttl_seconds,
         settings.max_message_chars,
+        StorageQuota.of(effective_settings(session, tenant_id, settings)),
     )
     return ForkOut(
         conversation_id=result.child_conversation_id,

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from lcm.compaction.debt import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepository
 from lcm.compaction.engine import CompactionEngine, PassOutcome, Transaction
+from lcm.compaction.fairness import FairQueueRepository
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
@@ -37,6 +38,10 @@ from lcm.tenants.service import effective_settings
 log = logging.getLogger(__name__)
 
 Action = Literal["noop", "pass", "done", "retry", "failed"]
+
+# Picks per fair wake-up before it settles for the conversation it was sent
+# for: each lost race means another worker claimed that tenant's debt.
+FAIR_CLAIM_TRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +169,23 @@ class CompactionJobs:
 
     def wake(self, conversation_id: int, kind: str | None = None) -> Step:
         """Claim pending (or abandoned) debt and run the sweep's first pass."""
-        read = self._claim(conversation_id, None)
+        return self._first_pass(self._claim(conversation_id, None), conversation_id, kind)
+
+    def wake_fairly(self, conversation_id: int, kind: str | None = None) -> Step:
+        """A queued wake-up: claim the due debt of the tenant that waited longest.
+
+        Falls back to ``conversation_id`` (the conversation it was sent for)
+        when no pending debt is due, e.g. to take over an expired lease.
+        See ``lcm/compaction/fairness.py`` for why this is fair and loses nothing.
+        """
+        return self._first_pass(self._claim_fairly(conversation_id), conversation_id, kind)
+
+    def _first_pass(
+        self,
+        read: tuple[Claim, CompactionSettings, list[ContextEntry]] | None,
+        conversation_id: int,
+        kind: str | None,
+    ) -> Step:
         if read is None:
             return Step("noop", conversation_id)  # someone holds the lease, or nothing is owed
         claim, settings, before = read
@@ -202,10 +223,35 @@ class CompactionJobs:
             claim = DebtRepository(session).claim(
                 conversation_id, self.owner, self.clock(), self.lease, successor_of=successor_of
             )
-            if claim is None:
-                return None
-            settings = effective_settings(session, claim.tenant_id, self.settings)
-            return claim, settings, CompactionRepository(session).load_entries(conversation_id)
+            return None if claim is None else self._read(session, claim)
+
+    def _claim_fairly(
+        self, fallback: int
+    ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
+        """Claim the round-robin choice (``lcm/compaction/fairness.py``), else ``fallback``."""
+        with self.transaction() as session:
+            debts, queue = DebtRepository(session), FairQueueRepository(session)
+            # A lost race (another worker claimed the same debt first) picks
+            # again: that tenant is stamped by now, so the next pick moves on.
+            for _ in range(FAIR_CLAIM_TRIES):
+                now = self.clock()
+                due = queue.next_due(now)
+                if due is None:
+                    break
+                tenant_id, conversation_id = due
+                queue.mark_served(tenant_id, now)  # tenant row before debt row: ingest's order
+                claim = debts.claim(conversation_id, self.owner, now, self.lease)
+                if claim is not None:
+                    return self._read(session, claim)
+            claim = debts.claim(fallback, self.owner, self.clock(), self.lease)
+            return None if claim is None else self._read(session, claim)
+
+    def _read(
+        self, session: Session, claim: Claim
+    ) -> tuple[Claim, CompactionSettings, list[ContextEntry]]:
+        settings = effective_settings(session, claim.tenant_id, self.settings)
+        entries = CompactionRepository(session).load_entries(claim.conversation_id)
+        return claim, settings, entries
 
     def _run(
         self,

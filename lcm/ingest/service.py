@@ -16,6 +16,7 @@ from lcm.files.repository import LargeFileRepository
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.ingest.repository import MessageRepository
 from lcm.outbox import SummarizeFile, request_job
+from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def ingest_messages(
     *,
     large_files: LargeFileExtractor | None = None,
     new_session_retain_depth: int = -1,
+    quota: StorageQuota = UNLIMITED,
 ) -> IngestResult:
     """Append ``batch`` to the conversation; the caller commits.
 
@@ -56,6 +58,8 @@ def ingest_messages(
     conversation row lock taken by ``resolve_for_write`` makes that range ours.
     With ``large_files``, oversized payloads of the new messages are stored
     outside the database and replaced by references (``lcm.files.extraction``).
+    Every new message and file byte is charged to the tenant's storage
+    counters; past ``quota`` the whole batch is refused (``lcm.tenants.quota``).
     """
     conversation = resolve_for_write(
         session, tenant_id, session_key, session_id, retain_depth=new_session_retain_depth
@@ -127,6 +131,8 @@ def ingest_messages(
         ]
     )
     file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
+    # Last, so the tenant row lock it takes is held only until the commit.
+    charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
     for file_id in file_ids:  # after commit: the rows exist when a worker looks
         request_job(session, SummarizeFile(file_id))
     return IngestResult(

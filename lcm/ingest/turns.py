@@ -14,6 +14,7 @@ from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import IngestResult, ingest_messages
 from lcm.settings import Settings
+from lcm.tenants.quota import StorageQuota
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ def after_turn(
         batch,
         large_files=LargeFileExtractor(storage, settings.large_file_token_threshold),
         new_session_retain_depth=settings.new_session_retain_depth,
+        quota=StorageQuota.of(settings),
     )
     tokens = context_token_total(session, ingest.conversation_id)
     check = evaluate_threshold(tokens, token_budget, settings)

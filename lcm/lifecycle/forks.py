@@ -31,6 +31,7 @@ from lcm.errors import Conflict, NotFound
 from lcm.ingest.content import IncomingMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.lifecycle.repository import LifecycleRepository
+from lcm.tenants.quota import UNLIMITED, StorageQuota
 
 ForkMode = Literal["fork", "isolated"]
 
@@ -56,8 +57,12 @@ def prepare_fork(
     mode: ForkMode,
     ttl_seconds: float | None,
     max_message_chars: int,
+    quota: StorageQuota = UNLIMITED,
 ) -> ForkResult:
-    """Create the child conversation from the parent's context; the caller commits."""
+    """Create the child conversation from the parent's context; the caller commits.
+
+    Copied messages are stored again: they count against ``quota``.
+    """
     parent = resolve_for_read(session, tenant_id, parent_key, parent_session_id)
     # Locks the child row for the transaction: two racing preparations of one
     # child run one after the other and the second finds the first's fork row.
@@ -73,7 +78,14 @@ def prepare_fork(
     shared = copied = 0
     if mode == "fork":
         shared, copied = _copy_context(
-            session, tenant_id, child_key, child_session_id, child.id, parent.id, max_message_chars
+            session,
+            tenant_id,
+            child_key,
+            child_session_id,
+            child.id,
+            parent.id,
+            max_message_chars,
+            quota,
         )
     now = utcnow()
     repo.add_fork(
@@ -98,6 +110,7 @@ def _copy_context(
     child_id: int,
     parent_id: int,
     max_message_chars: int,
+    quota: StorageQuota,
 ) -> tuple[int, int]:
     """Append the parent's context to the child in order; return (summaries, messages)."""
     entries = CompactionRepository(session).load_entries(parent_id)
@@ -126,7 +139,9 @@ def _copy_context(
                 message.created_at.isoformat(),
             )
             batch.append(prepare_message(incoming, f"parent message {i}", max_message_chars))
-        copied += ingest_messages(session, tenant_id, child_key, child_session_id, batch).ingested
+        copied += ingest_messages(
+            session, tenant_id, child_key, child_session_id, batch, quota=quota
+        ).ingested
     return shared, copied
 
 

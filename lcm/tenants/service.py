@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound
-from lcm.settings import CompactionSettings
+from lcm.settings import CompactionSettings, TenantSettings
 from lcm.storable import check_storable
 from lcm.tenants.keys import IssuedKey, issue_key
 from lcm.tenants.repository import TenantRepository
@@ -65,11 +65,11 @@ def list_tenants(session: Session) -> list[TenantInfo]:
     ]
 
 
-OVERRIDABLE = frozenset(CompactionSettings.model_fields)
+OVERRIDABLE = frozenset(TenantSettings.model_fields)
 
 
 def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
-    """Check per-tenant overrides against the compaction settings' own rules."""
+    """Check per-tenant overrides against the settings' own rules (compaction and limits)."""
     unknown = sorted(set(overrides) - OVERRIDABLE)
     if unknown:
         raise InvalidInput(f"unknown settings: {', '.join(unknown)}")
@@ -77,7 +77,7 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     # custom_instructions used to be committed, then fail every GET).
     check_storable(overrides, "settings")
     try:
-        checked = CompactionSettings.model_validate(overrides)
+        checked = TenantSettings.model_validate(overrides)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()

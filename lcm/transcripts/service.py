@@ -35,6 +35,7 @@ from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.settings import Settings
+from lcm.tenants.quota import UNLIMITED, StorageQuota
 from lcm.transcripts.checkpoint import Checkpoint, next_checkpoint
 from lcm.transcripts.model import FormatChoice, ParsedTranscript, TranscriptFormat
 from lcm.transcripts.parse import parse_transcript
@@ -66,6 +67,7 @@ class BootstrapOptions:
     max_message_chars: int = 2_000_000
     large_files: LargeFileExtractor | None = None
     new_session_retain_depth: int = -1
+    quota: StorageQuota = UNLIMITED
     chunk_messages: int = CHUNK_MESSAGES
     chunk_chars: int = CHUNK_CHARS
 
@@ -88,6 +90,7 @@ class BootstrapOptions:
             if storage is None
             else LargeFileExtractor(storage, settings.large_file_token_threshold),
             new_session_retain_depth=settings.new_session_retain_depth,
+            quota=StorageQuota.of(settings),
         )
 
 
@@ -161,6 +164,7 @@ def bootstrap_transcript(
                 [prepared[i] for i in chunk],
                 large_files=options.large_files,
                 new_session_retain_depth=options.new_session_retain_depth,
+                quota=options.quota,
             )
             if result.conversation_id != conversation_id:
                 # A new session id rotated the family between two chunks.

@@ -55,7 +55,8 @@ def leaf(
 ) -> str:
     """One leaf pass (raw messages -> a depth-0 summary).
 
-    Without a token this is a sweep's first job: it claims the debt row.
+    Without a token this is a sweep's first job, a wake-up: it claims the debt
+    row of the tenant that waited longest (``conversation_id`` if none is due).
     ``chain`` is the sweep chain's [round, tokens the round began with].
     """
     return _run(conversation_id, fencing_token, "leaf", chain)
@@ -74,7 +75,9 @@ def _run(
 ) -> str:
     jobs = runtime.compaction_jobs()
     if fencing_token is None:
-        return _follow(jobs.wake(conversation_id, kind))
+        # A queued wake-up serves tenants round-robin, not the FIFO order of
+        # the queue (lcm/compaction/fairness.py).
+        return _follow(jobs.wake_fairly(conversation_id, kind))
     position = None if not chain else ChainPosition(int(chain[0]), int(chain[1]))
     return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))
 

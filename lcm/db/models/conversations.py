@@ -24,9 +24,16 @@ class Tenant(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
-    # Per-tenant compaction overrides (a subset of CompactionSettings fields).
+    # Per-tenant overrides (a subset of TenantSettings fields).
     settings_overrides: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # What the tenant stores, kept by ingest in the same transaction as the rows
+    # (quotas read these instead of counting). Erasing data must subtract.
+    stored_messages: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    stored_file_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # When a compaction wake-up last claimed this tenant's debt: the fair
+    # queue serves the tenant that waited longest first (lcm/compaction/fairness.py).
+    compaction_claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class ApiKey(Base):

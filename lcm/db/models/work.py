@@ -28,6 +28,8 @@ class CompactionDebt(Base):
     """
 
     __tablename__ = "compaction_debt"
+    # The fair claim: a tenant's oldest due pending debt, one index probe per tenant.
+    __table_args__ = (Index("ix_compaction_debt_fair", "tenant_id", "status", "enqueued_at"),)
 
     conversation_id: Mapped[int] = mapped_column(
         BigId, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True

@@ -1,0 +1,82 @@
+"""Fair compaction across tenants: a wake-up serves the tenant that waited longest.
+
+The problem. The compaction queue is one FIFO of wake-ups. Debt is already
+coalesced per conversation (one debt row, one wake-up while it is pending),
+but a tenant with 10,000 conversations owing compaction still puts 10,000
+wake-ups in front of another tenant's first one, which would wait for all of
+them.
+
+The design. A wake-up is not bound to the conversation it was sent for: it is
+a token that says "one unit of compaction may start now". The worker that
+takes it claims the due pending debt of the tenant whose debt was claimed
+least recently (``tenants.compaction_claimed_at``, never claimed first), the
+oldest of that tenant's, and stamps the tenant. Tenants with pending debt are
+thus served round-robin, whatever the order their wake-ups were queued in: a
+tenant's first pass starts with the next wake-up any worker takes (after at
+most the passes already running, one per pool slot), however long the queue.
+
+Why nothing is lost. Every pending debt sent one wake-up when it became
+pending, and a wake-up claims at most one debt, so there are always at least
+as many wake-ups queued as pending debts; each debt is claimed by some
+wake-up, just not necessarily its own. A wake-up that finds nothing due falls
+back to the conversation it was sent for, which also covers taking over an
+expired lease. Beat's reconciler still re-wakes debt whose wake-up was lost.
+
+What stays as it was. Claiming is still the debt row's conditional UPDATE
+(lease, fencing token): a race between two workers for the same debt is lost
+by one of them, which then picks again. Retries keep their delay: a pending
+row whose ``enqueued_at`` ("not before") is in the future is not due. The
+chained passes of a sweep stay bound to their conversation and token.
+
+Lock order. The claim stamps the tenant row before it claims the debt row,
+the same order as ingest (the quota charge locks the tenant row, then the
+threshold debt locks the debt row), so the two never deadlock.
+
+Cost. Choosing the tenant is one indexed probe per tenant with pending debt
+(``ix_compaction_debt_fair``: tenant, status, enqueued_at); choosing its
+conversation is one more.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.orm import Session
+
+from lcm.compaction.debt import PENDING
+from lcm.db.models import CompactionDebt, Tenant
+
+
+class FairQueueRepository:
+    """The SQL of the round-robin choice; claiming itself is ``DebtRepository.claim``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def next_due(self, now: datetime) -> tuple[str, int] | None:
+        """(tenant, conversation) whose pending debt should be claimed next, if any is due."""
+        due = (CompactionDebt.status == PENDING) & or_(
+            CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= now
+        )
+        tenant_id = self.session.scalar(
+            select(Tenant.id)
+            .where(exists().where(CompactionDebt.tenant_id == Tenant.id, due))
+            .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
+            .limit(1)
+        )
+        if tenant_id is None:
+            return None
+        conversation_id = self.session.scalar(
+            select(CompactionDebt.conversation_id)
+            .where(CompactionDebt.tenant_id == tenant_id, due)
+            .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
+            .limit(1)
+        )
+        return None if conversation_id is None else (tenant_id, int(conversation_id))
+
+    def mark_served(self, tenant_id: str, now: datetime) -> None:
+        """Send the tenant to the back of the round (locks its row until the claim commits)."""
+        self.session.execute(
+            update(Tenant).where(Tenant.id == tenant_id).values(compaction_claimed_at=now)
+        )

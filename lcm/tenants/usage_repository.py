@@ -1,0 +1,60 @@
+"""All SQL behind a tenant's usage report: LLM tokens and summaries, by UTC day and model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
+
+from lcm.db.models import LlmUsage, Summary
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    day: str  # YYYY-MM-DD, UTC
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+class UsageRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def tokens_by_day_and_model(self, tenant_id: str, since: datetime) -> list[TokenRow]:
+        """One row per (UTC day, model): LLM calls and their tokens, every purpose together."""
+        day = self._utc_day(LlmUsage.created_at)
+        rows = self.session.execute(
+            select(
+                day,
+                LlmUsage.model,
+                func.count(),
+                func.coalesce(func.sum(LlmUsage.input_tokens), 0),
+                func.coalesce(func.sum(LlmUsage.output_tokens), 0),
+            )
+            .where(LlmUsage.tenant_id == tenant_id, LlmUsage.created_at >= since)
+            .group_by(day, LlmUsage.model)
+        )
+        return [TokenRow(str(d), str(m), int(c), int(i), int(o)) for d, m, c, i, o in rows]
+
+    def passes_by_day_and_model(
+        self, tenant_id: str, since: datetime
+    ) -> dict[tuple[str, str], int]:
+        """Summaries written (one per successful pass) per (UTC day, model), offline ones too."""
+        day = self._utc_day(Summary.created_at)
+        rows = self.session.execute(
+            select(day, Summary.model, func.count())
+            .where(Summary.tenant_id == tenant_id, Summary.created_at >= since)
+            .group_by(day, Summary.model)
+        )
+        return {(str(d), str(m)): int(c) for d, m, c in rows}
+
+    def _utc_day(self, column: Any) -> ColumnElement[str]:
+        if self.session.get_bind().dialect.name == "postgresql":
+            return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
+        # SQLite stores UTC timestamps as 'YYYY-MM-DD HH:MM:SS…' text.
+        return func.substr(column, 1, 10)
