@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli import transcripts
+from cli import data, transcripts
 from cli.common import in_session
 from lcm.settings import get_settings
 from lcm.tenants.service import IssuedKey
@@ -206,6 +206,7 @@ def _print_key(issued: IssuedKey, as_json: bool) -> None:
 
 
 transcripts.register(app)  # import, status, dag
+data.register(app, tenant_app)  # conversation list/erase/export/import, tenant erase
 
 if __name__ == "__main__":
     app()

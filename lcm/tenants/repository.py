@@ -18,6 +18,9 @@ class TenantRepository:
     def find_by_name(self, name: str) -> Tenant | None:
         return self.session.scalar(select(Tenant).where(Tenant.name == name))
 
+    def all_ids(self) -> list[str]:
+        return list(self.session.scalars(select(Tenant.id).order_by(Tenant.id)))
+
     def add(self, tenant: Tenant) -> Tenant:
         self.session.add(tenant)
         self.session.flush()
