@@ -10,7 +10,10 @@ transaction: an erase returns the storage URIs it released, and the caller
 removes them with :func:`remove_released_blobs` once the transaction has
 committed (never before: a rollback would leave rows pointing at nothing).
 Contents are content-addressed per tenant, so a URI still used by another
-conversation's file is kept.
+conversation's file is kept. One narrow window is left: the same bytes
+ingested into another conversation of the tenant between that check and the
+removal would find their object gone (their row commits, the content does
+not survive); nothing locks a content address across both stores.
 
 A compaction pass running for an erased conversation cannot write: it
 commits only after re-locking its debt row and checking its fencing token

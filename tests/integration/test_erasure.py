@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
@@ -67,6 +69,7 @@ def stale_search_entries(db: Database, word: str, erased_summaries: set[str]) ->
 
 
 def test_erasing_a_conversation_with_a_pass_in_flight(
+    caplog: pytest.LogCaptureFixture,
     db: Database,
     tenant: IssuedKey,
     api: TestClient,  # noqa: F811
@@ -106,10 +109,13 @@ def test_erasing_a_conversation_with_a_pass_in_flight(
 
     r = api.delete("/v1/conversations/gone", headers=auth(tenant))
     assert r.status_code == 204, r.text
-    provider.release.set()
-    runner.join(30)
-    # The pass finished after the erase: it found its lease gone and wrote nothing.
+    with caplog.at_level(logging.INFO, logger="lcm.compaction.jobs"):
+        provider.release.set()
+        runner.join(30)
+    # The pass finished after the erase: it found its lease gone, wrote nothing, said so.
     assert [s.action for s in outcome] == ["noop"]
+    assert f"compaction pass for conversation {erased_id} dropped" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
     after = census(db)
     removed = assert_only_erased(before, after, owned)
