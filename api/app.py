@@ -12,7 +12,7 @@ from api import errors, openapi
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.rate_limit import RateLimiter, build_rate_limiter
-from api.routes import bootstrap, conversations, health, keys, lifecycle, tenant, tools
+from api.routes import bootstrap, conversations, data, health, keys, lifecycle, tenant, tools
 from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
@@ -57,6 +57,7 @@ def create_app(
     app.include_router(keys.router)
     app.include_router(bootstrap.router)
     app.include_router(lifecycle.router)  # before conversations: its paths are more specific
+    app.include_router(data.router)  # before conversations: …/export must not read as a key
     app.include_router(conversations.router)
     app.include_router(tools.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compaction, drain, grep, ingest, transcripts, waits
+from bench import compaction, drain, erase, grep, ingest, transcripts, waits
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -15,6 +15,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "transcripts": transcripts.run,
     "grep": grep.run,
     "waits": waits.run,
+    "erase": erase.run,
 }
 
 

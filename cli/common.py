@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -23,7 +24,29 @@ SessionOpt = Annotated[str | None, typer.Option(help="A session id of the family
 BudgetOpt = Annotated[int | None, typer.Option(help="Token budget (default from settings).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
+if TYPE_CHECKING:
+    from lcm.services import Services
+
 T = TypeVar("T")
+
+
+@contextmanager
+def open_services() -> Iterator[Services]:
+    """The CLI's composition root for commands that need more than the database.
+
+    Builds the process's :class:`~lcm.services.Services` once (the LLM client
+    only if the command summarizes); a domain error exits 1 with its message.
+    """
+    from lcm.services import Services
+
+    services = Services.build(get_settings())
+    try:
+        yield services
+    except LcmError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        services.close()
 
 
 def in_session(work: Callable[[Session], T], *, send_jobs: bool = False) -> T:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli import transcripts
+from cli import data, transcripts
 from cli.debt import debt_app
 from cli.tenants import key_app, tenant_app
 from lcm.settings import get_settings
@@ -200,6 +200,7 @@ def db_current() -> None:
 
 
 transcripts.register(app)  # import, status, dag
+data.register(app, tenant_app)  # conversation list/erase/export/import, tenant erase
 
 if __name__ == "__main__":
     app()

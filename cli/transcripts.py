@@ -19,11 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cli import conversations
-from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, out, tenant_id_for
+from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, open_services, out, tenant_id_for
 from lcm.context import context_tokens
 from lcm.errors import LcmError
 from lcm.services import Services
-from lcm.settings import get_settings
 from lcm.transcripts.model import FORMATS, FormatChoice
 
 
@@ -73,15 +72,9 @@ def import_command(
     if transcript_format != "auto" and transcript_format not in FORMATS:
         raise typer.BadParameter("--format is auto, openclaw or claude-code")
     files = _transcript_files(paths)
-    services = Services.build(get_settings())
-    try:
+    with open_services() as services:
         fmt = cast(FormatChoice, transcript_format)
         reports = _import_all(services, files, fmt, compact, tenant, key, token_budget)
-    except LcmError as exc:
-        console.print(f"[red]{exc.message}[/red]")
-        raise typer.Exit(1) from exc
-    finally:
-        services.close()
     if as_json:
         for report in reports:
             out.print_json(json.dumps(asdict(report)))

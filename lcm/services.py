@@ -14,7 +14,8 @@ Which process builds it where:
 - worker (``lcm worker``): :func:`workers.runtime.services`, after the fork;
 - embedded (``lcm serve``): ``cli.main.serve`` builds one and shares it
   between the API and the in-process worker;
-- CLI commands: :func:`cli.common.open_services`;
+- CLI commands: :func:`cli.common.open_services` (``lcm import``, the data
+  commands) or, for those that need the database only, ``cli.common.in_session``;
 - the MCP server talks to the API over HTTP and builds none of this.
 """
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from dataclasses import dataclass, field
 
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.jobs import CompactionJobs
@@ -36,17 +36,22 @@ from lcm.summarize.llm import LlmClients
 from lcm.summarize.summarizer import Summarizer
 
 
-@dataclass
 class Services:
-    """The process's shared parts. Thread-safe: request and pool threads share one."""
+    """The process's shared parts. Thread-safe: request and pool threads share one.
 
-    settings: Settings
-    database: Database
-    llm: LlmClients | None  # None offline (no API key): extractive summaries
-    summarizer: Summarizer
-    storage: FileStorage
-    _jobs: dict[str, CompactionJobs] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    The database engine and the file store are made at once; the LLM side
+    (SDK client, per-model breakers, summarizer) on first use, under a lock,
+    so commands and processes that never summarize do not pay for the SDK
+    import, and pool threads racing to first use still share one client.
+    """
+
+    def __init__(self, settings: Settings, database: Database, storage: FileStorage) -> None:
+        self.settings = settings
+        self.database = database
+        self.storage = storage
+        self._lock = threading.Lock()
+        self._llm: tuple[LlmClients | None, Summarizer] | None = None
+        self._jobs: dict[str, CompactionJobs] = {}
 
     @classmethod
     def build(
@@ -60,14 +65,23 @@ class Services:
         database = database or Database(settings)
         if sender is not None:
             database.sender = sender
-        llm = LlmClients.from_settings(settings)
-        return cls(
-            settings=settings,
-            database=database,
-            llm=llm,
-            summarizer=Summarizer.from_settings(settings, llm),
-            storage=build_storage(settings),
-        )
+        return cls(settings, database, build_storage(settings))
+
+    @property
+    def llm(self) -> LlmClients | None:
+        """The shared LLM connection; ``None`` offline (no API key: extractive summaries)."""
+        return self._llm_side()[0]
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self._llm_side()[1]
+
+    def _llm_side(self) -> tuple[LlmClients | None, Summarizer]:
+        with self._lock:
+            if self._llm is None:
+                llm = LlmClients.from_settings(self.settings)
+                self._llm = (llm, Summarizer.from_settings(self.settings, llm))
+            return self._llm
 
     def large_files(self, effective: CompactionSettings) -> LargeFileExtractor:
         """The large-file extractor at the tenant's threshold, over the shared storage."""
@@ -79,12 +93,13 @@ class Services:
         One per role so leases name who holds them; all share one summarizer
         and so one set of breakers.
         """
+        summarizer = self.summarizer  # outside the lock below: it takes the same lock
         with self._lock:
             jobs = self._jobs.get(role)
             if jobs is None:
                 jobs = CompactionJobs(
                     self.database.transaction,
-                    CompactionEngine(self.database.transaction, self.summarizer),
+                    CompactionEngine(self.database.transaction, summarizer),
                     self.settings,
                     owner=f"{role}:{socket.gethostname()}:{os.getpid()}",
                 )

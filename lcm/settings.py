@@ -49,6 +49,9 @@ class CompactionSettings(BaseSettings):
     summary_model: str = Field("claude-haiku-4-5", min_length=1, max_length=200)
     summary_fallback_models: list[str] = Field(default_factory=list, max_length=10)
     custom_instructions: str = Field("", max_length=20_000)
+    # Conversations with no message written for this many days are erased by
+    # beat (``retention.sweep``); None keeps everything forever.
+    retention_days: int | None = Field(None, ge=1, le=36_500)
 
     def prefix_target_tokens(self, token_budget: int) -> int:
         """``summary_prefix_target_tokens`` or its derived default (DESIGN §3)."""
@@ -146,6 +149,9 @@ class Settings(TenantSettings):
     # Expired or revoked grants are deleted by beat after this long (kept for audit).
     expansion_grant_retention_hours: float = Field(24.0, ge=0)
     expansion_sweep_interval_seconds: float = Field(300.0, gt=0)
+    # Beat's retention sweep: how often, and how many conversations per tenant per run.
+    retention_sweep_interval_seconds: float = Field(3_600.0, gt=0)
+    retention_batch: int = Field(100, ge=1)
     # `lcm mcp`: the lcm-server the MCP tools call, and the tenant key they use.
     mcp_api_url: str = "http://127.0.0.1:8000"
     mcp_api_key: SecretStr | None = None

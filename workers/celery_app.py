@@ -22,6 +22,7 @@ app = Celery(
         "workers.tasks.compaction",
         "workers.tasks.files",
         "workers.tasks.expansion",
+        "workers.tasks.retention",
     ],
 )
 
@@ -79,6 +80,8 @@ def configure(settings: Settings) -> Celery:
             "compaction.*": {"queue": "compaction"},
             "files.*": {"queue": "files"},
             "expansion.*": {"queue": "expansion"},
+            # Housekeeping shares the compaction queue: it is rare and short.
+            "retention.*": {"queue": "compaction"},
         },
         worker_hijack_root_logger=False,
         beat_schedule={
@@ -98,6 +101,14 @@ def configure(settings: Settings) -> Celery:
                 "options": {
                     "queue": "expansion",
                     "expires": settings.expansion_sweep_interval_seconds,
+                },
+            },
+            "retention-sweep": {
+                "task": "retention.sweep",
+                "schedule": settings.retention_sweep_interval_seconds,
+                "options": {
+                    "queue": "compaction",
+                    "expires": settings.retention_sweep_interval_seconds,
                 },
             },
         },

@@ -6,7 +6,7 @@ scaled deployment, run by a thread pool inside this process, so embedded mode
 exercises exactly what a worker host would run.
 
 There is no ``lcm beat`` either, so :class:`EmbeddedBeat` runs beat's schedule
-(the reconcilers and the grant sweep) in a thread of the same process.
+(the reconcilers, the grant sweep and retention) in a thread of the same process.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The calling tenant's own settings (overrides of compaction knobs and limits) and usage."""
+"""The calling tenant itself: its settings (overrides of compaction knobs and limits), its
+usage, and erasing it."""
 
 from __future__ import annotations
 
@@ -6,12 +7,16 @@ from dataclasses import asdict
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
 from api.contract import TenantSettingsOut, UsageLineOut, UsageOut
-from api.deps import AdminTenant, ReadSessionDep, SessionDep, SettingsDep
+from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ServicesDep, SessionDep, SettingsDep
+from api.openapi import error_responses
 from api.schemas import TenantSettingsPatch
+from lcm.erasure.service import erase_tenant, remove_released_blobs
+from lcm.errors import InvalidInput
+from lcm.tenants.repository import TenantRepository
 from lcm.tenants.service import (
     OVERRIDABLE,
     effective_settings,
@@ -82,3 +87,25 @@ def _since(value: datetime | date | None) -> datetime:
     if not isinstance(value, datetime):
         return datetime.combine(value, time(), UTC)
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@router.delete("", status_code=204, responses=error_responses(400))
+def delete_tenant(
+    tenant_id: AdminTenant,
+    database: DatabaseDep,
+    services: ServicesDep,
+    confirm: Annotated[str, Query(max_length=200)] = "",
+) -> Response:
+    """Erase the calling tenant: every conversation, file, setting and key (this one too).
+
+    ``confirm`` must repeat the tenant's name, so a stray request cannot do it.
+    """
+    with database.transaction() as session:
+        tenant = TenantRepository(session).get(tenant_id)
+        if tenant is None or confirm != tenant.name:
+            raise InvalidInput(
+                "to erase this tenant, repeat its name in ?confirm=", code="confirm_required"
+            )
+        erased = erase_tenant(session, tenant_id)
+    remove_released_blobs(database.read_session, services.storage, erased)
+    return Response(status_code=204)

@@ -35,7 +35,7 @@ from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository, summary_view
 from lcm.context import ContextEntry
 from lcm.db.models import CompactionRun, LlmUsage, Summary
-from lcm.errors import ContextChanged
+from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import Summarizer, SummaryResult
@@ -140,7 +140,8 @@ class CompactionEngine:
         # The row lock serializes this commit with ingest and with any other
         # pass on the conversation; the checks below then see settled state.
         if repo.lock_conversation(conversation_id) is None:
-            raise ContextChanged("the conversation no longer exists")
+            # Erased while the summarizer ran: the lease went with its debt row.
+            raise StaleLease(f"conversation {conversation_id} was erased during the pass")
         if fence is not None:
             fence(session)
         expected = [

@@ -273,7 +273,10 @@ class CompactionJobs:
             outcome = self.engine.run_pass(
                 claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
             )
-        except StaleLease:
+        except StaleLease as exc:
+            # Another holder took over, or the conversation was erased: the
+            # summary is dropped unwritten, which is the fence doing its job.
+            log.info("compaction pass for conversation %s dropped: %s", conversation_id, exc)
             return Step("noop", conversation_id)
         except ContextChanged:
             outcome = None  # replanned below from the committed state

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from lcm.db.models import Conversation
+from lcm.db.models import ContextItem, Conversation, utcnow
 
 
 class ConversationRepository:
@@ -54,6 +55,42 @@ class ConversationRepository:
             .limit(1)
         )
 
+    def page(
+        self,
+        tenant_id: str,
+        *,
+        before_id: int | None,
+        limit: int,
+        key_prefix: str | None,
+        archived: bool | None,
+        updated_since: datetime | None,
+    ) -> list[tuple[Conversation, int]]:
+        """Newest first, ids below ``before_id``: (conversation, context tokens) rows."""
+        context_tokens = (
+            select(func.coalesce(func.sum(ContextItem.token_count), 0))
+            .where(ContextItem.conversation_id == Conversation.id)
+            .scalar_subquery()
+        )
+        stmt = select(Conversation, context_tokens).where(Conversation.tenant_id == tenant_id)
+        if before_id is not None:
+            stmt = stmt.where(Conversation.id < before_id)
+        if key_prefix:
+            # substr, not LIKE: exact on both databases (SQLite's LIKE ignores
+            # ASCII case) and no wildcard in a key to escape.
+            stmt = stmt.where(
+                func.substr(Conversation.session_key, 1, len(key_prefix)) == key_prefix
+            )
+        if archived is not None:
+            stmt = stmt.where(
+                Conversation.archived_at.is_not(None)
+                if archived
+                else Conversation.archived_at.is_(None)
+            )
+        if updated_since is not None:
+            stmt = stmt.where(Conversation.updated_at >= updated_since)
+        rows = self.session.execute(stmt.order_by(Conversation.id.desc()).limit(limit))
+        return [(conversation, int(tokens)) for conversation, tokens in rows]
+
     def add(self, conversation: Conversation) -> Conversation:
         self.session.add(conversation)
         self.session.flush()
@@ -69,16 +106,20 @@ class ConversationRepository:
         """Reserve ``seq_by`` seqs and ``ordinal_by`` ordinals; return the new maxima.
 
         Runs while the conversation row is locked by this transaction, so the
-        reserved ranges are this writer's alone.
+        reserved ranges are this writer's alone. Writing messages (``seq_by``
+        > 0) is activity: it moves ``updated_at``, which retention reads.
         """
+        values: dict[str, Any] = {
+            "last_seq": Conversation.last_seq + seq_by,
+            "last_ordinal": Conversation.last_ordinal + ordinal_by,
+            "context_version": Conversation.context_version + 1,
+        }
+        if seq_by > 0:
+            values["updated_at"] = utcnow()
         row = self.session.execute(
             update(Conversation)
             .where(Conversation.id == conversation_id)
-            .values(
-                last_seq=Conversation.last_seq + seq_by,
-                last_ordinal=Conversation.last_ordinal + ordinal_by,
-                context_version=Conversation.context_version + 1,
-            )
+            .values(values)
             .returning(Conversation.last_seq, Conversation.last_ordinal)
         ).one()
         return int(row[0]), int(row[1])

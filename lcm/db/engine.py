@@ -187,6 +187,19 @@ class Database:
             session.close()
 
     @contextmanager
+    def snapshot_session(self) -> Iterator[Session]:
+        """A read session that sees one snapshot for its whole life (long, consistent reads).
+
+        SQLite's read transaction already is one; on Postgres the default
+        (READ COMMITTED) takes a new snapshot per statement, so this asks for
+        REPEATABLE READ, under which a read-only transaction never fails.
+        """
+        with self.read_session() as session:
+            if self.dialect == "postgresql":
+                session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            yield session
+
+    @contextmanager
     def transaction(self) -> Iterator[Session]:
         """A unit of work for an entrypoint: commits if the block exits cleanly.
 

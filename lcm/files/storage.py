@@ -32,6 +32,10 @@ class FileStorage(Protocol):
 
     def get(self, uri: str) -> bytes: ...
 
+    def delete(self, uri: str) -> None:
+        """Remove the object at ``uri``; nothing happens if it is already gone."""
+        ...
+
 
 class LocalFileStorage:
     """A directory on local (or shared) disk; the default backend."""
@@ -62,16 +66,22 @@ class LocalFileStorage:
         return LOCAL_SCHEME + relative
 
     def get(self, uri: str) -> bytes:
+        try:
+            return self._path(uri).read_bytes()
+        except FileNotFoundError as exc:
+            raise NotFound(f"stored file {uri!r} is missing") from exc
+
+    def delete(self, uri: str) -> None:
+        self._path(uri).unlink(missing_ok=True)
+
+    def _path(self, uri: str) -> Path:
         if not uri.startswith(LOCAL_SCHEME):
             raise NotFound(f"storage URI {uri!r} is not a local file")
         root = self.root.resolve()
         path = (root / uri[len(LOCAL_SCHEME) :]).resolve()
         if not path.is_relative_to(root):
             raise NotFound("storage URI points outside the storage directory")
-        try:
-            return path.read_bytes()
-        except FileNotFoundError as exc:
-            raise NotFound(f"stored file {uri!r} is missing") from exc
+        return path
 
 
 def files_root(settings: Settings) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.models import ApiKey, Tenant
@@ -20,6 +20,9 @@ class TenantRepository:
 
     def find_by_name(self, name: str) -> Tenant | None:
         return self.session.scalar(select(Tenant).where(Tenant.name == name))
+
+    def all_ids(self) -> list[str]:
+        return list(self.session.scalars(select(Tenant.id).order_by(Tenant.id)))
 
     def add(self, tenant: Tenant) -> Tenant:
         self.session.add(tenant)
@@ -101,6 +104,23 @@ class TenantRepository:
             stmt = stmt.where(Tenant.stored_file_bytes + file_bytes <= max_file_bytes)
         result = self.session.execute(stmt)
         return bool(getattr(result, "rowcount", 0))
+
+    def release_storage(self, tenant_id: str, messages: int, file_bytes: int) -> None:
+        """Take erased messages and file bytes off the tenant's counters (never below 0)."""
+        self.session.execute(
+            update(Tenant)
+            .where(Tenant.id == tenant_id)
+            .values(
+                stored_messages=case(
+                    (Tenant.stored_messages > messages, Tenant.stored_messages - messages),
+                    else_=0,
+                ),
+                stored_file_bytes=case(
+                    (Tenant.stored_file_bytes > file_bytes, Tenant.stored_file_bytes - file_bytes),
+                    else_=0,
+                ),
+            )
+        )
 
     def stored(self, tenant_id: str) -> tuple[int, int]:
         """(stored messages, stored large-file bytes) of the tenant."""

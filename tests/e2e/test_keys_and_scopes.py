@@ -42,6 +42,12 @@ EXPECTED_SCOPES: dict[tuple[str, str], str] = {
     ("POST", KEYS): "admin",
     ("POST", KEYS + "/{key_id}/revoke"): "admin",
     ("POST", KEYS + "/{key_id}/rotate"): "admin",
+    ("GET", "/v1/tenant/usage"): "admin",
+    ("DELETE", "/v1/tenant"): "admin",
+    ("GET", "/v1/conversations"): "read",
+    ("DELETE", "/v1/conversations/{key}"): "admin",
+    ("GET", "/v1/conversations/{key}/export"): "admin",
+    ("POST", "/v1/conversations/{key}/import"): "admin",
 }
 # Harmless values for path parameters: nothing they name exists (so an
 # allowed request cannot change anything, e.g. revoke the calling key).

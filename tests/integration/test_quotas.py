@@ -157,3 +157,21 @@ def test_concurrent_batches_never_pass_the_quota(pg_db: Database) -> None:
     assert outcomes.count("MessageQuotaExceeded") == 6
     rows = stored_rows(pg_db, tenant.tenant_id)
     assert rows["messages"] == rows["counter_messages"] == 8
+
+
+def test_erasing_a_conversation_gives_its_quota_back(
+    db: Database, tenant: IssuedKey, quota_client: TestClient
+) -> None:
+    headers = auth(tenant)
+    r = quota_client.patch("/v1/tenant/settings", json={"max_stored_messages": 4}, headers=headers)
+    assert r.status_code == 200, r.text
+    first = "/v1/conversations/first/messages"
+    assert quota_client.post(first, json=batch("a", "b", "c"), headers=headers).status_code == 200
+    second = "/v1/conversations/second/messages"
+    assert quota_client.post(second, json=batch("x", "y")).status_code == 401
+    assert quota_client.post(second, json=batch("x", "y"), headers=headers).status_code == 429
+    r = quota_client.delete("/v1/conversations/first", headers=headers)
+    assert r.status_code == 204, r.text
+    assert stored_rows(db, tenant.tenant_id)["counter_messages"] == 0
+    assert quota_client.post(second, json=batch("x", "y"), headers=headers).status_code == 200
+    assert stored_rows(db, tenant.tenant_id)["counter_messages"] == 2

@@ -68,6 +68,8 @@ class Conversation(Base):
             postgresql_where=text("archived_at IS NULL"),
             sqlite_where=text("archived_at IS NULL"),
         ),
+        # Listing by recent activity and the retention sweep's "idle since".
+        Index("ix_conversations_tenant_updated", "tenant_id", "updated_at"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -76,6 +78,9 @@ class Conversation(Base):
     session_id: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     archived_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Last time messages were written to it (server clock: a message's own
+    # created_at may be an old transcript's). Retention reads idleness from it.
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     # Bumped by every change of context_items: passes commit only if unchanged.
     context_version: Mapped[int] = mapped_column(BigInteger, default=0)
     # Highest seq handed out; the row lock on it serializes concurrent ingest.

@@ -123,11 +123,12 @@ class ContextItem(Base):
     conversation_id: Mapped[int] = conversation_fk()
     ordinal: Mapped[int] = mapped_column(BigInteger)
     item_type: Mapped[str] = mapped_column(String(8))  # message | summary
+    # Indexed: deleting a message or summary looks its context items up by these.
     message_id: Mapped[int | None] = mapped_column(
-        BigId, ForeignKey("messages.id", ondelete="CASCADE")
+        BigId, ForeignKey("messages.id", ondelete="CASCADE"), index=True
     )
     summary_id: Mapped[str | None] = mapped_column(
-        String(24), ForeignKey("summaries.id", ondelete="CASCADE")
+        String(24), ForeignKey("summaries.id", ondelete="CASCADE"), index=True
     )
     token_count: Mapped[int] = mapped_column(Integer)
 
@@ -137,9 +138,11 @@ class LargeFile(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # file_ + hex
     tenant_id: Mapped[str] = tenant_fk()
-    conversation_id: Mapped[int] = conversation_fk()
+    conversation_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
     message_id: Mapped[int | None] = mapped_column(
-        BigId, ForeignKey("messages.id", ondelete="SET NULL")
+        BigId, ForeignKey("messages.id", ondelete="SET NULL"), index=True
     )
     name: Mapped[str | None] = mapped_column(String(500))
     mime: Mapped[str | None] = mapped_column(String(200))

@@ -48,7 +48,9 @@ class ConversationFork(Base):
         BigId, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
     )
     tenant_id: Mapped[str] = tenant_fk()
-    parent_conversation_id: Mapped[int] = conversation_fk()
+    parent_conversation_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
     mode: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

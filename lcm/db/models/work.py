@@ -89,8 +89,9 @@ class LlmUsage(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     tenant_id: Mapped[str] = tenant_fk()
+    # Usage is billing history: erasing a conversation keeps its rows, unlinked.
     conversation_id: Mapped[int | None] = mapped_column(
-        BigId, ForeignKey("conversations.id", ondelete="SET NULL")
+        BigId, ForeignKey("conversations.id", ondelete="SET NULL"), index=True
     )
     model: Mapped[str] = mapped_column(String(100))
     purpose: Mapped[str] = mapped_column(String(32))  # summary | expansion | file

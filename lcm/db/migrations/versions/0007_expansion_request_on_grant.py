@@ -1,7 +1,7 @@
 """expand-query request and answer kept on the grant (task messages carry its id only)
 
-Revision ID: 0008
-Revises: 0003
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-23
 """
 
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0008"
-down_revision = "0003"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

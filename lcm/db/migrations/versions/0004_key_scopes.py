@@ -1,6 +1,6 @@
 """scopes on API keys (existing keys keep every scope)
 
-Revision ID: 0005
+Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-23
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
+revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None

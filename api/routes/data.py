@@ -1,0 +1,171 @@
+"""A tenant's data: list conversations, erase them, export one as JSONL, import it back.
+
+``GET /v1/conversations`` lists (newest first, cursor pages);
+``DELETE /v1/conversations/{key}`` erases the session family (or one of its
+conversations with ``?session_id=`` or ``?conversation_id=``);
+``GET …/{key}/export`` streams a conversation as JSONL and
+``POST …/{key}/import`` writes such a file into a new or empty conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from api.contract import SessionIdText
+from api.data_schemas import ConversationItemOut, ConversationListOut, ImportOut
+from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep
+from api.openapi import error_responses
+from api.validation import SessionKey
+from lcm.conversations.listing import list_conversations
+from lcm.conversations.repository import ConversationRepository
+from lcm.conversations.service import resolve_for_read
+from lcm.db.engine import Database
+from lcm.db.models import Conversation
+from lcm.erasure.service import erase_conversation, erase_family, remove_released_blobs
+from lcm.errors import InvalidInput, NotFound
+from lcm.files.storage import FileStorage
+from lcm.transfer.service import export_lines, import_conversation, parse_export
+
+router = APIRouter(prefix="/v1/conversations", tags=["data"])
+
+ConversationIdQuery = Annotated[int | None, Query(ge=1, le=2**63 - 1)]
+
+
+@router.get("", response_model=ConversationListOut, responses=error_responses(400))
+def get_conversations(
+    tenant_id: ReadTenant,
+    session: ReadSessionDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    prefix: Annotated[str | None, Query(max_length=512)] = None,
+    archived: bool | None = None,
+    updated_since: datetime | None = None,
+) -> ConversationListOut:
+    if updated_since is not None and updated_since.tzinfo is None:
+        raise InvalidInput("updated_since needs a time zone (e.g. 2026-01-01T00:00:00Z)")
+    page = list_conversations(
+        session,
+        tenant_id,
+        limit=limit,
+        cursor=cursor,
+        key_prefix=prefix,
+        archived=archived,
+        updated_since=updated_since,
+    )
+    return ConversationListOut(
+        conversations=[ConversationItemOut(**vars(c)) for c in page.conversations],
+        next_cursor=page.next_cursor,
+    )
+
+
+@router.delete("/{key:path}", status_code=204, responses=error_responses(404, 409))
+def delete_conversations(
+    key: SessionKey,
+    tenant_id: AdminTenant,
+    database: DatabaseDep,
+    services: ServicesDep,
+    session_id: Annotated[SessionIdText | None, Query()] = None,
+    conversation_id: ConversationIdQuery = None,
+) -> Response:
+    """Erase the family, or one conversation of it; stored file contents go after commit."""
+    with database.transaction() as session:
+        if session_id is None and conversation_id is None:
+            erased = erase_family(session, tenant_id, key)
+        else:
+            target = _one(session, tenant_id, key, session_id, conversation_id)
+            erased = erase_conversation(session, tenant_id, target.id)
+    remove_released_blobs(database.read_session, services.storage, erased)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{key:path}/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}}, **error_responses(404)},
+)
+def get_export(
+    key: SessionKey,
+    tenant_id: AdminTenant,
+    session: ReadSessionDep,
+    database: DatabaseDep,
+    services: ServicesDep,
+    session_id: Annotated[SessionIdText | None, Query()] = None,
+    conversation_id: ConversationIdQuery = None,
+) -> StreamingResponse:
+    """The conversation (default: the family's latest) as JSONL, streamed."""
+    if session_id is None and conversation_id is None:
+        target = resolve_for_read(session, tenant_id, key)
+    else:
+        target = _one(session, tenant_id, key, session_id, conversation_id)
+    return StreamingResponse(
+        _stream(database, services.storage, tenant_id, target.id),
+        media_type="application/x-ndjson",
+    )
+
+
+def _stream(
+    database: Database, storage: FileStorage, tenant_id: str, conversation_id: int
+) -> Iterator[str]:
+    # Its own session: the response streams after the route's session closed.
+    with database.snapshot_session() as session:
+        yield from export_lines(session, storage, tenant_id, conversation_id)
+
+
+@router.post("/{key:path}/import", response_model=ImportOut, responses=error_responses(400, 409))
+async def post_import(
+    key: SessionKey,
+    request: Request,
+    tenant_id: AdminTenant,
+    database: DatabaseDep,
+    services: ServicesDep,
+    session_id: Annotated[SessionIdText | None, Query()] = None,
+) -> ImportOut:
+    """Write an export (the JSONL body) into a new or empty conversation of ``key``.
+
+    ``session_id`` defaults to the exported conversation's.
+    """
+    try:
+        lines = (await request.body()).decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("the body is not UTF-8 JSONL") from exc
+    export = parse_export(lines)
+    target_session = session_id if session_id is not None else export.conversation.session_id
+    storage = services.storage
+
+    def write() -> ImportOut:
+        with database.transaction() as session:
+            imported = import_conversation(session, storage, tenant_id, key, target_session, export)
+        return ImportOut(**vars(imported))
+
+    # The body had to be awaited; the database work must not block the event loop.
+    return await run_in_threadpool(write)
+
+
+def _one(
+    session: Session,
+    tenant_id: str,
+    key: str,
+    session_id: str | None,
+    conversation_id: int | None,
+) -> Conversation:
+    """The family's conversation named by session id or conversation id (both must agree)."""
+    repo = ConversationRepository(session)
+    found = (
+        repo.get(tenant_id, conversation_id)
+        if conversation_id is not None
+        else repo.find_by_session_id(tenant_id, key, str(session_id))
+    )
+    if (
+        found is None
+        or found.session_key != key
+        or (session_id is not None and found.session_id != session_id)
+    ):
+        raise NotFound(f"no such conversation under session key {key!r}")
+    return found

@@ -1,0 +1,1 @@
+"""Moving a conversation out and back in: JSONL export and import (``service``)."""

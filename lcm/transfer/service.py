@@ -1,0 +1,434 @@
+"""Export a conversation as JSONL, and import such a file into an empty conversation.
+
+Export streams: messages are read a batch at a time, so memory does not grow
+with the conversation. The caller gives it a session that sees one snapshot
+(a SQLite read transaction; REPEATABLE READ on Postgres), so a pass
+committing meanwhile cannot tear the DAG between two batches.
+
+Import writes everything in the caller's one transaction and gives back the
+same messages (seq, role, content, parts, timestamps) and the same DAG
+(summaries with their kinds, depths, contents and links; context items in
+order). Message ids are new. Summary and file ids are kept, so ids quoted in
+summaries and messages (``sum_…``, ``file_…``) still resolve, with one
+exception: a summary id already used by another conversation (importing a
+copy beside its original) gets a new id, mapped consistently through links
+and context items; the text of other summaries quoting it is not rewritten.
+A file id already in use is refused (``Conflict``), since messages name files
+by id in their text. A context item or link may also point at a summary
+outside the file (a session that started from an earlier one's summaries):
+it is kept if the tenant still has that summary, refused otherwise.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from lcm.compaction.engine import new_summary_id
+from lcm.conversations.repository import ConversationRepository
+from lcm.db.models import (
+    ContextItem,
+    Conversation,
+    LargeFile,
+    MessagePart,
+    Summary,
+    SummaryMessage,
+    SummaryParent,
+    utcnow,
+)
+from lcm.errors import Conflict, InvalidInput, NotFound
+from lcm.files.storage import FileStorage
+from lcm.storable import find_unstorable
+from lcm.transfer.records import (
+    RECORD,
+    ContextItemRecord,
+    ConversationRecord,
+    FileRecord,
+    MessageRecord,
+    PartRecord,
+    SummaryRecord,
+)
+from lcm.transfer.repository import TransferRepository
+
+EXPORT_BATCH = 500
+
+
+def export_lines(
+    session: Session, storage: FileStorage, tenant_id: str, conversation_id: int
+) -> Iterator[str]:
+    """The conversation as JSONL lines (each ends with a newline)."""
+    conversation = ConversationRepository(session).get(tenant_id, conversation_id)
+    if conversation is None:
+        raise NotFound(f"no conversation {conversation_id}")
+    repo = TransferRepository(session)
+    yield _line(
+        ConversationRecord(
+            session_key=conversation.session_key,
+            session_id=conversation.session_id,
+            archived_at=conversation.archived_at,
+            created_at=conversation.created_at,
+        )
+    )
+    for batch in repo.message_batches(conversation_id, EXPORT_BATCH):
+        for message, parts in batch:
+            yield _line(
+                MessageRecord(
+                    seq=message.seq,
+                    role=message.role,
+                    content=message.content,
+                    content_shape=message.content_shape,
+                    token_count=message.token_count,
+                    created_at=message.created_at,
+                    client_id=message.client_id,
+                    parts=[
+                        PartRecord(
+                            ordinal=p.ordinal,
+                            part_type=p.part_type,
+                            text=p.text,
+                            tool_call_id=p.tool_call_id,
+                            payload=p.payload,
+                        )
+                        for p in parts
+                    ],
+                )
+            )
+    seqs = repo.seqs_by_id(conversation_id)
+    for file in repo.files(conversation_id):
+        yield _line(_file_record(file, storage.get(file.storage_uri), seqs))
+    message_links = repo.message_links(conversation_id)
+    parent_links = repo.parent_links(conversation_id)
+    for summary in repo.summaries(conversation_id):
+        yield _line(
+            SummaryRecord(
+                id=summary.id,
+                kind=summary.kind,
+                depth=summary.depth,
+                content=summary.content,
+                token_count=summary.token_count,
+                source_token_count=summary.source_token_count,
+                earliest_at=summary.earliest_at,
+                latest_at=summary.latest_at,
+                descendant_count=summary.descendant_count,
+                file_ids=list(summary.file_ids or []),
+                created_at=summary.created_at,
+                escalation=summary.escalation,
+                model=summary.model,
+                message_seqs=[seqs[m] for m in message_links.get(summary.id, [])],
+                parent_ids=parent_links.get(summary.id, []),
+            )
+        )
+    for item in repo.context_items(conversation_id):
+        yield _line(
+            ContextItemRecord(
+                ordinal=item.ordinal,
+                item_type=item.item_type,
+                message_seq=seqs[item.message_id] if item.message_id is not None else None,
+                summary_id=item.summary_id,
+                token_count=item.token_count,
+            )
+        )
+
+
+def _line(record: Any) -> str:
+    return record.model_dump_json() + "\n"
+
+
+def _file_record(file: LargeFile, data: bytes, seqs: dict[int, int]) -> FileRecord:
+    try:
+        content, encoding = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        content, encoding = base64.b64encode(data).decode("ascii"), "base64"
+    return FileRecord(
+        id=file.id,
+        message_seq=seqs.get(file.message_id) if file.message_id is not None else None,
+        name=file.name,
+        mime=file.mime,
+        ext=file.ext,
+        token_count=file.token_count,
+        exploration_summary=file.exploration_summary,
+        created_at=file.created_at,
+        encoding=encoding,
+        content=content,
+    )
+
+
+@dataclass
+class ParsedExport:
+    """An export file, validated record by record."""
+
+    conversation: ConversationRecord
+    messages: list[MessageRecord]
+    files: list[FileRecord]
+    summaries: list[SummaryRecord]
+    context_items: list[ContextItemRecord]
+
+
+def parse_export(lines: Iterable[str]) -> ParsedExport:
+    """Validate an export; ``InvalidInput`` names the first bad line."""
+    header: ConversationRecord | None = None
+    records: list[MessageRecord | FileRecord | SummaryRecord | ContextItemRecord] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            problem = find_unstorable(raw, f"line {number}")
+            if problem:
+                raise InvalidInput(problem)
+            record = RECORD.validate_python(raw)
+        except (ValueError, ValidationError) as exc:
+            raise InvalidInput(f"line {number} is not an export record: {exc}") from exc
+        if isinstance(record, ConversationRecord):
+            if header is not None:
+                raise InvalidInput(f"line {number}: a second conversation header")
+            header = record
+        elif header is None:
+            raise InvalidInput("the export must start with its conversation header")
+        else:
+            records.append(record)
+    if header is None:
+        raise InvalidInput("the export is empty")
+    return ParsedExport(
+        header,
+        [r for r in records if isinstance(r, MessageRecord)],
+        [r for r in records if isinstance(r, FileRecord)],
+        [r for r in records if isinstance(r, SummaryRecord)],
+        [r for r in records if isinstance(r, ContextItemRecord)],
+    )
+
+
+@dataclass(frozen=True)
+class Imported:
+    conversation_id: int
+    messages: int
+    summaries: int
+    files: int
+    context_items: int
+    renamed_summaries: dict[str, str]
+
+
+def import_conversation(
+    session: Session,
+    storage: FileStorage,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    export: ParsedExport,
+) -> Imported:
+    """Write ``export`` into the (new or empty) conversation ``session_key``/``session_id``."""
+    repo = TransferRepository(session)
+    _check_outside_refs(repo, tenant_id, export)
+    conversation = _target(session, tenant_id, session_key, session_id, export.conversation)
+    cid = conversation.id
+    seq_to_id = repo.insert_messages(
+        [
+            {
+                "tenant_id": tenant_id,
+                "conversation_id": cid,
+                "seq": m.seq,
+                "role": m.role,
+                "content": m.content,
+                "content_shape": m.content_shape,
+                "token_count": m.token_count,
+                "created_at": m.created_at,
+                "client_id": m.client_id,
+            }
+            for m in export.messages
+        ]
+    )
+    if len(seq_to_id) != len(export.messages):
+        raise InvalidInput("the export repeats a message seq")
+    repo.insert_rows(
+        MessagePart,
+        [
+            {"tenant_id": tenant_id, "message_id": seq_to_id[m.seq], **p.model_dump()}
+            for m in export.messages
+            for p in m.parts
+        ],
+    )
+    _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
+    renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
+    repo.insert_rows(
+        ContextItem,
+        [
+            {
+                "tenant_id": tenant_id,
+                "conversation_id": cid,
+                "ordinal": item.ordinal,
+                "item_type": item.item_type,
+                "message_id": _message_ref(seq_to_id, item.message_seq),
+                "summary_id": renamed.get(item.summary_id, item.summary_id)
+                if item.summary_id
+                else None,
+                "token_count": item.token_count,
+            }
+            for item in export.context_items
+        ],
+    )
+    conversation.last_seq = max((m.seq for m in export.messages), default=0)
+    conversation.last_ordinal = max((i.ordinal for i in export.context_items), default=0)
+    conversation.context_version += 1
+    conversation.updated_at = utcnow()  # an import is activity: retention starts over
+    session.flush()
+    return Imported(
+        cid,
+        len(export.messages),
+        len(export.summaries),
+        len(export.files),
+        len(export.context_items),
+        {old: new for old, new in renamed.items() if old != new},
+    )
+
+
+def _target(
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    header: ConversationRecord,
+) -> Conversation:
+    repo = ConversationRepository(session)
+    found = (
+        repo.find_by_session_id(tenant_id, session_key, session_id, lock=True)
+        if session_id is not None
+        else None
+    )
+    if found is not None:
+        if not TransferRepository(session).is_empty(found.id):
+            raise Conflict(
+                f"conversation {found.id} already holds messages; import into an empty one",
+                code="conversation_not_empty",
+            )
+        return found
+    live = repo.find_active(tenant_id, session_key, lock=True)
+    if live is not None and header.archived_at is None:
+        raise Conflict(
+            f"session family {session_key!r} already has a live conversation ({live.id})",
+            code="conversation_not_empty",
+        )
+    return repo.add(
+        Conversation(
+            tenant_id=tenant_id,
+            session_key=session_key,
+            session_id=session_id,
+            created_at=header.created_at,
+            archived_at=header.archived_at,
+        )
+    )
+
+
+def _message_ref(seq_to_id: dict[int, int], seq: int | None) -> int | None:
+    if seq is None:
+        return None
+    if seq not in seq_to_id:
+        raise InvalidInput(f"a record names message seq {seq}, which the export does not hold")
+    return seq_to_id[seq]
+
+
+def _import_files(
+    repo: TransferRepository,
+    storage: FileStorage,
+    tenant_id: str,
+    conversation_id: int,
+    files: list[FileRecord],
+    seq_to_id: dict[int, int],
+) -> None:
+    taken = repo.existing_file_ids([f.id for f in files])
+    if taken:
+        raise Conflict(f"file ids already in use: {sorted(taken)}", code="file_id_taken")
+    rows = []
+    for f in files:
+        data = f.content.encode("utf-8") if f.encoding == "utf-8" else base64.b64decode(f.content)
+        sha = hashlib.sha256(data).hexdigest()
+        # Content-addressed and idempotent: a rollback leaves at most an
+        # object the same bytes would reuse.
+        uri = storage.put(tenant_id, sha, data)
+        rows.append(
+            {
+                "id": f.id,
+                "tenant_id": tenant_id,
+                "conversation_id": conversation_id,
+                "message_id": _message_ref(seq_to_id, f.message_seq),
+                "name": f.name,
+                "mime": f.mime,
+                "ext": f.ext,
+                "byte_size": len(data),
+                "token_count": f.token_count,
+                "sha256": sha,
+                "storage_uri": uri,
+                "exploration_summary": f.exploration_summary,
+                "created_at": f.created_at,
+            }
+        )
+    repo.insert_rows(LargeFile, rows)
+
+
+def _import_summaries(
+    repo: TransferRepository,
+    tenant_id: str,
+    conversation_id: int,
+    summaries: list[SummaryRecord],
+    seq_to_id: dict[int, int],
+) -> dict[str, str]:
+    """Insert summaries and their links; return old id -> id used (itself unless taken)."""
+    taken = repo.existing_summary_ids([s.id for s in summaries])
+    renamed = {s.id: (new_summary_id() if s.id in taken else s.id) for s in summaries}
+    repo.insert_rows(
+        Summary,
+        [
+            {
+                "tenant_id": tenant_id,
+                "conversation_id": conversation_id,
+                **s.model_dump(exclude={"type", "message_seqs", "parent_ids"}),
+                "id": renamed[s.id],
+            }
+            for s in summaries
+        ],
+    )
+    repo.insert_rows(
+        SummaryMessage,
+        [
+            {
+                "summary_id": renamed[s.id],
+                "message_id": _message_ref(seq_to_id, seq),
+                "tenant_id": tenant_id,
+                "ordinal": i,
+            }
+            for s in summaries
+            for i, seq in enumerate(s.message_seqs)
+        ],
+    )
+    repo.insert_rows(
+        SummaryParent,
+        [
+            {
+                "summary_id": renamed[s.id],
+                "parent_id": renamed.get(parent, parent),
+                "tenant_id": tenant_id,
+                "ordinal": i,
+            }
+            for s in summaries
+            for i, parent in enumerate(s.parent_ids)
+        ],
+    )
+    return renamed
+
+
+def _check_outside_refs(repo: TransferRepository, tenant_id: str, export: ParsedExport) -> None:
+    """Summaries named but not exported must be the tenant's own, still stored."""
+    outside = {i.summary_id for i in export.context_items if i.summary_id} | {
+        p for s in export.summaries for p in s.parent_ids
+    }
+    outside -= {s.id for s in export.summaries}
+    missing = outside - repo.tenant_summary_ids(tenant_id, outside)
+    if missing:
+        raise InvalidInput(
+            f"the export names summaries it does not hold and this tenant lacks: {sorted(missing)}"
+        )
