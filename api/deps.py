@@ -26,7 +26,8 @@ from lcm.tenants.keys import Scope, authenticate
 from lcm.tenants.service import effective_settings
 
 
-def get_settings(request: Request) -> Settings:
+def app_settings(request: Request) -> Settings:
+    """The settings the app was built with (not re-read from the environment)."""
     settings: Settings = request.app.state.settings
     return settings
 
@@ -74,7 +75,7 @@ class RequireScope:
         self,
         request: Request,
         database: Annotated[Database, Depends(get_database)],
-        settings: Annotated[Settings, Depends(get_settings)],
+        settings: Annotated[Settings, Depends(app_settings)],
     ) -> str:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -132,7 +133,7 @@ def _required_scope(dependant: Dependant) -> Scope | None:
     return None
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]

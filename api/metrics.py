@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lcm.compaction.debt import debt_overview
+from lcm.compaction.debt_repository import debt_overview
 from lcm.db.engine import Database
 from lcm.db.models import utcnow
 

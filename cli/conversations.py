@@ -19,7 +19,7 @@ from cli.common import (
     out,
     tenant_id_for,
 )
-from lcm.conversations.dag import ConversationDag, MessageRange
+from lcm.conversations.dag_view import ConversationDag, MessageRange
 from lcm.conversations.status import ConversationStatus
 from lcm.settings import get_settings
 
@@ -61,7 +61,7 @@ def dag_command(
     session_id: SessionOpt = None,
 ) -> None:
     """The conversation's context and summary DAG, as a tree."""
-    from lcm.conversations.dag import load_dag
+    from lcm.conversations.dag_view import load_dag
     from lcm.conversations.service import resolve_for_read
 
     def read(session: Session) -> tuple[int, ConversationDag]:

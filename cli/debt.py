@@ -11,7 +11,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, console, in_session, out, tenant_id_for
-from lcm.compaction.debt import DONE, FAILED, PENDING, RUNNING, DebtListing
+from lcm.compaction.debt_repository import DONE, FAILED, PENDING, RUNNING, DebtListing
 from lcm.settings import get_settings
 
 debt_app = typer.Typer(help="Compaction debt (one row per conversation).", no_args_is_help=True)
@@ -26,7 +26,7 @@ def debt_list(
     as_json: JsonOpt = False,
 ) -> None:
     """Debt rows, most recently changed first (``--status failed``: what needs a retry)."""
-    from lcm.compaction.debt import DebtRepository
+    from lcm.compaction.debt_repository import DebtRepository
 
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"--status is one of {', '.join(STATUSES)}")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
-from sqlalchemy import func, select
 
 from lcm.db.engine import Database
-from lcm.db.models import Tenant
 from lcm.settings import Settings
+from lcm.tenants.repository import TenantRepository
 from lcm.tenants.service import create_tenant
 
 LOCAL_TENANT = "local"
@@ -27,7 +26,7 @@ def embedded_settings(base: Settings, concurrency: int | None) -> Settings:
 def bootstrap_local_tenant(database: Database, console: Console) -> None:
     """On first start (no tenant at all), create ``local`` and print its key once."""
     with database.session() as session:
-        if session.scalar(select(func.count()).select_from(Tenant)):
+        if TenantRepository(session).any_tenant():
             console.print("Tenants exist; `lcm key create local` issues another key.")
             return
         issued = create_tenant(session, LOCAL_TENANT)

@@ -7,7 +7,6 @@ import logging
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
 from api.contract import Health, Readiness
 from api.deps import get_database
@@ -29,8 +28,7 @@ def healthz() -> dict[str, str]:
 def readyz(request: Request) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
-        with get_database(request).read_session() as session:
-            session.execute(text("SELECT 1"))
+        get_database(request).ping()
         checks["database"] = "ok"
     except Exception as exc:
         log.warning("readiness: database unreachable: %s", exc)

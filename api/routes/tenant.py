@@ -36,7 +36,7 @@ def _out(session: Session, tenant_id: str, settings: SettingsDep) -> TenantSetti
 
 
 @router.get("/settings", response_model=TenantSettingsOut)
-def get_settings(
+def read_settings(
     tenant_id: AdminTenant, session: ReadSessionDep, settings: SettingsDep
 ) -> TenantSettingsOut:
     return _out(session, tenant_id, settings)

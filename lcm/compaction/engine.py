@@ -22,7 +22,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -34,13 +33,13 @@ from lcm.assembly.render import format_timestamp
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository, summary_view
 from lcm.context import ContextEntry
+from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 
-Transaction = Callable[[], AbstractContextManager[Session]]
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
 

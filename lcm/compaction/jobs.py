@@ -21,14 +21,15 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepository
-from lcm.compaction.engine import CompactionEngine, PassOutcome, Transaction
-from lcm.compaction.fairness import FairQueueRepository
+from lcm.compaction.debt_repository import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepository
+from lcm.compaction.engine import CompactionEngine, PassOutcome
+from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
 from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
+from lcm.db.engine import Transaction
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
 from lcm.errors import ContextChanged, StaleLease
 from lcm.outbox import WakeCompaction, request_job
@@ -176,7 +177,7 @@ class CompactionJobs:
 
         Falls back to ``conversation_id`` (the conversation it was sent for)
         when no pending debt is due, e.g. to take over an expired lease.
-        See ``lcm/compaction/fairness.py`` for why this is fair and loses nothing.
+        See ``lcm/compaction/fairness_repository.py`` for why this is fair and loses nothing.
         """
         return self._first_pass(self._claim_fairly(conversation_id), conversation_id, kind)
 
@@ -228,7 +229,7 @@ class CompactionJobs:
     def _claim_fairly(
         self, fallback: int
     ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the round-robin choice (``lcm/compaction/fairness.py``), else ``fallback``."""
+        """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``."""
         with self.transaction() as session:
             debts, queue = DebtRepository(session), FairQueueRepository(session)
             # A lost race (another worker claimed the same debt first) picks

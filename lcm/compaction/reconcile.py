@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt import DebtRepository
-from lcm.compaction.engine import Transaction
+from lcm.compaction.debt_repository import DebtRepository
+from lcm.db.engine import Transaction
 from lcm.db.models import utcnow
 from lcm.outbox import WakeCompaction, request_job
 from lcm.settings import Settings

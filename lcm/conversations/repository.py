@@ -1,14 +1,23 @@
-"""All SQL about conversation rows."""
+"""All SQL about conversation rows, their status and the DAG view."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from lcm.db.models import ContextItem, Conversation, utcnow
+from lcm.db.models import (
+    CompactionRun,
+    ContextItem,
+    Conversation,
+    Message,
+    Summary,
+    SummaryMessage,
+    utcnow,
+)
 
 
 class ConversationRepository:
@@ -123,3 +132,113 @@ class ConversationRepository:
             .returning(Conversation.last_seq, Conversation.last_ordinal)
         ).one()
         return int(row[0]), int(row[1])
+
+    def message_count(self, conversation_id: int) -> int:
+        return int(
+            self.session.scalar(
+                select(func.count())
+                .select_from(Message)
+                .where(Message.conversation_id == conversation_id)
+            )
+            or 0
+        )
+
+    def last_run(self, conversation_id: int) -> CompactionRun | None:
+        """The newest compaction pass of the conversation, successful or not."""
+        return self.session.scalar(
+            select(CompactionRun)
+            .where(CompactionRun.conversation_id == conversation_id)
+            .order_by(CompactionRun.id.desc())
+            .limit(1)
+        )
+
+
+CONTEXT_ITEMS: Table = ContextItem.__table__  # type: ignore[assignment]
+_CHUNK = 500  # ids per IN (...) list
+
+
+class DagRepository:
+    """The reads behind ``lcm dag`` (a conversation's context and DAG), chunked by 500 ids."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def context(self, conversation_id: int) -> list[tuple[str | None, int | None, int]]:
+        """(summary id, message seq, tokens) per context item, in order."""
+        return [
+            (summary_id, seq, int(tokens))
+            for summary_id, seq, tokens in self.session.execute(
+                select(ContextItem.summary_id, Message.seq, ContextItem.token_count)
+                .outerjoin(Message, Message.id == ContextItem.message_id)
+                .where(ContextItem.conversation_id == conversation_id)
+                .order_by(ContextItem.ordinal)
+            )
+        ]
+
+    def summaries(self, ids: Sequence[str]) -> list[Summary]:
+        found: list[Summary] = []
+        for start in range(0, len(ids), _CHUNK):
+            found += self.session.scalars(
+                select(Summary).where(Summary.id.in_(ids[start : start + _CHUNK]))
+            )
+        return found
+
+    def leaf_ranges(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int, int]]:
+        """Leaf summary -> (first seq, last seq, messages, tokens) of what it covers."""
+        found: dict[str, tuple[int, int, int, int]] = {}
+        for start in range(0, len(ids), _CHUNK):
+            for summary_id, first, last, count, tokens in self.session.execute(
+                select(
+                    SummaryMessage.summary_id,
+                    func.min(Message.seq),
+                    func.max(Message.seq),
+                    func.count(),
+                    func.sum(Message.token_count),
+                )
+                .join(Message, Message.id == SummaryMessage.message_id)
+                .where(SummaryMessage.summary_id.in_(ids[start : start + _CHUNK]))
+                .group_by(SummaryMessage.summary_id)
+            ):
+                found[summary_id] = (first, last, count, int(tokens or 0))
+        return found
+
+
+class CarryOverRepository:
+    """What a new session of a family starts with (``lcm.conversations.carry_over``)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def context_summaries(self, conversation_id: int, min_depth: int) -> list[tuple[str, int]]:
+        """(summary id, context token count) of the context's summaries at ``min_depth``+."""
+        return [
+            (str(summary_id), int(tokens))
+            for summary_id, tokens in self.session.execute(
+                select(ContextItem.summary_id, ContextItem.token_count)
+                .join(Summary, Summary.id == ContextItem.summary_id)
+                .where(ContextItem.conversation_id == conversation_id, Summary.depth >= min_depth)
+                .order_by(ContextItem.ordinal)
+            )
+        ]
+
+    def append_summary_items(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        first_ordinal: int,
+        items: list[tuple[str, int]],
+    ) -> None:
+        self.session.execute(
+            insert(CONTEXT_ITEMS),
+            [
+                {
+                    "tenant_id": tenant_id,
+                    "conversation_id": conversation_id,
+                    "ordinal": first_ordinal + i,
+                    "item_type": "summary",
+                    "summary_id": summary_id,
+                    "token_count": tokens,
+                }
+                for i, (summary_id, tokens) in enumerate(items)
+            ],
+        )

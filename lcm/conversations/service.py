@@ -5,7 +5,7 @@ live (unarchived). A ``session_id`` the family has not seen starts a new
 conversation and archives the live one; a ``session_id`` it has seen (even an
 archived one, e.g. a gateway's late retry) goes back to that conversation.
 Which summaries of the archived conversation the new one starts with is
-``new_session_retain_depth`` (see :mod:`lcm.conversations.retention`).
+``new_session_retain_depth`` (see :mod:`lcm.conversations.carry_over`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from lcm.conversations.carry_over import carry_summaries
 from lcm.conversations.repository import ConversationRepository
-from lcm.conversations.retention import carry_summaries
 from lcm.db.models import Conversation, utcnow
 from lcm.errors import Conflict, NotFound
 

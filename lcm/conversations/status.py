@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt import DebtRepository
+from lcm.compaction.debt_repository import DebtRepository
 from lcm.compaction.planning import evaluate_threshold
 from lcm.compaction.repository import CompactionRepository
-from lcm.db.models import CompactionRun, Conversation, Message
+from lcm.conversations.repository import ConversationRepository
+from lcm.db.models import Conversation
 from lcm.settings import CompactionSettings
 
 
@@ -35,29 +35,18 @@ def conversation_status(
     session: Session, conversation: Conversation, settings: CompactionSettings, token_budget: int
 ) -> ConversationStatus:
     repo = CompactionRepository(session)
-    messages = (
-        session.scalar(
-            select(func.count())
-            .select_from(Message)
-            .where(Message.conversation_id == conversation.id)
-        )
-        or 0
-    )
+    conversations = ConversationRepository(session)
+    messages = conversations.message_count(conversation.id)
     debt = DebtRepository(session).get(conversation.id)
     budget = (debt.token_budget if debt and debt.token_budget else None) or token_budget
     tokens = repo.context_token_total(conversation.id)
-    run = session.scalar(
-        select(CompactionRun)
-        .where(CompactionRun.conversation_id == conversation.id)
-        .order_by(CompactionRun.id.desc())
-        .limit(1)
-    )
+    run = conversations.last_run(conversation.id)
     return ConversationStatus(
         conversation_id=conversation.id,
         session_key=conversation.session_key,
         session_id=conversation.session_id,
         archived=conversation.archived_at is not None,
-        messages=int(messages),
+        messages=messages,
         summaries=repo.summary_counts_by_depth(conversation.id),
         context_tokens=tokens,
         threshold_tokens=evaluate_threshold(tokens, budget, settings).threshold_tokens,

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,6 +26,14 @@ from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.settings import Settings
 
 log = logging.getLogger(__name__)
+
+Transaction = Callable[[], AbstractContextManager[Session]]
+"""Opens a unit of work (``Database.transaction``, ``Database.read_session``, ...).
+
+What the domain receives instead of a :class:`Database`: it opens short
+transactions of its own (one per pass step, one per tool call) and never
+holds one across an LLM call.
+"""
 
 # Execution option marking the connections of ``Database.read_session()``.
 READ_ONLY = "lcm_read_only"
@@ -221,6 +229,11 @@ class Database:
             log.info("no job sender here: %d job(s) left to the reconcilers", len(jobs))
             return
         self.sender.send(jobs)
+
+    def ping(self) -> None:
+        """One round trip to the database (readiness checks); raises if it is unreachable."""
+        with self.read_session() as session:
+            session.execute(text("SELECT 1"))
 
     def dispose(self) -> None:
         self.engine.dispose()

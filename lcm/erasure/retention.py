@@ -13,13 +13,12 @@ uses it has gone too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from lcm.db.engine import Transaction
 from lcm.erasure.repository import ErasureRepository
 from lcm.erasure.service import Erased, erase_conversations, remove_released_blobs
 from lcm.errors import Conflict
@@ -30,8 +29,6 @@ from lcm.tenants.service import effective_settings
 
 log = logging.getLogger(__name__)
 
-SessionScope = Callable[[], AbstractContextManager[Session]]
-
 
 @dataclass(frozen=True)
 class RetentionOutcome:
@@ -40,8 +37,8 @@ class RetentionOutcome:
 
 
 def sweep_retention(
-    transaction: SessionScope,
-    read_session: SessionScope,
+    transaction: Transaction,
+    read_session: Transaction,
     storage: FileStorage,
     settings: Settings,
     now: datetime,

@@ -17,19 +17,19 @@ not survive); nothing locks a content address across both stores.
 
 A compaction pass running for an erased conversation cannot write: it
 commits only after re-locking its debt row and checking its fencing token
-(``lcm.compaction.debt.check_fence``), and that row is the first thing an
+(``lcm.compaction.debt_repository.check_fence``), and that row is the first thing an
 erase deletes. The pass finds it gone and drops its result.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from lcm.db.engine import Transaction
 from lcm.erasure.repository import ErasureRepository
 from lcm.errors import Conflict, NotFound
 from lcm.files.storage import FileStorage
@@ -109,7 +109,7 @@ def erase_tenant_named(session: Session, name: str) -> Erased:
 
 
 def remove_released_blobs(
-    read_session: Callable[[], AbstractContextManager[Session]],
+    read_session: Transaction,
     storage: FileStorage,
     erased: Erased,
 ) -> int:

@@ -10,13 +10,13 @@ transactions through the entrypoint's ``transaction`` factory.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from lcm.db.engine import Transaction
 from lcm.db.models import LlmUsage
 from lcm.errors import NotFound
 from lcm.files.exploration import FileKind, classify, explore
@@ -25,7 +25,6 @@ from lcm.files.storage import FileStorage
 from lcm.summarize.summarizer import CallUsage, Summarizer
 from lcm.tenants.service import stored_overrides
 
-Transaction = Callable[[], AbstractContextManager[Session]]
 STRUCTURE_MODEL = "structure"
 PROSE_TARGET_TOKENS = 200
 _SAMPLE_CHARS = 8_000

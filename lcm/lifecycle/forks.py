@@ -6,7 +6,7 @@ summaries are referenced, not copied (the same ``sum_…`` rows, so ``expand``
 and ``describe`` reach the parent's originals), and the parent's raw messages
 in that context are copied into the child as its own messages (client id
 ``fork:<parent message id>``), because a conversation's messages are its own
-history (see :mod:`lcm.conversations.retention`). In ``isolated`` mode the
+history (see :mod:`lcm.conversations.carry_over`). In ``isolated`` mode the
 child starts empty. Preparing the same child twice returns the first
 preparation. Rolling back empties the child's context and archives it; ending
 archives it and records why. The parent is never changed.
@@ -23,8 +23,7 @@ from sqlalchemy.orm import Session
 from lcm.assembly.render import message_to_provider
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
-from lcm.conversations.repository import ConversationRepository
-from lcm.conversations.retention import RetentionRepository
+from lcm.conversations.repository import CarryOverRepository, ConversationRepository
 from lcm.conversations.service import resolve_for_read, resolve_for_write
 from lcm.db.models import ConversationFork, utcnow
 from lcm.errors import Conflict, NotFound
@@ -122,7 +121,7 @@ def _copy_context(
             _, last = ConversationRepository(session).advance_counters(
                 child_id, seq_by=0, ordinal_by=len(items)
             )
-            RetentionRepository(session).append_summary_items(
+            CarryOverRepository(session).append_summary_items(
                 tenant_id, child_id, last - len(items) + 1, items
             )
             shared += len(items)

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lcm.assembly.render import format_timestamp
+from lcm.db.engine import Transaction
 from lcm.db.models import utcnow
 from lcm.errors import Forbidden, InvalidInput, LcmError
 from lcm.retrieval.describe import describe
@@ -31,7 +31,6 @@ from lcm.retrieval.search_repository import Bounds
 from lcm.summarize.truncation import clip_to_tokens
 from lcm.tokens import estimate_tokens
 
-Transaction = Callable[[], AbstractContextManager[Session]]
 REF_RE = re.compile(r"\b(?:msg_\d+|sum_[0-9a-f]{16}|file_[0-9a-f]{6,})\b")
 LOOP_GREP_LIMIT = 20
 EXHAUSTED = "reading budget exhausted: answer now with what you have read"

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from lcm.errors import InvalidInput, NotFound
 from lcm.files.service import load_file
 from lcm.files.storage import FileStorage
-from lcm.retrieval.dag import walk
+from lcm.retrieval.dag_walk import walk
 from lcm.retrieval.repository import HistoryRepository
 
 SUMMARY_PREFIX = "sum_"

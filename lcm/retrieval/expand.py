@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly.render import message_to_provider
 from lcm.errors import InvalidInput, NotFound
-from lcm.retrieval.dag import walk
+from lcm.retrieval.dag_walk import walk
 from lcm.retrieval.grep import message_ref
 from lcm.retrieval.repository import HistoryRepository
 

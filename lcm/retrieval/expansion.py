@@ -12,19 +12,19 @@ the outcome.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from lcm.db.engine import Transaction
 from lcm.db.models import LlmUsage, utcnow
 from lcm.errors import InvalidInput, NotFound
 from lcm.retrieval.agent_tools import GrantedTools, GrantEnded, to_jsonable
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.expand_query import ExpansionLlm, run_expand_query
-from lcm.retrieval.grants import Grant, GrantRepository, issue_grant, revoke_grant
+from lcm.retrieval.grants import Grant, issue_grant, revoke_grant
+from lcm.retrieval.grants_repository import GrantRepository
 from lcm.retrieval.grep import GrepLimits
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.scope import ScopeSelector, conversation_ids
@@ -32,7 +32,6 @@ from lcm.settings import Settings
 from lcm.summarize.llm import LlmClients
 from lcm.tenants.service import effective_settings
 
-Transaction = Callable[[], AbstractContextManager[Session]]
 # The grant outlives the API's wait a little: a job that starts just before the
 # deadline may finish its current call; it never outlives this margin.
 GRANT_MARGIN_SECONDS = 30.0

@@ -12,14 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from lcm.db.models import Conversation
 from lcm.files.service import grep_files
 from lcm.files.storage import FileStorage
 from lcm.retrieval.grep import GrepLimits, GrepMatch, GrepQuery, GrepResult
 from lcm.retrieval.query import TextQuery, compile_regex, parse_text_query
+from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.search_repository import Bounds
 from lcm.retrieval.snippets import build_snippet
 
@@ -84,9 +83,7 @@ def _matchers(
 def _conversations(session: Session, bounds: Bounds) -> list[int]:
     if bounds.conversation_ids is not None:
         return list(bounds.conversation_ids)
-    return list(
-        session.scalars(select(Conversation.id).where(Conversation.tenant_id == bounds.tenant_id))
-    )
+    return HistoryRepository(session).tenant_conversation_ids(bounds.tenant_id, limit=None)
 
 
 def _text_matcher(query: TextQuery) -> Callable[[str], bool]:

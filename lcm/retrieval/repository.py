@@ -25,6 +25,8 @@ from lcm.db.models import (
     SummaryParent,
 )
 
+_CHUNK = 500  # ids per IN (...) list
+
 
 @dataclass(frozen=True, slots=True)
 class MessageSize:
@@ -57,8 +59,8 @@ class HistoryRepository:
         )
         return found is not None
 
-    def tenant_conversation_ids(self, tenant_id: str, limit: int) -> list[int]:
-        """Up to ``limit`` conversation ids of the tenant, newest first."""
+    def tenant_conversation_ids(self, tenant_id: str, limit: int | None) -> list[int]:
+        """Up to ``limit`` (``None``: all) conversation ids of the tenant, newest first."""
         return list(
             self.session.scalars(
                 select(Conversation.id)
@@ -86,10 +88,11 @@ class HistoryRepository:
     def sources_of(self, summary_ids: Sequence[str]) -> dict[str, list[str]]:
         """Condensed summary -> the summaries it was made from, in order."""
         out: dict[str, list[str]] = defaultdict(list)
-        if summary_ids:
+        ids = list(summary_ids)
+        for start in range(0, len(ids), _CHUNK):  # bounded IN lists for wide DAG levels
             for summary_id, parent_id in self.session.execute(
                 select(SummaryParent.summary_id, SummaryParent.parent_id)
-                .where(SummaryParent.summary_id.in_(summary_ids))
+                .where(SummaryParent.summary_id.in_(ids[start : start + _CHUNK]))
                 .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
             ):
                 out[summary_id].append(parent_id)

@@ -122,6 +122,9 @@ class TenantRepository:
             )
         )
 
+    def any_tenant(self) -> bool:
+        return self.session.scalar(select(Tenant.id).limit(1)) is not None
+
     def stored(self, tenant_id: str) -> tuple[int, int]:
         """(stored messages, stored large-file bytes) of the tenant."""
         row = self.session.execute(

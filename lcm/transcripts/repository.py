@@ -10,7 +10,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.models import Conversation, Message, MessagePart
-from lcm.transcripts.reconcile import StoredMessage
+from lcm.transcripts.anchor import StoredMessage
 
 # Bound parameters per IN list: well under every driver's limit.
 _CHUNK = 500

@@ -22,13 +22,11 @@ two chunks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy.orm import Session
-
 from lcm.conversations.service import resolve_for_write
+from lcm.db.engine import Transaction
 from lcm.errors import Conflict
 from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import FileStorage
@@ -36,10 +34,7 @@ from lcm.ingest.content import PreparedMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.settings import Settings
 from lcm.tenants.quota import UNLIMITED, StorageQuota
-from lcm.transcripts.checkpoint import Checkpoint, next_checkpoint
-from lcm.transcripts.model import FormatChoice, ParsedTranscript, TranscriptFormat
-from lcm.transcripts.parse import parse_transcript
-from lcm.transcripts.reconcile import (
+from lcm.transcripts.anchor import (
     AnchorKind,
     ImportPlan,
     by_content,
@@ -47,9 +42,10 @@ from lcm.transcripts.reconcile import (
     identity,
     unanchored,
 )
+from lcm.transcripts.checkpoint import Checkpoint, next_checkpoint
+from lcm.transcripts.model import FormatChoice, ParsedTranscript, TranscriptFormat
+from lcm.transcripts.parse import parse_transcript
 from lcm.transcripts.repository import TranscriptRepository
-
-Transaction = Callable[[], AbstractContextManager[Session]]
 
 # Newest stored messages compared by content when no id matches.
 CONTENT_WINDOW = 200
@@ -215,7 +211,7 @@ def find_anchor(
     prepared: list[PreparedMessage],
     max_unanchored: int,
 ) -> ImportPlan:
-    """By id, else by content, else a bounded import (see :mod:`lcm.transcripts.reconcile`)."""
+    """By id, else by content, else a bounded import (see :mod:`lcm.transcripts.anchor`)."""
     ids = [m.client_id for m in parsed.messages]
     plan = by_ids(ids, repo.seqs_for_client_ids(conversation_id, ids))
     if plan is not None:

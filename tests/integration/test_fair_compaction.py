@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from lcm.compaction.debt import DONE, PENDING
-from lcm.compaction.fairness import FairQueueRepository
+from lcm.compaction.debt_repository import DONE, PENDING
+from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.jobs import record_debt
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from lcm.compaction.debt import DebtRepository
+from lcm.compaction.debt_repository import DebtRepository
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.jobs import CompactionJobs, Step, record_debt, wait_for_debt
 from lcm.compaction.reconcile import overdue_debts

@@ -76,7 +76,7 @@ def _run(
     jobs = runtime.compaction_jobs()
     if fencing_token is None:
         # A queued wake-up serves tenants round-robin, not the FIFO order of
-        # the queue (lcm/compaction/fairness.py).
+        # the queue (lcm/compaction/fairness_repository.py).
         return _follow(jobs.wake_fairly(conversation_id, kind))
     position = None if not chain else ChainPosition(int(chain[0]), int(chain[1]))
     return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import socket
 
-from sqlalchemy import text
-
 from workers import runtime
 from workers.celery_app import app
 
@@ -14,6 +12,5 @@ from workers.celery_app import app
 def ping() -> dict[str, str]:
     """Answer with the worker's host and the database it reaches."""
     database = runtime.database()
-    with database.read_session() as session:
-        session.execute(text("SELECT 1"))
+    database.ping()
     return {"host": socket.gethostname(), "database": database.dialect}

@@ -32,7 +32,7 @@ class Tenant(Base):
     stored_messages: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     stored_file_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # When a compaction wake-up last claimed this tenant's debt: the fair
-    # queue serves the tenant that waited longest first (lcm/compaction/fairness.py).
+    # queue serves the tenant that waited longest first (lcm/compaction/fairness_repository.py).
     compaction_claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from lcm.retrieval.dag import walk
+from lcm.retrieval.dag_walk import walk
 from lcm.retrieval.repository import HistoryRepository
 
 

@@ -22,52 +22,9 @@ history no longer its own.
 
 from __future__ import annotations
 
-from sqlalchemy import Table, insert, select
 from sqlalchemy.orm import Session
 
-from lcm.conversations.repository import ConversationRepository
-from lcm.db.models import ContextItem, Summary
-
-CONTEXT_ITEMS: Table = ContextItem.__table__  # type: ignore[assignment]
-
-
-class RetentionRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def context_summaries(self, conversation_id: int, min_depth: int) -> list[tuple[str, int]]:
-        """(summary id, context token count) of the context's summaries at ``min_depth``+."""
-        return [
-            (str(summary_id), int(tokens))
-            for summary_id, tokens in self.session.execute(
-                select(ContextItem.summary_id, ContextItem.token_count)
-                .join(Summary, Summary.id == ContextItem.summary_id)
-                .where(ContextItem.conversation_id == conversation_id, Summary.depth >= min_depth)
-                .order_by(ContextItem.ordinal)
-            )
-        ]
-
-    def append_summary_items(
-        self,
-        tenant_id: str,
-        conversation_id: int,
-        first_ordinal: int,
-        items: list[tuple[str, int]],
-    ) -> None:
-        self.session.execute(
-            insert(CONTEXT_ITEMS),
-            [
-                {
-                    "tenant_id": tenant_id,
-                    "conversation_id": conversation_id,
-                    "ordinal": first_ordinal + i,
-                    "item_type": "summary",
-                    "summary_id": summary_id,
-                    "token_count": tokens,
-                }
-                for i, (summary_id, tokens) in enumerate(items)
-            ],
-        )
+from lcm.conversations.repository import CarryOverRepository, ConversationRepository
 
 
 def carry_summaries(
@@ -80,7 +37,7 @@ def carry_summaries(
     """Start the new conversation's context with the retained summaries; return how many."""
     if retain_depth < 0:
         return 0
-    repo = RetentionRepository(session)
+    repo = CarryOverRepository(session)
     items = repo.context_summaries(archived_id, retain_depth)
     if not items:
         return 0

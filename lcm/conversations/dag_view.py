@@ -8,16 +8,14 @@ the context, one per DAG level, one for the leaves' ranges.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lcm.db.models import ContextItem, Message, Summary, SummaryMessage, SummaryParent
+from lcm.conversations.repository import DagRepository
+from lcm.retrieval.repository import HistoryRepository
 
-_CHUNK = 500
 MAX_LEVELS = 64  # bounds the walk down a corrupt (cyclic) DAG
 
 
@@ -56,62 +54,9 @@ class ConversationDag:
     nodes: dict[str, DagNode]
 
 
-class DagRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def context(self, conversation_id: int) -> list[tuple[str | None, int | None, int]]:
-        """(summary id, message seq, tokens) per context item, in order."""
-        return [
-            (summary_id, seq, int(tokens))
-            for summary_id, seq, tokens in self.session.execute(
-                select(ContextItem.summary_id, Message.seq, ContextItem.token_count)
-                .outerjoin(Message, Message.id == ContextItem.message_id)
-                .where(ContextItem.conversation_id == conversation_id)
-                .order_by(ContextItem.ordinal)
-            )
-        ]
-
-    def summaries(self, ids: Sequence[str]) -> list[Summary]:
-        found: list[Summary] = []
-        for start in range(0, len(ids), _CHUNK):
-            found += self.session.scalars(
-                select(Summary).where(Summary.id.in_(ids[start : start + _CHUNK]))
-            )
-        return found
-
-    def sources(self, ids: Sequence[str]) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        for start in range(0, len(ids), _CHUNK):
-            for child, parent in self.session.execute(
-                select(SummaryParent.summary_id, SummaryParent.parent_id)
-                .where(SummaryParent.summary_id.in_(ids[start : start + _CHUNK]))
-                .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
-            ):
-                found.setdefault(child, []).append(parent)
-        return found
-
-    def leaf_ranges(self, ids: Sequence[str]) -> dict[str, MessageRange]:
-        found: dict[str, MessageRange] = {}
-        for start in range(0, len(ids), _CHUNK):
-            for summary_id, first, last, count, tokens in self.session.execute(
-                select(
-                    SummaryMessage.summary_id,
-                    func.min(Message.seq),
-                    func.max(Message.seq),
-                    func.count(),
-                    func.sum(Message.token_count),
-                )
-                .join(Message, Message.id == SummaryMessage.message_id)
-                .where(SummaryMessage.summary_id.in_(ids[start : start + _CHUNK]))
-                .group_by(SummaryMessage.summary_id)
-            ):
-                found[summary_id] = MessageRange(first, last, count, int(tokens or 0))
-        return found
-
-
 def load_dag(session: Session, conversation_id: int) -> ConversationDag:
     repo = DagRepository(session)
+    history = HistoryRepository(session)
     context: list[ContextRow] = []
     run: list[tuple[int, int]] = []  # (seq, tokens) of the current raw-message run
     for summary_id, seq, tokens in repo.context(conversation_id):
@@ -130,14 +75,17 @@ def load_dag(session: Session, conversation_id: int) -> ConversationDag:
     for _ in range(MAX_LEVELS):
         if not frontier:
             break
-        level = repo.sources(frontier)
+        level = history.sources_of(frontier)
         for node in frontier:
             sources[node] = level.get(node, [])
         frontier = list(
             dict.fromkeys(p for node in frontier for p in sources[node] if p not in sources)
         )
     rows = repo.summaries(list(sources))
-    ranges = repo.leaf_ranges([s.id for s in rows if s.kind == "leaf"])
+    ranges = {
+        summary_id: MessageRange(*span)
+        for summary_id, span in repo.leaf_ranges([s.id for s in rows if s.kind == "leaf"]).items()
+    }
     nodes = {
         s.id: DagNode(
             s.id,

@@ -44,7 +44,7 @@ from datetime import datetime
 from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt import PENDING
+from lcm.compaction.debt_repository import PENDING
 from lcm.db.models import CompactionDebt, Tenant
 
 

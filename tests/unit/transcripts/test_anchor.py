@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from lcm.transcripts import parse_transcript
-from lcm.transcripts.checkpoint import Checkpoint, next_checkpoint
-from lcm.transcripts.reconcile import (
+from lcm.transcripts.anchor import (
     StoredMessage,
     by_content,
     by_ids,
     identity,
     unanchored,
 )
+from lcm.transcripts.checkpoint import Checkpoint, next_checkpoint
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
