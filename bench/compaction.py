@@ -213,7 +213,8 @@ def _leaf_passes(
         started = time.perf_counter()
         plan = next_pass(engine.load(cid), settings, 200_000)
         planned = time.perf_counter()
-        assert plan is not None and plan.kind == "leaf", f"run {r}: no leaf pass planned"
+        assert plan is not None, f"run {r}: no pass planned"
+        assert plan.kind == "leaf", f"run {r}: no leaf pass planned"
         outcome = engine.run_pass(tenant_id, cid, plan, settings)
         done = time.perf_counter()
         plans.append(_ms(planned - started))

@@ -27,7 +27,8 @@ def test_db_upgrade_and_tenant_create_json(tmp_path: Path) -> None:
     assert set(printed) == {"tenant_id", "api_key", "key"}
     assert printed["key"]["scopes"] == ["ingest", "read", "admin"]
     again = lcm("tenant", "create", "acme", "--json", env=env)
-    assert again.returncode == 1 and "already exists" in again.stderr
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
     database = Database(settings_for(url))
     with database.session() as s:
         hashes = s.scalars(select(ApiKey.key_hash)).all()

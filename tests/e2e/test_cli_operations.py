@@ -32,7 +32,8 @@ def test_key_create_list_revoke_and_tenant_list(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     printed = json.loads(made.stdout)
     raw, key_id = printed["api_key"], printed["key"]["id"]
-    assert printed["key"]["scopes"] == ["read"] and printed["key"]["name"] == "agent-tools"
+    assert printed["key"]["scopes"] == ["read"]
+    assert printed["key"]["name"] == "agent-tools"
 
     listed = lcm("key", "list", "acme", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
@@ -48,7 +49,8 @@ def test_key_create_list_revoke_and_tenant_list(tmp_path: Path) -> None:
             assert authenticate(s, raw).scopes == {"read"}
         table = lcm("key", "list", "acme", env=env)
         for secret in [raw, first_key, *hashes]:
-            assert secret not in listed.stdout and secret not in table.stdout
+            assert secret not in listed.stdout
+            assert secret not in table.stdout
         assert raw[:12] in table.stdout  # the prefix is how an operator tells keys apart
 
         tenants = lcm("tenant", "list", "--json", env=env)
@@ -60,14 +62,16 @@ def test_key_create_list_revoke_and_tenant_list(tmp_path: Path) -> None:
         with database.read_session() as s, pytest.raises(Unauthenticated):
             authenticate(s, raw)
         after = json.loads(lcm("key", "list", "acme", "--json", env=env).stdout)
-        assert after[1]["revoked_at"] is not None and after[0]["revoked_at"] is None
+        assert after[1]["revoked_at"] is not None
+        assert after[0]["revoked_at"] is None
         tenants = json.loads(lcm("tenant", "list", "--json", env=env).stdout)
         assert tenants[0]["active_keys"] == 1
     finally:
         database.dispose()
     # Refusals: an unknown scope, a key of no such tenant.
     bad = lcm("key", "create", "acme", "--scope", "write", env=env)
-    assert bad.returncode == 1 and "unknown scopes: write" in bad.stderr
+    assert bad.returncode == 1
+    assert "unknown scopes: write" in bad.stderr
     assert lcm("key", "revoke", "nobody", str(key_id), env=env).returncode == 1
 
 
@@ -116,8 +120,10 @@ def test_debt_list_and_retry_gets_failed_debt_compacted(
             select(func.count()).select_from(Summary).where(Summary.conversation_id == failed)
         )
         untouched = s.get(CompactionDebt, also_failed)
-        assert untouched is not None and untouched.status == "failed"
-    assert summaries and summaries >= 1
+        assert untouched is not None
+        assert untouched.status == "failed"
+    assert summaries
+    assert summaries >= 1
 
     everything = lcm("debt", "retry", "--all-failed", env=worker_env)
     assert everything.returncode == 0, everything.stderr
@@ -125,7 +131,8 @@ def test_debt_list_and_retry_gets_failed_debt_compacted(
     _wait_for(pg_db, also_failed, "done")
     # Nothing failed is left: a retry of a settled conversation says so and exits 1.
     again = lcm("debt", "retry", str(failed), env=worker_env)
-    assert again.returncode == 1 and "not failed" in again.stderr
+    assert again.returncode == 1
+    assert "not failed" in again.stderr
 
 
 def _wait_for(database: Database, conversation_id: int, status: str) -> None:
@@ -154,7 +161,8 @@ def test_debt_retry_against_embedded_serve_is_woken_by_its_reconciler(tmp_path: 
         time.sleep(2)  # reconciler runs pass: failed debt is nobody's work
         with database.read_session() as s:
             debt = s.get(CompactionDebt, failed)
-            assert debt is not None and debt.status == "failed"
+            assert debt is not None
+            assert debt.status == "failed"
         retried = lcm("debt", "retry", "--all-failed", env={**env, "LCM_DATABASE_URL": url})
         assert retried.returncode == 0, retried.stderr
         assert "reconciler" in retried.stdout

@@ -104,7 +104,8 @@ def scenario(call: Call, key: str) -> None:
     assert call("ingest", key, batch).duplicates == 24
     more = [MessageIn(role="user", content="and now the rollback plan", id="t1")]
     turn = call("turn", key, TurnIn(messages=more, token_budget=2000))
-    assert turn.ingested == 1 and turn.compaction == "scheduled"
+    assert turn.ingested == 1
+    assert turn.compaction == "scheduled"
     commit = CommitIn(
         advancement_key="adv-1",
         messages=[MessageIn(role="assistant", content="rollback plan: revert web-3")],
@@ -117,22 +118,27 @@ def scenario(call: Call, key: str) -> None:
     # The turn's own sweep may have run first (it was scheduled): compare with the turn.
     assert compacted.context_tokens_after < turn.context_tokens
     status = call("status", key, token_budget=2000)
-    assert status.messages == 26 and status.summaries.get(0, 0) >= 2
+    assert status.messages == 26
+    assert status.summaries.get(0, 0) >= 2
     assembled = call("assemble", key, AssembleIn(token_budget=2000, system_prompt=True))
-    assert assembled.summary_count >= 1 and assembled.system_prompt_addition
+    assert assembled.summary_count >= 1
+    assert assembled.system_prompt_addition
 
     hits = call("grep", GrepIn(pattern=r"web-1\d\b", scope="messages", session_key=key))
     assert [m.seq for m in hits.matches] == list(range(20, 10, -1))
     summaries = call("grep", GrepIn(pattern="deploy", scope="summaries", session_key=key))
     summary_id = str(summaries.matches[0].id)
     described = call("describe_summary", summary_id)
-    assert described.id == summary_id and described.source_messages.message_count >= 4
+    assert described.id == summary_id
+    assert described.source_messages.message_count >= 4
     assert isinstance(call("describe", summary_id), SummaryDescription)
     expanded = call("expand", ExpandIn(summary_ids=[summary_id]))
-    assert expanded.messages and expanded.messages[0].message["content"] in texts
+    assert expanded.messages
+    assert expanded.messages[0].message["content"] in texts
     question = ExpandQueryIn(prompt="what about web-3?", query="web-3", session_key=key)
     answer = call("expand_query", question)
-    assert answer.offline is True and answer.cited_ids
+    assert answer.offline is True
+    assert answer.cited_ids
 
     big = "\n".join(f"line {i}: config value {i * 7}" for i in range(400))
     attached = MessageIn(role="user", content=f'<file name="conf.txt">{big}</file>', id="f1")
@@ -140,16 +146,19 @@ def scenario(call: Call, key: str) -> None:
     found = call("grep", GrepIn(pattern="config value 2793", scope="files", session_key=key))
     file_id = str(found.matches[0].id)
     page = call("describe_file", file_id, offset=10, limit=50)
-    assert page.id == file_id and page.content.text == big[10:60]
+    assert page.id == file_id
+    assert page.content.text == big[10:60]
     assert call("describe", file_id).content.offset == 0
 
     transcript = (FIXTURES / "pi_v1.jsonl").read_text()
     booted = call("bootstrap", f"{key}-boot", BootstrapIn(transcript_jsonl=transcript))
-    assert booted.imported > 0 and booted.anchor == "empty"
+    assert booted.imported > 0
+    assert booted.anchor == "empty"
     assert call("bootstrap", f"{key}-boot", BootstrapIn(transcript_jsonl=transcript)).imported == 0
 
     child = call("fork", f"{key}-child", ForkIn(parent_session_key=key))
-    assert child.created and child.summaries_shared >= 1
+    assert child.created
+    assert child.summaries_shared >= 1
     assert call("end_fork", f"{key}-child").status == "ended"
     call("fork", f"{key}-child2", ForkIn(parent_session_key=key, mode="isolated"))
     assert call("rollback_fork", f"{key}-child2").status == "rolled_back"
@@ -162,7 +171,8 @@ def scenario(call: Call, key: str) -> None:
     # Typed errors carry the server's code.
     with pytest.raises(BadRequest) as bad:
         call("ingest", key, MessagesIn(messages=[MessageIn(role="user", content="a\x00b")]))
-    assert bad.value.status == 400 and bad.value.code == "invalid_text"
+    assert bad.value.status == 400
+    assert bad.value.code == "invalid_text"
     with pytest.raises(NotFound) as missing:
         call("describe_summary", "sum_0000000000000000")
     assert missing.value.code == "not_found"
@@ -219,7 +229,8 @@ def test_every_endpoint_sync_and_async(served: str, tenant: IssuedKey) -> None:
 def test_unknown_key_is_unauthorized_with_its_code(served: str) -> None:
     with LcmClient(served, "lcm_not-a-key") as client, pytest.raises(Unauthorized) as exc:
         client.settings()
-    assert exc.value.status == 401 and exc.value.code
+    assert exc.value.status == 401
+    assert exc.value.code
 
 
 def test_importing_the_client_loads_neither_fastapi_nor_sqlalchemy() -> None:

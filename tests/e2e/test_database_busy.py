@@ -80,11 +80,13 @@ def test_a_write_lock_held_by_another_process_is_database_busy_and_reads_go_on(
         assert_busy(busy_client.post(url, headers=auth(issued), json=one_message(2)))
         # Readers take no write lock: they answer while the writer is stuck.
         status = busy_client.get("/v1/conversations/k/status", headers=auth(issued))
-        assert status.status_code == 200 and status.json()["messages"] == 1
+        assert status.status_code == 200
+        assert status.json()["messages"] == 1
         grep = busy_client.post(
             "/v1/grep", headers=auth(issued), json={"pattern": "ledger", "session_key": "k"}
         )
-        assert grep.status_code == 200 and len(grep.json()["matches"]) == 1
+        assert grep.status_code == 200
+        assert len(grep.json()["matches"]) == 1
         assembled = busy_client.post(
             "/v1/conversations/k/assemble", headers=auth(issued), json={"token_budget": 1000}
         )
@@ -126,9 +128,10 @@ def test_a_writer_of_this_process_holding_the_lock_too_long_is_database_busy(
 
 
 def test_a_read_session_refuses_to_write(busy_db: Database) -> None:
-    with busy_db.read_session() as session, pytest.raises(OperationalError, match="readonly"):
+    with busy_db.read_session() as session:
         session.add(Tenant(id="t_x", name="x", settings_overrides={}))
-        session.flush()
+        with pytest.raises(OperationalError, match="readonly"):
+            session.flush()
 
 
 def test_postgres_lock_timeouts_are_busy_and_outages_are_not(pg_db: Database) -> None:

@@ -40,13 +40,15 @@ def test_settings_refuse_lone_surrogates_and_stay_readable(
 ) -> None:
     for field in ("custom_instructions", "summary_model"):
         response = _raw(client, "PATCH", "/v1/tenant/settings", tenant, f'{{"{field}": "\\ud800"}}')
-        assert response.status_code == 400 and _code(response) == "invalid_text"  # type: ignore[attr-defined]
+        assert response.status_code == 400
+        assert _code(response) == "invalid_text"
     nul = _raw(
         client, "PATCH", "/v1/tenant/settings", tenant, '{"custom_instructions": "a\\u0000"}'
     )
     assert _code(nul) == "invalid_text"
     after = client.get("/v1/tenant/settings", headers=auth(tenant))
-    assert after.status_code == 200 and after.json()["overrides"] == {}
+    assert after.status_code == 200
+    assert after.json()["overrides"] == {}
 
 
 def test_integers_beyond_int64_are_400(client: TestClient, tenant: IssuedKey) -> None:
@@ -129,7 +131,8 @@ def test_unknown_message_fields_are_refused(
     typo = client.post(
         "/v1/conversations/k/turns", headers=auth(tenant), json={**MSG, "tokenBudget": 100}
     )
-    assert typo.status_code == 400 and "tokenBudget" in typo.json()["error"]["message"]
+    assert typo.status_code == 400
+    assert "tokenBudget" in typo.json()["error"]["message"]
     assert count(db, Message) == 0
 
 

@@ -31,7 +31,8 @@ def test_post_messages_then_repost(client: TestClient, tenant: IssuedKey, db: Da
     }
     first = client.post(URL, json=body, headers=auth(tenant))
     assert first.status_code == 200, first.text
-    assert first.json()["ingested"] == 2 and first.json()["duplicates"] == 0
+    assert first.json()["ingested"] == 2
+    assert first.json()["duplicates"] == 0
     again = client.post(URL, json=body, headers=auth(tenant))
     assert again.json() == {**first.json(), "ingested": 0, "duplicates": 2}
     assert count_messages(db) == 2
@@ -153,7 +154,8 @@ def test_size_limits_are_413(db: Database, tenant: IssuedKey) -> None:
 def test_health_ready_metrics(client: TestClient, tenant: IssuedKey) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"] == {"database": "ok", "broker": "ok"}
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"database": "ok", "broker": "ok"}
     client.post(URL, json={"messages": [{"role": "user", "content": "x"}]}, headers=auth(tenant))
     text = client.get("/metrics").text
     assert (

@@ -177,8 +177,10 @@ def test_rotate_revokes_the_old_key_and_keeps_name_and_scopes(
     rotated = client.post(f"{KEYS}/{old.key.id}/rotate", headers=auth(tenant))
     assert rotated.status_code == 201, rotated.text
     new = rotated.json()
-    assert new["name"] == "agent-tools" and new["scopes"] == ["ingest", "read"]
-    assert new["id"] != old.key.id and new["api_key"] != old.api_key
+    assert new["name"] == "agent-tools"
+    assert new["scopes"] == ["ingest", "read"]
+    assert new["id"] != old.key.id
+    assert new["api_key"] != old.api_key
     assert new["revoked_at"] is None
     status_path = "/v1/conversations/x/status"
     assert call(client, "GET", status_path, old).status_code == 401
@@ -189,7 +191,8 @@ def test_rotate_revokes_the_old_key_and_keeps_name_and_scopes(
     assert twice.status_code == 409, twice.text
     keys = {k["id"]: k for k in client.get(KEYS, headers=auth(tenant)).json()["keys"]}
     assert keys[old.key.id]["revoked_at"] is not None
-    assert keys[new["id"]]["revoked_at"] is None and keys[new["id"]]["scopes"] == new["scopes"]
+    assert keys[new["id"]]["revoked_at"] is None
+    assert keys[new["id"]]["scopes"] == new["scopes"]
 
 
 def test_listing_never_shows_a_key_or_its_hash(

@@ -47,12 +47,15 @@ def test_commit_is_exactly_once_per_advancement_key(
     client: TestClient, tenant: IssuedKey, db: Database
 ) -> None:
     first = commit(client, tenant, "oc", 1)
-    assert first["status"] == "committed" and first["ingested"] == 2
+    assert first["status"] == "committed"
+    assert first["ingested"] == 2
     retry = commit(client, tenant, "oc", 1)
-    assert retry["status"] == "duplicate" and retry["ingested"] == 0
+    assert retry["status"] == "duplicate"
+    assert retry["ingested"] == 0
     assert retry["conversation_id"] == first["conversation_id"]
     assert commit(client, tenant, "oc", 2)["status"] == "committed"
-    assert count(db, Message) == 4 and count(db, TurnCommit) == 2
+    assert count(db, Message) == 4
+    assert count(db, TurnCommit) == 2
 
 
 def test_same_key_in_another_conversation_is_its_own_turn(
@@ -67,7 +70,8 @@ def test_commit_over_the_threshold_schedules_compaction(
     client: TestClient, tenant: IssuedKey, sender: RecordingSender
 ) -> None:
     out = commit(client, tenant, "small", 1, budget=10)
-    assert out["compaction"] == "scheduled" and sender.woken == [out["conversation_id"]]
+    assert out["compaction"] == "scheduled"
+    assert sender.woken == [out["conversation_id"]]
     assert commit(client, tenant, "small", 1, budget=10)["compaction"] == "none"
     assert len(sender.woken) == 1
 
@@ -78,7 +82,8 @@ def test_commit_refusals_are_4xx(client: TestClient, tenant: IssuedKey, db: Data
         json={"advancement_key": "", "messages": turn(1), "token_budget": 10},
         headers=auth(tenant),
     )
-    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "invalid_input"
     odd_role = client.post(
         f"{BASE}/x/commits",
         json={
@@ -89,7 +94,8 @@ def test_commit_refusals_are_4xx(client: TestClient, tenant: IssuedKey, db: Data
         headers=auth(tenant),
     )
     assert odd_role.status_code == 400
-    assert count(db, TurnCommit) == 0 and count(db, Message) == 0
+    assert count(db, TurnCommit) == 0
+    assert count(db, Message) == 0
 
 
 def parent_with_summaries(db: Database, tenant: IssuedKey) -> int:
@@ -122,7 +128,8 @@ def test_fork_shares_summaries_and_copies_the_tail(
     assert out.status_code == 200, out.text
     forked = out.json()
     shared = [sid for sid, _ in parent_context if sid is not None]
-    assert forked["created"] and forked["summaries_shared"] == len(shared) > 0
+    assert forked["created"]
+    assert forked["summaries_shared"] == len(shared) > 0
     assert forked["messages_copied"] == len(parent_context) - len(shared)
     child_context = context_of(db, forked["conversation_id"])
     # Same summary rows, same order; no summary was copied.
@@ -139,7 +146,8 @@ def test_fork_shares_summaries_and_copies_the_tail(
     ).json()
     assert any("<summary" in str(m["content"]) for m in assembled["messages"])
     addition = assembled["system_prompt_addition"]
-    assert "lcm_grep" in addition and "lcm_expand_query" not in addition
+    assert "lcm_grep" in addition
+    assert "lcm_expand_query" not in addition
 
 
 def test_isolated_child_starts_empty_and_end_archives_it(
@@ -175,7 +183,8 @@ def test_rollback_undoes_the_preparation(
     assert context_of(db, parent) == parent_context
     # A new spawn of the same child key prepares a fresh conversation.
     fresh = client.post(f"{BASE}/child/fork", json=body, headers=auth(tenant)).json()
-    assert fresh["created"] and fresh["conversation_id"] != out["conversation_id"]
+    assert fresh["created"]
+    assert fresh["conversation_id"] != out["conversation_id"]
 
 
 def test_fork_refusals(client: TestClient, tenant: IssuedKey) -> None:
@@ -195,4 +204,5 @@ def test_assemble_without_summaries_has_no_recall_prompt(
         json={"token_budget": 1000, "system_prompt": True},
         headers=auth(tenant),
     ).json()
-    assert out["system_prompt_addition"] is None and len(out["messages"]) == 2
+    assert out["system_prompt_addition"] is None
+    assert len(out["messages"]) == 2

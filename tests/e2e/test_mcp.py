@@ -84,12 +84,15 @@ def test_mcp_tools_listed_and_called_over_stdio(live_api: str, pg_db: Database) 
 
     anyio.run(scenario)
     assert set(seen["tools"]) == {"lcm_grep", "lcm_describe", "lcm_expand_query"}
-    assert "regex" in seen["tools"]["lcm_grep"] and "ORIGINAL" in seen["tools"]["lcm_expand_query"]
+    assert "regex" in seen["tools"]["lcm_grep"]
+    assert "ORIGINAL" in seen["tools"]["lcm_expand_query"]
     assert [m["seq"] for m in seen["grep"]["matches"]] == [30, 29, 28, 27, 26]
     assert seen["describe"]["id"] == summary_id
-    assert seen["missing"][0] and "not_found" in seen["missing"][1]
+    assert seen["missing"][0]
+    assert "not_found" in seen["missing"][1]
     cited = seen["answer"]["cited_ids"]
-    assert seen["answer"]["offline"] is True and "msg_4" in cited
+    assert seen["answer"]["offline"] is True
+    assert "msg_4" in cited
     assert all(ref == "msg_4" or ref.startswith("sum_") for ref in cited)
     assert "someone else" not in seen["answer"]["answer"]
 

@@ -143,7 +143,8 @@ def test_openapi_documents_auth_errors_and_one_validation_status(contract_app: F
             if path.startswith("/v1/"):
                 [requirement] = operation["security"]
                 assert list(requirement) == ["bearer"], (method, path)
-                assert len(requirement["bearer"]) == 1 and requirement["bearer"][0] in SCOPES
+                assert len(requirement["bearer"]) == 1
+                assert requirement["bearer"][0] in SCOPES
                 assert {"400", "401", "403", "404", "413", "503"} <= statuses, (method, path)
                 error = operation["responses"]["400"]["content"]["application/json"]["schema"]
                 assert error == {"$ref": "#/components/schemas/ErrorOut"}

@@ -98,7 +98,8 @@ def test_plugin_node_suite(
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-20000:]
-    assert re.search(r"\bfail 0\b", output) and not re.search(r"\bpass 0\b", output), output
+    assert re.search(r"\bfail 0\b", output), output
+    assert not re.search(r"\bpass 0\b", output), output
 
 
 def test_fake_messages_api_streams_what_the_sdk_reads(fake_llm: FakeAnthropicServer) -> None:

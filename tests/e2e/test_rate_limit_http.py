@@ -118,7 +118,8 @@ def test_a_flooding_tenant_does_not_raise_another_tenants_p99(tmp_path: Path) ->
         f"(median {statistics.median(alone) * 1000:.1f} / {statistics.median(flooded) * 1000:.1f})"
         f"\nA: {len(flood.statuses)} requests, {accepted} accepted, {refused} refused (429)"
     )
-    assert refused > 0 and set(flood.statuses) <= {200, 429}
+    assert refused > 0
+    assert set(flood.statuses) <= {200, 429}
     assert flood.codes == {"rate_limited"}
     assert all(v.isdigit() and int(v) >= 1 for v in flood.retry_after), flood.retry_after
     # A got about its rate (5/s, burst 5) over the flood, not what it asked for.

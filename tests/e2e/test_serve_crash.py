@@ -134,7 +134,8 @@ def test_a_sigkill_mid_pass_resumes_after_restart(
             headers=service.headers(),
             json={"messages": turn_messages("crash", 0, 24), "token_budget": BUDGET},
         )
-        assert r.status_code == 200 and r.json()["compaction"] == "scheduled", r.text
+        assert r.status_code == 200, r.text
+        assert r.json()["compaction"] == "scheduled", r.text
         cid = r.json()["conversation_id"]
         deadline = time.monotonic() + 20
         while len(fake.requests) < 2:  # the second pass is in flight

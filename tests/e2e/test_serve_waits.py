@@ -37,7 +37,8 @@ def test_compact_wait_and_expand_query_answer_with_the_work_committed(tmp_path: 
             assert out["status"] == "done"
             assert out["context_tokens_after"] < out["context_tokens_before"]
             status = http.get("/v1/conversations/w/status").json()
-            assert status["debt"]["status"] == "done" and status["summaries"]["0"] >= 2
+            assert status["debt"]["status"] == "done"
+            assert status["summaries"]["0"] >= 2
             # Nothing left to do: the wait still answers done, for a sweep that saw it.
             again = http.post("/v1/conversations/w/compact", json={"wait": True}).json()
             assert again["status"] == "done"
@@ -47,6 +48,7 @@ def test_compact_wait_and_expand_query_answer_with_the_work_committed(tmp_path: 
                 json={"prompt": "what was deployed?", "query": "deploy", "session_key": "w"},
             )
             assert answer.status_code == 200, answer.text
-            assert answer.json()["offline"] is True and answer.json()["cited_ids"]
+            assert answer.json()["offline"] is True
+            assert answer.json()["cited_ids"]
     finally:
         serve.stop()

@@ -42,7 +42,8 @@ def test_grep_contract(client: TestClient, tenant: IssuedKey, history: str) -> N
     matches = r.json()["matches"]
     assert len(matches) == 3
     assert set(matches[0]) >= {"type", "id", "conversation_id", "seq", "created_at", "snippet"}
-    assert "score" in matches[0] and "«" in matches[0]["snippet"]
+    assert "score" in matches[0]
+    assert "«" in matches[0]["snippet"]
     regex = client.post(
         "/v1/grep",
         json={"pattern": r"s3://ops-2\d\b", "scope": "messages", "conversation_id": 1},
@@ -84,17 +85,20 @@ def test_describe_and_expand(client: TestClient, tenant: IssuedKey, history: str
     described = client.get(f"/v1/summaries/{history}", headers=auth(tenant))
     assert described.status_code == 200, described.text
     info = described.json()
-    assert info["id"] == history and info["source_messages"]["first_seq"] == 1
+    assert info["id"] == history
+    assert info["source_messages"]["first_seq"] == 1
     assert {"kind", "depth", "content", "token_count", "parents", "children"} <= set(info)
     expanded = client.post("/v1/expand", json={"summary_ids": [history]}, headers=auth(tenant))
     assert expanded.status_code == 200
     out = expanded.json()
     assert out["messages"][0]["message"] == {"role": "user", "content": TEXTS[0]}
-    assert out["token_cap"] == 4_000 and out["nodes"][0]["id"] == history
+    assert out["token_cap"] == 4_000
+    assert out["nodes"][0]["id"] == history
     capped = client.post(
         "/v1/expand", json={"summary_ids": [history], "token_cap": 30}, headers=auth(tenant)
     ).json()
-    assert capped["truncated"] and capped["omitted"]["messages"] > 0
+    assert capped["truncated"]
+    assert capped["omitted"]["messages"] > 0
     too_big = client.post(
         "/v1/expand", json={"summary_ids": [history], "token_cap": 10**9}, headers=auth(tenant)
     )
@@ -108,7 +112,8 @@ def test_every_tool_hides_other_tenants(
     theirs = auth(other)
     for path in (f"/v1/summaries/{history}", "/v1/summaries/sum_0000000000000000"):
         r = client.get(path, headers=theirs)
-        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        assert r.status_code == 404
+        assert r.json()["error"]["code"] == "not_found"
     assert client.get("/v1/files/file_abcdef", headers=theirs).status_code == 404
     assert (
         client.post("/v1/expand", json={"summary_ids": [history]}, headers=theirs).status_code
@@ -117,7 +122,8 @@ def test_every_tool_hides_other_tenants(
     everything = client.post(
         "/v1/grep", json={"pattern": "backup", "all_conversations": True}, headers=theirs
     )
-    assert everything.status_code == 200 and everything.json()["matches"] == []
+    assert everything.status_code == 200
+    assert everything.json()["matches"] == []
     query = {"prompt": "what?", "summary_ids": [history]}
     assert client.post("/v1/expand-query", json=query, headers=theirs).status_code == 404
     assert (
@@ -143,12 +149,15 @@ def test_expand_query_over_http_with_a_real_worker(
     body = {"prompt": "Where did backup 7 go?", "query": "ops-7", "session_key": "agent:main"}
     r = worker_client.post("/v1/expand-query", json=body, headers=auth(tenant))
     assert r.status_code == 200, r.text
-    assert r.json()["offline"] is True and r.json()["cited_ids"] == ["msg_8"]
+    assert r.json()["offline"] is True
+    assert r.json()["cited_ids"] == ["msg_8"]
     worker_client.app.state.settings = pg_db.settings.model_copy(  # type: ignore[attr-defined]
         update={"expand_query_timeout_seconds": 0.001}
     )
     late = worker_client.post("/v1/expand-query", json=body, headers=auth(tenant))
-    assert late.status_code == 503 and late.json()["error"]["code"] == "expansion_timeout"
+    assert late.status_code == 503
+    assert late.json()["error"]["code"] == "expansion_timeout"
     with pg_db.session() as s:
         grants = s.scalars(select(ExpansionGrant)).all()
-    assert len(grants) == 2 and all(g.revoked for g in grants)
+    assert len(grants) == 2
+    assert all(g.revoked for g in grants)

@@ -198,7 +198,8 @@ def test_http_bootstrap(db: Database, tenant: IssuedKey, client: TestClient) -> 
     again = client.post(url, headers=auth(tenant), json=body)
     assert (again.json()["imported"], again.json()["anchor_seq"]) == (0, 9)
     bad = client.post(url, headers=auth(tenant), json={"transcript_jsonl": '{"a": 1}\n'})
-    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "invalid_input"
     assert client.post(url, json=body).status_code == 401
     with db.session() as s:
         keys = s.scalars(select(Conversation.session_key)).all()

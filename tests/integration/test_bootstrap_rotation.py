@@ -68,7 +68,8 @@ def test_retained_summaries_carry_into_the_new_session(
     assert new_id != old_id
     with db.session() as s:
         old = s.get(Conversation, old_id)
-        assert old is not None and old.archived_at is not None
+        assert old is not None
+        assert old.archived_at is not None
         entries = CompactionRepository(s).load_entries(new_id)
         reachable = set(CompactionRepository(s).reachable_message_ids(new_id))
         old_messages = set(s.scalars(select(Message.id).where(Message.conversation_id == old_id)))
@@ -95,7 +96,8 @@ def test_bootstrap_of_a_new_session_file_rotates(
     result = bootstrap_transcript(
         db.transaction, tenant.tenant_id, "family", "s3", line.encode(), options
     )
-    assert result.conversation_id != old_id and result.imported == 1
+    assert result.conversation_id != old_id
+    assert result.imported == 1
     with db.session() as s:
         entries = CompactionRepository(s).load_entries(result.conversation_id)
     assert [e.summary.id for e in entries if e.summary] == [sid for sid, d in summaries if d >= 1]

@@ -80,7 +80,8 @@ def test_leaf_pass_writes_a_linked_summary(db: Database, tenant: IssuedKey) -> N
     settings = CompactionSettings(fresh_tail_count=16, leaf_chunk_tokens=2_000)
     eng = engine(db)
     plan = next_plan(eng, cid, settings, token_budget=4_000)
-    assert plan is not None and plan.kind == "leaf"
+    assert plan is not None
+    assert plan.kind == "leaf"
     outcome = eng.run_pass(tenant.tenant_id, cid, plan, settings)
     with db.session() as s:
         summary = s.get(Summary, outcome.summary_id)
@@ -92,15 +93,19 @@ def test_leaf_pass_writes_a_linked_summary(db: Database, tenant: IssuedKey) -> N
         ).all()
         runs = s.scalars(select(CompactionRun)).all()
         usage = s.scalar(select(func.count()).select_from(LlmUsage))
-    assert summary.id.startswith("sum_") and len(summary.id) == 20
-    assert summary.depth == 0 and summary.kind == "leaf"
+    assert summary.id.startswith("sum_")
+    assert len(summary.id) == 20
+    assert summary.depth == 0
+    assert summary.kind == "leaf"
     assert summary.descendant_count == len(plan.message_ids)
     assert summary.model == "extractive"
     assert summary.earliest_at <= summary.latest_at
     assert "Expand for details about:" in summary.content
-    assert items[0].summary_id == summary.id and items[0].ordinal == plan.first_ordinal
+    assert items[0].summary_id == summary.id
+    assert items[0].ordinal == plan.first_ordinal
     assert len(items) == 120 - len(plan.message_ids) + 1
-    assert [r.kind for r in runs] == ["leaf"] and runs[0].tokens_in == plan.source_tokens
+    assert [r.kind for r in runs] == ["leaf"]
+    assert runs[0].tokens_in == plan.source_tokens
     assert usage == 1
     assert_lossless(db, cid)
 

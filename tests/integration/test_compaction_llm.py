@@ -45,11 +45,14 @@ def test_passes_carry_the_previous_summary_and_record_usage(
     cid = fill(db, tenant.tenant_id, 80)
     eng = engine_on(db, llm, Breakers(5, 30))
     first = next_plan(eng, cid, SETTINGS, 2_000)
-    assert first is not None and first.previous_summary is None
+    assert first is not None
+    assert first.previous_summary is None
     made = eng.run_pass(tenant.tenant_id, cid, first, SETTINGS)
     second = next_plan(eng, cid, SETTINGS, 2_000)
-    assert second is not None and second.kind == "leaf"
-    assert second.previous_summary is not None and second.previous_summary.id == made.summary_id
+    assert second is not None
+    assert second.kind == "leaf"
+    assert second.previous_summary is not None
+    assert second.previous_summary.id == made.summary_id
     eng.run_pass(tenant.tenant_id, cid, second, SETTINGS)
     stored = summaries(db)
     assert [s.model for s in stored] == [MODEL, MODEL]
@@ -58,7 +61,8 @@ def test_passes_carry_the_previous_summary_and_record_usage(
     assert stored[0].content.splitlines()[0] in llm.requests[-1].user_text
     with db.session() as s:
         usage = s.scalars(select(LlmUsage)).all()
-    assert len(usage) == 2 and all(u.input_tokens > 0 and u.model == MODEL for u in usage)
+    assert len(usage) == 2
+    assert all(u.input_tokens > 0 and u.model == MODEL for u in usage)
     assert_lossless(db, cid)
 
 

@@ -244,7 +244,9 @@ def test_a_killed_worker_is_recovered_after_its_lease(
     wait_until(lambda: len(llm.requests) > seen, 30, "the slow LLM call", workers.tail)
     with pg_db.session() as s:
         debt = s.scalar(select(CompactionDebt))
-    assert debt is not None and debt.status == "running" and debt.lease_owner
+    assert debt is not None
+    assert debt.status == "running"
+    assert debt.lease_owner
     holder = int(debt.lease_owner.rsplit(":", 1)[1])
     os.kill(holder, signal.SIGKILL)  # whichever worker holds the lease dies mid-pass
     wait_until(all_done(pg_db, 1), 90, "another worker to finish the debt", workers.tail)

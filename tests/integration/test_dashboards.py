@@ -106,7 +106,7 @@ def exported(sqlite_db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[E
     for name in list(names):
         if name.endswith("_bucket"):
             names[name].add("le")
-    yield Exported(names, routes)
+    return Exported(names, routes)
 
 
 def check_expr(expr: str, exported: Exported) -> set[str]:
@@ -159,7 +159,8 @@ def test_dashboard_panels_use_the_provisioned_datasource() -> None:
     assert len(ids) == len(set(ids))
     for panel in dashboard["panels"]:
         assert panel["datasource"]["uid"] == uid
-        assert panel["targets"] and all(t["datasource"]["uid"] == uid for t in panel["targets"])
+        assert panel["targets"]
+        assert all(t["datasource"]["uid"] == uid for t in panel["targets"])
 
 
 def mounts(service: dict[str, Any]) -> dict[str, str]:

@@ -101,7 +101,9 @@ def test_erasing_a_conversation_with_a_pass_in_flight(
     owned = Owned.of(db, {erased_id})
     erased_uris, kept_uris = _uris_of(db, erased_id), _uris_of(db, kept_id)
     shared = erased_uris & kept_uris
-    assert len(erased_uris) == 2 and len(shared) == 1 and len(owned.message_ids) > 150
+    assert len(erased_uris) == 2
+    assert len(shared) == 1
+    assert len(owned.message_ids) > 150
     if db.dialect == "sqlite":  # the probe sees the erased summaries while they live
         assert stale_search_entries(db, "zebraquux", set(owned.summary_ids)) > 0
     before = census(db)
@@ -192,7 +194,8 @@ def test_erasing_one_session_refused_while_a_later_one_uses_its_summaries(
     assert r.status_code == 200, r.text
     second = r.json()["conversation_id"]
     r = api.delete(f"/v1/conversations/fam?conversation_id={first}", headers=auth(tenant))
-    assert r.status_code == 409 and r.json()["error"]["code"] == "conversation_referenced"
+    assert r.status_code == 409
+    assert r.json()["error"]["code"] == "conversation_referenced"
     # Erasing the later one first, then the earlier one, works; so does the whole family.
     assert (
         api.delete("/v1/conversations/fam?session_id=s2", headers=auth(tenant)).status_code == 204
@@ -223,7 +226,8 @@ def test_erasing_a_tenant(
     other_blobs = {b for b in blobs(files_dir) if b.startswith(other.tenant_id)}
 
     r = api.delete("/v1/tenant", headers=auth(tenant))
-    assert r.status_code == 400 and r.json()["error"]["code"] == "confirm_required"
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "confirm_required"
     assert api.delete("/v1/tenant?confirm=acme", headers=auth(tenant)).status_code == 204
 
     after = census(db)
@@ -233,9 +237,8 @@ def test_erasing_a_tenant(
         theirs_before = [r for r in before[table] if r.get("tenant_id") == other.tenant_id]
         theirs_after = [r for r in rows if r.get("tenant_id") == other.tenant_id]
         assert len(theirs_after) == len(theirs_before), table
-    assert before["messages"] and any(
-        r.get("tenant_id") == tenant.tenant_id for r in before["messages"]
-    )
+    assert before["messages"]
+    assert any(r.get("tenant_id") == tenant.tenant_id for r in before["messages"])
     assert blobs(files_dir) == other_blobs  # the tenant's stored files went, the other's stayed
     # Its key went with it.
     assert api.get("/v1/conversations", headers=auth(tenant)).status_code == 401

@@ -56,7 +56,8 @@ def test_seq_and_context_items(db: Database, tenant: IssuedKey) -> None:
         ).all()
         conv = s.get(Conversation, r1.conversation_id)
     assert [seq for _, seq in items] == [1, 2, 3, 4]
-    assert conv is not None and conv.context_version == 2
+    assert conv is not None
+    assert conv.context_version == 2
 
 
 def test_resending_a_batch_stores_nothing_new(db: Database, tenant: IssuedKey) -> None:
@@ -109,7 +110,8 @@ def test_parts_rebuild_the_sent_message_exactly(db: Database, tenant: IssuedKey)
         ).all()
         message = s.scalar(select(Message).where(Message.conversation_id == r.conversation_id))
     assert [p.payload for p in parts] == blocks
-    assert message is not None and message.content_shape == "blocks"
+    assert message is not None
+    assert message.content_shape == "blocks"
     assert parts[2].tool_call_id == "toolu_1"
 
 
@@ -124,7 +126,8 @@ def test_session_families(db: Database, tenant: IssuedKey) -> None:
     assert b.first_seq == 1
     with db.session() as s:
         convs = {c.session_id: c for c in s.scalars(select(Conversation))}
-    assert convs["s1"].archived_at is not None and convs["s2"].archived_at is None
+    assert convs["s1"].archived_at is not None
+    assert convs["s2"].archived_at is None
     # Another tenant's identical key is a different family.
     other = new_tenant(db, "other")
     o = ingest(db, other.tenant_id, "fam", [IncomingMessage("user", "x")], session_id="s1")

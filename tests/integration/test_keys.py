@@ -48,7 +48,8 @@ def test_keys_from_before_scopes_keep_every_scope(tmp_path: Path) -> None:
     try:
         with database.read_session() as session:
             principal = authenticate(session, "lcm_old-key")
-        assert principal.tenant_id == "ten_old" and principal.scopes == set(SCOPES)
+        assert principal.tenant_id == "ten_old"
+        assert principal.scopes == set(SCOPES)
         for scope in SCOPES:
             principal.require(scope)
     finally:

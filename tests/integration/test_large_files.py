@@ -69,8 +69,10 @@ def test_a_pasted_200kb_file(
         row = s.scalars(select(LargeFile)).one()
     assert message.content.startswith('Can you check these users?\n<file name="users.json">')
     assert f"[LCM File: {row.id} | users.json | application/json | " in message.content
-    assert len(message.content) < 500 and message.token_count < 150
-    assert row.id in part.payload["text"] and body not in part.payload["text"]
+    assert len(message.content) < 500
+    assert message.token_count < 150
+    assert row.id in part.payload["text"]
+    assert body not in part.payload["text"]
     assert (row.message_id, row.conversation_id, row.byte_size) == (
         message.id,
         message.conversation_id,
@@ -84,7 +86,8 @@ def test_a_pasted_200kb_file(
     other = new_tenant(db, "other")
     with db.session() as s:
         loaded = load_file(s, storage, tenant.tenant_id, row.id)
-        assert loaded.content == body and loaded.name == "users.json"
+        assert loaded.content == body
+        assert loaded.name == "users.json"
         with pytest.raises(NotFound):
             load_file(s, storage, other.tenant_id, row.id)
         found = grep_files(s, storage, [row.conversation_id], lambda line: "user3299@" in line)
@@ -96,7 +99,8 @@ def test_a_pasted_200kb_file(
         assert LargeFileRepository(s).missing_summaries(later, 10) == [row.id]
         assert LargeFileRepository(s).missing_summaries(row.created_at, 10) == []
     outcome = summarize_file(db.transaction, storage, Summarizer(ExtractiveProvider()), row.id)
-    assert outcome is not None and (outcome.kind, outcome.written) == ("json", True)
+    assert outcome is not None
+    assert (outcome.kind, outcome.written) == ("json", True)
     assert summarize_file(db.transaction, storage, None, row.id) is None  # a duplicate job
     with db.session() as s:
         assert LargeFileRepository(s).missing_summaries(later, 10) == []
@@ -107,7 +111,8 @@ def test_a_pasted_200kb_file(
 
     # Describe over HTTP returns the content, paged by characters.
     first = files_client.get(f"/v1/files/{row.id}?limit=100000", headers=auth(tenant)).json()
-    assert first["content"]["total_chars"] == len(body) and first["content"]["offset"] == 0
+    assert first["content"]["total_chars"] == len(body)
+    assert first["content"]["offset"] == 0
     assert first["content"]["text"] == body[:100_000]
     pages = [first["content"]["text"]]
     offset = first["content"]["next_offset"]
@@ -117,9 +122,11 @@ def test_a_pasted_200kb_file(
         ).json()["content"]
         pages.append(page["text"])
         offset = page["next_offset"]
-    assert "".join(pages) == body and len(pages) == -(-len(body) // 100_000)
+    assert "".join(pages) == body
+    assert len(pages) == -(-len(body) // 100_000)
     whole = files_client.get(f"/v1/files/{row.id}", headers=auth(tenant)).json()["content"]
-    assert whole["text"] == body and whole["next_offset"] is None
+    assert whole["text"] == body
+    assert whole["next_offset"] is None
 
     # A retry of the same message is a duplicate: no second file, nothing enqueued.
     again = files_client.post(
@@ -175,7 +182,8 @@ def test_large_tool_result_through_turns_and_bootstrap(
     assert r.status_code == 200, r.text
     with db.session() as s:
         ids = s.scalars(select(LargeFile.id).order_by(LargeFile.created_at)).all()
-    assert len(ids) == 2 and sender.files == list(ids)
+    assert len(ids) == 2
+    assert sender.files == list(ids)
     assert r.json()["file_ids"] == [ids[1]]
 
 
@@ -195,18 +203,22 @@ def test_prose_goes_to_the_llm_with_a_deterministic_fallback(
         llm = Summarizer(anthropic_provider(fake.base_url, "m"))
         fake.script(["500"])  # the summarizer stops at the first provider failure
         failed = summarize_file(db.transaction, storage, llm, file_id)
-        assert failed is not None and failed.model == "structure"  # deterministic fallback
+        assert failed is not None
+        assert failed.model == "structure"
         with db.transaction() as s:
             s.execute(LargeFile.__table__.update().values(exploration_summary=None))
         fake.script([Behaviour.reply("A launch plan: ship in March, after the security review.")])
         done = summarize_file(db.transaction, storage, llm, file_id)
         sample = fake.requests[-1].body["messages"][0]["content"]
-    assert done is not None and (done.kind, done.model) == ("prose", "m")
-    assert "[middle of file]" in sample and len(sample) < 40_000  # sampled, not sent whole
+    assert done is not None
+    assert (done.kind, done.model) == ("prose", "m")
+    assert "[middle of file]" in sample
+    assert len(sample) < 40_000
     with db.session() as s:
         summary = s.scalars(select(LargeFile.exploration_summary)).one()
         usage = s.scalars(select(LlmUsage)).all()
-    assert summary is not None and summary.startswith("A launch plan: ship in March")
+    assert summary is not None
+    assert summary.startswith("A launch plan: ship in March")
     assert [(u.purpose, u.model) for u in usage] == [("file", "m")]
 
 
@@ -259,7 +271,8 @@ def test_grep_scope_files_searches_inside_large_files(
         headers=auth(other),
         json={"pattern": "user3299", "scope": "files", "all_conversations": True},
     )
-    assert theirs.status_code == 200 and theirs.json()["matches"] == []
+    assert theirs.status_code == 200
+    assert theirs.json()["matches"] == []
     # Nor do the message or summary scopes see inside the file.
     messages = files_client.post(
         "/v1/grep",

@@ -88,10 +88,14 @@ def test_list_pages_and_filters(
 
     first = api.get("/v1/conversations?limit=1", headers=auth(tenant)).json()
     item = first["conversations"][0]
-    assert item["session_key"] == "Team/a/x" and item["messages"] == 1 and not item["archived"]
-    assert item["context_tokens"] > 0 and item["updated_at"]
+    assert item["session_key"] == "Team/a/x"
+    assert item["messages"] == 1
+    assert not item["archived"]
+    assert item["context_tokens"] > 0
+    assert item["updated_at"]
     r = api.get("/v1/conversations?cursor=garbage", headers=auth(tenant))
-    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_cursor"
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "invalid_cursor"
     r = api.get("/v1/conversations?updated_since=2026-01-01T00:00:00", headers=auth(tenant))
     assert r.status_code == 400
 
@@ -118,14 +122,16 @@ def test_retention_erases_idle_conversations_only(
         age(db, cid, 45)
     age(db, recent, 1)
     r = api.patch("/v1/tenant/settings", headers=auth(tenant), json={"retention_days": 30})
-    assert r.status_code == 200 and r.json()["effective"]["retention_days"] == 30
+    assert r.status_code == 200
+    assert r.json()["effective"]["retention_days"] == 30
     storage = LocalFileStorage(files_dir)
     blobs = [p for p in files_dir.rglob("*") if p.is_file()]
     assert len(blobs) == 1
 
     outcome = sweep_retention(db.transaction, db.read_session, storage, world_settings, utcnow())
 
-    assert outcome.erased == [idle] and outcome.skipped == []
+    assert outcome.erased == [idle]
+    assert outcome.skipped == []
     with db.read_session() as session:
         left = set(session.scalars(select(Conversation.id)))
         assert (
@@ -145,4 +151,5 @@ def test_beat_schedules_the_retention_sweep() -> None:
     from workers.celery_app import app
 
     entries = {e["task"] for e in app.conf.beat_schedule.values()}
-    assert "retention.sweep" in entries and "retention.sweep" in app.tasks
+    assert "retention.sweep" in entries
+    assert "retention.sweep" in app.tasks

@@ -24,9 +24,14 @@ def test_a_rolled_back_transaction_sends_nothing(db: Database, recorded: Recordi
         session.execute(select(1))
         session.rollback()
         session.commit()  # a later commit of the same session must not resend it
-    with pytest.raises(RuntimeError), db.transaction() as session:
-        request_job(session, SummarizeFile("file_abc"))
-        raise RuntimeError("the unit of work fails before it commits")
+
+    def fail_before_commit() -> None:
+        with db.transaction() as session:
+            request_job(session, SummarizeFile("file_abc"))
+            raise RuntimeError("the unit of work fails before it commits")
+
+    with pytest.raises(RuntimeError, match="fails before it commits"):
+        fail_before_commit()
     assert recorded.jobs == []
 
 

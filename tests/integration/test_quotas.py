@@ -101,7 +101,8 @@ def test_a_file_over_the_byte_quota_is_refused(
     one = {"messages": [{"role": "user", "content": f'<file name="a.txt">{small}</file>'}]}
     assert quota_client.post(url, json=one, headers=headers).status_code == 200
     before = stored_rows(db, tenant.tenant_id)
-    assert before["large_files"] == 1 and before["counter_file_bytes"] == 30_000
+    assert before["large_files"] == 1
+    assert before["counter_file_bytes"] == 30_000
 
     r = quota_client.post(url, json=one, headers=headers)  # 60,000 bytes > 50,000
     assert r.status_code == 413, r.text

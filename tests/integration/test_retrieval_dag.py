@@ -66,7 +66,8 @@ def test_expand_returns_the_exact_original_messages(
     assert tops, "compaction produced no summary"
     with db.session() as s:
         expansion = expand(s, tenant.tenant_id, tops, token_cap=1_000_000)
-    assert not expansion.truncated and expansion.omitted.messages == 0
+    assert not expansion.truncated
+    assert expansion.omitted.messages == 0
     seqs = [m.seq for m in expansion.messages]
     assert seqs == list(range(1, len(seqs) + 1)), "in history order, no gap, no repeat"
     assert len(seqs) == len(sent) - 4  # everything but the fresh tail
@@ -87,11 +88,13 @@ def test_expand_within_a_token_cap_says_what_was_cut(
         cap = sum(m.token_count for m in full.messages[:5]) + 1
         capped = expand(s, tenant.tenant_id, tops, token_cap=cap)
     assert [m.id for m in capped.messages] == [m.id for m in full.messages[:5]]
-    assert capped.truncated and capped.tokens <= cap
+    assert capped.truncated
+    assert capped.tokens <= cap
     assert capped.omitted.messages == len(full.messages) - 5
     assert capped.omitted.tokens == full.tokens - capped.tokens
     assert capped.omitted.first_seq == 6
-    assert capped.omitted.leaf_ids and capped.omitted.leaf_ids[0] == capped.messages[-1].summary_id
+    assert capped.omitted.leaf_ids
+    assert capped.omitted.leaf_ids[0] == capped.messages[-1].summary_id
 
 
 def test_describe_a_condensed_summary(
@@ -104,13 +107,18 @@ def test_describe_a_condensed_summary(
         described = describe(s, tenant.tenant_id, condensed.id)
         assert isinstance(described, SummaryDescription)
         leaf = describe_summary(s, tenant.tenant_id, described.parents[0])
-    assert described.kind == "condensed" and described.depth == 1
-    assert described.session_key == "agent:main" and described.conversation_id == cid
-    assert described.parents and leaf.children == [described.id]
-    assert leaf.kind == "leaf" and leaf.parents == []
+    assert described.kind == "condensed"
+    assert described.depth == 1
+    assert described.session_key == "agent:main"
+    assert described.conversation_id == cid
+    assert described.parents
+    assert leaf.children == [described.id]
+    assert leaf.kind == "leaf"
+    assert leaf.parents == []
     assert described.source_messages.message_count == described.descendant_count
     assert described.source_messages.first_seq == leaf.source_messages.first_seq
-    assert described.in_context and not leaf.in_context
+    assert described.in_context
+    assert not leaf.in_context
     assert described.earliest_at <= described.latest_at
 
 
@@ -148,4 +156,5 @@ def test_other_tenants_ids_are_indistinguishable_from_missing(
         assert describe(s, tenant.tenant_id, "file_00aa11").conversation_id == cid  # type: ignore[union-attr]
         with pytest.raises(InvalidInput):
             describe(s, tenant.tenant_id, "msg_1")
-    assert messages[0] == messages[1] and messages[2] == messages[3]
+    assert messages[0] == messages[1]
+    assert messages[2] == messages[3]

@@ -64,7 +64,8 @@ def test_the_loop_has_only_the_three_tools(db: Database, tenant: IssuedKey, fami
     assert [t["name"] for t in TOOLS] == ["grep", "describe", "expand"]
     granted = tools(db, tenant.tenant_id, grant(db, tenant.tenant_id, [family]))
     outcome = granted.call("expand_query", {"prompt": "recurse"})
-    assert outcome.is_error and "unknown tool" in outcome.text
+    assert outcome.is_error
+    assert "unknown tool" in outcome.text
 
 
 def test_a_grant_confines_reads_to_its_conversations(
@@ -72,14 +73,16 @@ def test_a_grant_confines_reads_to_its_conversations(
 ) -> None:
     granted = tools(db, tenant.tenant_id, grant(db, tenant.tenant_id, [family]))
     found = granted.call("grep", {"pattern": "redis", "mode": "full_text", "limit": 20})
-    assert not found.is_error and "another family" not in found.text
+    assert not found.is_error
+    assert "another family" not in found.text
     elsewhere = family + 1
     with db.session() as s:
         foreign = s.scalar(select(Summary.id).where(Summary.conversation_id == family))
     assert foreign is not None
     other_grant = tools(db, tenant.tenant_id, grant(db, tenant.tenant_id, [elsewhere]))
     denied = other_grant.call("describe", {"id": foreign})
-    assert denied.is_error and denied.text.startswith("not_found")
+    assert denied.is_error
+    assert denied.text.startswith("not_found")
     assert other_grant.call("expand", {"summary_ids": [foreign]}).text.startswith("not_found")
 
 
@@ -92,7 +95,8 @@ def test_the_token_cap_is_debited_as_the_loop_reads(
     assert first.text.endswith("[truncated: reading budget exhausted]")
     assert stored_grant(db, grant_id).tokens_used == 60 == granted.tokens_read
     second = granted.call("grep", {"pattern": "lru"})
-    assert second.is_error and second.text == EXHAUSTED
+    assert second.is_error
+    assert second.text == EXHAUSTED
     assert stored_grant(db, grant_id).tokens_used == 60
 
 
@@ -111,7 +115,8 @@ def test_an_expired_or_revoked_grant_stops_the_loop(
         db.settings,
         None,
     )
-    assert answer.offline and stored_grant(db, grant_id).revoked
+    assert answer.offline
+    assert stored_grant(db, grant_id).revoked
     with pytest.raises(GrantEnded, match="revoked"):
         tools(db, tenant.tenant_id, grant_id).call("grep", {"pattern": "redis"})
 
@@ -122,7 +127,8 @@ def test_beat_sweep_revokes_expired_and_deletes_old_grants(db: Database, tenant:
     with db.transaction() as s:
         swept = sweep_grants(s, utcnow(), retention=timedelta(hours=1))
     assert (swept.revoked, swept.deleted) == (1, 0)
-    assert stored_grant(db, expired).revoked and not stored_grant(db, live).revoked
+    assert stored_grant(db, expired).revoked
+    assert not stored_grant(db, live).revoked
     with db.transaction() as s:
         swept = sweep_grants(s, utcnow() + timedelta(hours=2), retention=timedelta(hours=1))
     assert swept.deleted == 2
@@ -139,8 +145,10 @@ def test_offline_answer_is_marked_and_cites_what_it_read(
     answer = execute_expand_query(
         db.transaction, g.id, tenant.tenant_id, request, db.settings, None
     )
-    assert answer.answer.startswith(OFFLINE_MARK) and answer.offline
-    assert answer.cited_ids and all(ref in answer.answer for ref in answer.cited_ids)
+    assert answer.answer.startswith(OFFLINE_MARK)
+    assert answer.offline
+    assert answer.cited_ids
+    assert all(ref in answer.answer for ref in answer.cited_ids)
     assert "another family" not in answer.answer
     assert len(answer.answer) <= 300 * 4
 
@@ -201,14 +209,18 @@ def test_tool_loop_through_the_sdk(
     answer = execute_expand_query(db.transaction, g.id, tenant.tenant_id, request, settings, llm)
     assert answer.answer.startswith("The policy is allkeys-lru")
     assert answer.cited_ids == [top]  # msg_99999 was never shown to the model: dropped
-    assert not answer.offline and answer.turns == 3
+    assert not answer.offline
+    assert answer.turns == 3
     requests = fake_llm.requests
-    assert len(requests) == 3 and {r.model for r in requests} == {"claude-expander"}
+    assert len(requests) == 3
+    assert {r.model for r in requests} == {"claude-expander"}
     assert [t["name"] for t in requests[0].body["tools"]] == ["grep", "describe", "expand"]
     results: list[Any] = requests[1].messages[-1]["content"]
-    assert results[0]["type"] == "tool_result" and "maxmemory" in results[0]["content"]
+    assert results[0]["type"] == "tool_result"
+    assert "maxmemory" in results[0]["content"]
     assert requests[2].messages[-1]["content"][0]["content"].startswith('{"nodes"')
-    assert stored_grant(db, g.id).revoked and stored_grant(db, g.id).tokens_used > 0
+    assert stored_grant(db, g.id).revoked
+    assert stored_grant(db, g.id).tokens_used > 0
     with db.session() as s:
         usage = s.scalar(
             select(func.count()).select_from(LlmUsage).where(LlmUsage.purpose == "expansion")
@@ -238,7 +250,8 @@ def test_the_last_turn_withholds_tools(
         LlmClients.from_settings(settings),
     )
     bodies = [r.body for r in fake_llm.requests]
-    assert len(bodies) == 3 and answer.turns == 3
+    assert len(bodies) == 3
+    assert answer.turns == 3
     assert [b["tool_choice"]["type"] for b in bodies] == ["auto", "auto", "none"]
 
 
@@ -256,9 +269,12 @@ def test_expand_query_through_a_real_worker(celery_worker: Any, pg_db: Database)
     submit_and_wait(g.id, 60)
     result = take_answer(pg_db.transaction, g.id)
     assert result is not None
-    assert result["offline"] is True and result["answer"].startswith(OFFLINE_MARK)
-    assert result["cited_ids"] and all(r.startswith("msg_") for r in result["cited_ids"])
+    assert result["offline"] is True
+    assert result["answer"].startswith(OFFLINE_MARK)
+    assert result["cited_ids"]
+    assert all(r.startswith("msg_") for r in result["cited_ids"])
     taken = stored_grant(pg_db, g.id)
     assert taken.revoked
     # Read once: neither the prompt nor the answer stays on the grant.
-    assert taken.request is None and taken.answer is None
+    assert taken.request is None
+    assert taken.answer is None

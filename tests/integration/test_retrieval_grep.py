@@ -57,7 +57,8 @@ def test_exact_phrase_outranks_scattered_terms(db: Database, tenant: IssuedKey) 
         phrase,
         scattered,
     ]
-    assert result.matches[0].score is not None and result.matches[1].score is not None
+    assert result.matches[0].score is not None
+    assert result.matches[1].score is not None
     assert result.matches[0].score > result.matches[1].score
     assert "«roll» «back» the «billing» «migration»" in result.matches[0].snippet
 
@@ -145,7 +146,8 @@ def test_summaries_are_searched_and_cited_by_id(db: Database, tenant: IssuedKey)
     cid = ingest(db, tenant.tenant_id, "agent:main", texts)
     compact(db, tenant.tenant_id, cid)
     result = run(db, tenant.tenant_id, GrepQuery("replica", "full_text", scope="summaries"))
-    assert result.matches and all(m.type == "summary" for m in result.matches)
+    assert result.matches
+    assert all(m.type == "summary" for m in result.matches)
     assert all(str(m.id).startswith("sum_") and m.ref == m.id for m in result.matches)
     both = run(db, tenant.tenant_id, GrepQuery("replica", "full_text", scope="both", limit=200))
     assert {m.type for m in both.matches} == {"message", "summary"}

@@ -144,7 +144,8 @@ def test_a_sweep_drains_the_debt_losslessly(
     assert debt_of(db, cid).status == "done"
     assert_lossless(db, cid)
     status = client.get("/v1/conversations/k/status", headers=auth(tenant)).json()
-    assert status["debt"]["status"] == "done" and status["summaries"]["0"] >= 1
+    assert status["debt"]["status"] == "done"
+    assert status["summaries"]["0"] >= 1
     assert status["context_tokens"] < status["threshold_tokens"]
 
 
@@ -154,14 +155,16 @@ def test_turns_during_a_sweep_rearm_one_follow_up(
     cid = turn(client, tenant, 60)["conversation_id"]
     jobs = jobs_for(db, Clock(), "w1")
     step = jobs.wake(cid)
-    assert step.action == "pass" and debt_of(db, cid).status == "running"
+    assert step.action == "pass"
+    assert debt_of(db, cid).status == "running"
     for i in range(3):  # three turns while the sweep runs
         assert turn(client, tenant, 5, start=60 + 5 * i)["compaction"] == "scheduled"
     assert sender.woken == [cid]  # only the first turn's wake-up
     while step.action == "pass":
         assert step.fencing_token is not None
         step = jobs.run_pass(cid, step.fencing_token)
-    assert step.action == "done" and step.follow_up  # exactly one follow-up, coalesced
+    assert step.action == "done"
+    assert step.follow_up
     assert debt_of(db, cid).status == "pending"
     assert drain(jobs, cid)[-1].action == "done"
     assert debt_of(db, cid).status == "done"
@@ -196,9 +199,11 @@ def test_a_worker_whose_lease_expired_cannot_commit(
 
     a = jobs_for(db, clock, "worker-a", HookedSummarizer(hook=stall_then_lose_the_lease))
     result = a.wake(cid)
-    assert result.action == "noop" and result.outcome is None  # fenced out at commit
+    assert result.action == "noop"
+    assert result.outcome is None
     step = taken_over[0]
-    assert step.action == "pass" and step.outcome is not None
+    assert step.action == "pass"
+    assert step.outcome is not None
     with db.session() as s:
         assert s.scalars(select(Summary.id)).all() == [step.outcome.summary_id]  # B's only
     while step.action == "pass":
@@ -230,13 +235,16 @@ def test_failures_retry_then_fail_then_the_next_turn_rearms(
         db, Clock(), "w1", HookedSummarizer(fail=True), max_attempts=2, retry_base_seconds=1.0
     )
     first = drain(jobs, cid)[-1]
-    assert first.action == "retry" and first.countdown == 1.0
+    assert first.action == "retry"
+    assert first.countdown == 1.0
     debt = debt_of(db, cid)
     assert (debt.status, debt.attempts) == ("pending", 1)
-    assert debt.last_error is not None and "summarizer exploded" in debt.last_error
+    assert debt.last_error is not None
+    assert "summarizer exploded" in debt.last_error
     assert drain(jobs, cid)[-1].action == "failed"
     status = client.get("/v1/conversations/k/status", headers=auth(tenant)).json()
-    assert status["debt"]["status"] == "failed" and status["debt"]["attempts"] == 2
+    assert status["debt"]["status"] == "failed"
+    assert status["debt"]["attempts"] == 2
     assert status["last_run"]["error"].startswith("RuntimeError")
     turn(client, tenant, 1, start=60)
     debt = debt_of(db, cid)
@@ -271,13 +279,15 @@ def test_a_turn_wakes_debt_whose_holder_died(
     dead = Clock()
     dead.advance(-120)  # it claimed two minutes ago: its 60 s lease has run out
     first = jobs_for(db, dead, "killed-worker").wake(cid)
-    assert first.action == "pass" and first.fencing_token is not None  # then it died
+    assert first.action == "pass"
+    assert first.fencing_token is not None
     assert turn(client, tenant, 4, start=60)["compaction"] == "scheduled"
     assert sender.woken == [cid, cid]  # the second wake-up is this turn's
     survivor = jobs_for(db, Clock(), "w2")
     while (last := drain(survivor, cid)[-1]).follow_up:
         pass
-    assert last.action == "done" and debt_of(db, cid).status == "done"
+    assert last.action == "done"
+    assert debt_of(db, cid).status == "done"
     # The dead holder's hand-over, were it delivered now, is fenced off.
     assert jobs_for(db, dead, "killed-worker").run_pass(cid, first.fencing_token).action == "noop"
     assert_lossless(db, cid)
@@ -356,8 +366,10 @@ def test_assemble_and_manual_compact_endpoints(
     a = client.post(
         "/v1/conversations/k/assemble", headers=auth(tenant), json={"token_budget": BUDGET}
     ).json()
-    assert a["summary_count"] >= 1 and a["fresh_tail_count"] == 4
-    assert a["estimated_tokens"] <= BUDGET and a["messages"][0]["role"] == "user"
+    assert a["summary_count"] >= 1
+    assert a["fresh_tail_count"] == 4
+    assert a["estimated_tokens"] <= BUDGET
+    assert a["messages"][0]["role"] == "user"
     assert (
         client.post(
             "/v1/conversations/nope/assemble", headers=auth(tenant), json={"token_budget": 100}
@@ -387,7 +399,8 @@ def test_tenant_settings_endpoint(client: TestClient, tenant: IssuedKey) -> None
     assert bad.status_code == 400
     unknown = client.patch("/v1/tenant/settings", headers=auth(tenant), json={"database_url": "x"})
     refused = unknown.json()["error"]["message"]
-    assert unknown.status_code == 400 and "database_url: unknown field" in refused
+    assert unknown.status_code == 400
+    assert "database_url: unknown field" in refused
     cleared = client.patch(
         "/v1/tenant/settings", headers=auth(tenant), json={"fresh_tail_count": None}
     )
@@ -426,7 +439,8 @@ def test_a_job_of_the_wrong_kind_hands_the_lease_over(
     assert (handoff.action, handoff.kind, handoff.outcome) == ("pass", "leaf", None)
     assert handoff.fencing_token is not None
     ran = jobs.run_pass(cid, handoff.fencing_token, kind="leaf")
-    assert ran.outcome is not None and ran.outcome.kind == "leaf"
+    assert ran.outcome is not None
+    assert ran.outcome.kind == "leaf"
 
 
 class EverySecondSummarySavesNothing(Summarizer):
@@ -460,6 +474,7 @@ def test_the_service_chain_honours_max_rounds(
     assert steps[-1].action == "done"
     assert len(passes) == 2 * max_rounds  # each round: one pass that saves, one that does not
     last = steps[-2].position
-    assert last is not None and last.round == max_rounds
+    assert last is not None
+    assert last.round == max_rounds
     assert debt_of(db, cid).status == "done"
     assert_lossless(db, cid)

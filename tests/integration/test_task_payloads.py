@@ -122,9 +122,11 @@ def test_no_published_message_carries_the_users_text(
             headers=headers,
             json={"messages": messages, "token_budget": 1_500},
         )
-        assert turn.status_code == 200 and turn.json()["compaction"] == "scheduled", turn.text
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["compaction"] == "scheduled", turn.text
         status = wait_for_debt(api, headers, "private")
-        assert status["debt"]["status"] == "done" and status["summaries"], status
+        assert status["debt"]["status"] == "done", status
+        assert status["summaries"], status
         answer = api.post(
             "/v1/expand-query",
             headers=headers,

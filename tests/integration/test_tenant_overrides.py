@@ -92,7 +92,8 @@ def test_fallback_models_are_the_tenants(
     out = turn(llm_client, tenant, 40)
     assert out["compaction"] == "ran"
     asked = [r.model for r in llm.requests]
-    assert asked[:2] == ["tenant-a", "tenant-b"] and PROCESS_MODEL not in asked
+    assert asked[:2] == ["tenant-a", "tenant-b"]
+    assert PROCESS_MODEL not in asked
     with db.session() as s:
         assert set(s.scalars(select(Summary.model))) == {"tenant-b"}
 
@@ -158,7 +159,8 @@ def test_expand_query_reads_under_the_tenants_expand_cap(
     tool_result = llm.requests[1].messages[-1]["content"][0]["content"]
     # The model asked for 50,000 tokens; the tenant's cap of 60 is what it got
     # (the deployment's 4,000 would have returned every message under the leaf).
-    assert "omitted" in tool_result and estimate_tokens(tool_result) < 400
+    assert "omitted" in tool_result
+    assert estimate_tokens(tool_result) < 400
 
 
 def test_breakers_are_per_model_and_shared_by_summaries_and_expand_query(
@@ -179,7 +181,8 @@ def test_breakers_are_per_model_and_shared_by_summaries_and_expand_query(
         target_tokens=100,
         models=["down-model", "up-model"],
     )
-    assert result.model == "up-model" and len(llm.requests_for("down-model")) == 2
+    assert result.model == "up-model"
+    assert len(llm.requests_for("down-model")) == 2
     # Expand-query with the same model shares the breaker: it fails fast, unsent.
     with db.transaction() as s:
         update_overrides(s, tenant.tenant_id, {"summary_model": "down-model"})

@@ -161,7 +161,9 @@ def test_export_erase_import_round_trip(
     )
     post(api, "rt", tenant.api_key, TOOL_TURN)
     original = shape(db, storage, cid)
-    assert original["parent_links"] and original["leaf_links"] and len(original["files"]) == 2
+    assert original["parent_links"]
+    assert original["leaf_links"]
+    assert len(original["files"]) == 2
     assert any(p[1] == "tool_use" for m in original["messages"] for p in m[7])
     assembled = api.post(
         "/v1/conversations/rt/assemble", headers=auth(tenant), json={"token_budget": 50_000}
@@ -190,7 +192,8 @@ def test_export_erase_import_round_trip(
 
     # Importing the same file beside its original is refused: messages name files by id.
     r = api.post("/v1/conversations/copy/import", headers=auth(tenant), content=exported.content)
-    assert r.status_code == 409 and r.json()["error"]["code"] == "file_id_taken"
+    assert r.status_code == 409
+    assert r.json()["error"]["code"] == "file_id_taken"
     # The target must be empty: a second import into it is refused.
     r = api.post("/v1/conversations/rt/import", headers=auth(tenant), content=exported.content)
     assert r.status_code == 409
@@ -239,6 +242,7 @@ def test_import_refuses_bad_files(
     api: TestClient,  # noqa: F811
 ) -> None:
     r = api.post("/v1/conversations/x/import", headers=auth(tenant), content=b'{"type":"message"}')
-    assert r.status_code == 400 and "line 1" in r.json()["error"]["message"]
+    assert r.status_code == 400
+    assert "line 1" in r.json()["error"]["message"]
     r = api.post("/v1/conversations/x/import", headers=auth(tenant), content=b"")
     assert r.status_code == 400

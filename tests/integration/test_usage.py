@@ -92,7 +92,8 @@ def test_usage_by_day_and_model(db: Database, tenant: IssuedKey, client: TestCli
     assert lines[("2026-11-21", "house-model")]["estimated_cost_usd"] is None
     offline = lines[("2026-11-21", "offline-extractive")]
     assert (offline["calls"], offline["passes"], offline["estimated_cost_usd"]) == (0, 1, 0.0)
-    assert body["input_tokens"] == 1_502_010 and body["output_tokens"] == 301_005
+    assert body["input_tokens"] == 1_502_010
+    assert body["output_tokens"] == 301_005
     assert body["passes"] == 2
     assert body["estimated_cost_usd"] == 3.007
     assert body["unpriced_models"] == ["house-model"]

@@ -38,7 +38,8 @@ class StoredResult:
         return self.value is not None
 
     def get(self, timeout: float, propagate: bool) -> dict[str, Any]:
-        assert self.value is not None and timeout > 0
+        assert self.value is not None
+        assert timeout > 0
         return self.value
 
 

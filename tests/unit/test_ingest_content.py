@@ -40,7 +40,9 @@ def test_blocks_are_kept_in_order_as_sent() -> None:
     assert [p.payload for p in m.parts] == blocks
     assert [p.part_type for p in m.parts] == ["thinking", "text", "tool_use"]
     assert m.parts[2].tool_call_id == "tu_1"
-    assert "let me look" in m.content and "Listing." in m.content and "/tmp" in m.content
+    assert "let me look" in m.content
+    assert "Listing." in m.content
+    assert "/tmp" in m.content
 
 
 def test_tool_result_text_and_pairing_id() -> None:

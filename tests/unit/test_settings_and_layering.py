@@ -26,7 +26,8 @@ def test_design_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         s.max_rounds,
         s.large_file_token_threshold,
     ) == (4, 2, 1, 10, 25_000)
-    assert s.database_url.startswith("sqlite:///") and s.database_url.endswith("/.lcm/lcm.db")
+    assert s.database_url.startswith("sqlite:///")
+    assert s.database_url.endswith("/.lcm/lcm.db")
     assert s.compaction_mode == "deferred"
 
 
@@ -41,7 +42,7 @@ def test_env_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_bad_env_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LCM_CONTEXT_THRESHOLD", "1.5")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="context_threshold"):
         Settings()
 
 
@@ -83,4 +84,5 @@ def test_flower_auth_must_be_user_password_pairs(value: str) -> None:
 def test_flower_auth_blank_is_none_and_pairs_are_kept() -> None:
     assert Settings(flower_basic_auth=" ").flower_basic_auth is None
     auth = Settings(flower_basic_auth="a:1,b:x:y").flower_basic_auth
-    assert auth is not None and auth.get_secret_value() == "a:1,b:x:y"
+    assert auth is not None
+    assert auth.get_secret_value() == "a:1,b:x:y"

@@ -53,7 +53,8 @@ def test_fresh_tail_is_always_included_and_overflow_is_flagged() -> None:
     result = assemble_context(conv.entries, 1_000, TAIL_1)
     assert result.fresh_tail_overflow is True
     assert texts_of(result.messages) == ["huge"]
-    assert result.summary_count == 0 and result.evicted_count == 5
+    assert result.summary_count == 0
+    assert result.evicted_count == 5
     assert result.estimated_tokens == 5_000
 
 
@@ -76,16 +77,18 @@ def test_repairs_of_the_tail_itself_can_overflow() -> None:
     conv.assistant("done", tokens=10)
     tail_only = settings(fresh_tail_count=2)
     result = assemble_context(conv.entries[2:], 20, tail_only)  # opens with a tool result
-    assert result.estimated_tokens > 20 and result.fresh_tail_overflow
+    assert result.estimated_tokens > 20
+    assert result.fresh_tail_overflow
     assert api_violations(result.messages) == []
 
 
 def test_empty_context_assembles_to_nothing() -> None:
     result = assemble_context([], 1_000, settings())
-    assert result.messages == [] and result.estimated_tokens == 0
+    assert result.messages == []
+    assert result.estimated_tokens == 0
     assert not result.fresh_tail_overflow
 
 
 def test_budget_must_be_positive() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="token_budget must be positive"):
         assemble_context([], 0, settings())

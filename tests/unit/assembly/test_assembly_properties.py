@@ -65,7 +65,8 @@ def test_assembled_context_is_valid_within_budget_and_keeps_the_tail(
     if result.messages:
         assert result.messages[0]["role"] == "user"
     if result.fresh_tail_overflow:
-        assert result.summary_count == 0 and result.evicted_count == len(prefix)
+        assert result.summary_count == 0
+        assert result.evicted_count == len(prefix)
     else:
         assert result.estimated_tokens <= budget
     assert result.estimated_tokens >= sum(e.token_count for e in tail)

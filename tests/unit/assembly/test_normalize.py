@@ -67,7 +67,8 @@ def test_orphan_tool_result_becomes_text_that_keeps_its_output() -> None:
     messages = normalize(user(result("gone", [text("line 1"), {"type": "image"}]), text("next")))
     blocks = messages[0]["content"]
     assert [b["type"] for b in blocks] == ["text", "text"]
-    assert "gone" in blocks[0]["text"] and "line 1\n[image]" in blocks[0]["text"]
+    assert "gone" in blocks[0]["text"]
+    assert "line 1\n[image]" in blocks[0]["text"]
 
 
 def test_result_for_a_call_two_messages_back_is_an_orphan() -> None:
@@ -107,7 +108,8 @@ def test_duplicate_results_keep_the_first_only() -> None:
     )
     blocks = messages[2]["content"]
     assert blocks[0] == result("a", "1")
-    assert blocks[1]["type"] == "text" and blocks[1]["text"].endswith("2")
+    assert blocks[1]["type"] == "text"
+    assert blocks[1]["text"].endswith("2")
 
 
 def test_tool_results_come_first_in_a_user_message() -> None:

@@ -76,7 +76,8 @@ def test_message_rebuilds_as_sent() -> None:
         {"type": "tool_use", "id": "t1", "name": "read", "input": {"p": 1}},
     ]
     structured = conv.add("assistant", blocks)
-    assert plain.message and structured.message
+    assert plain.message
+    assert structured.message
     assert message_to_provider(plain.message) == {"role": "user", "content": "hello"}
     rebuilt = message_to_provider(structured.message)
     assert rebuilt == {"role": "assistant", "content": blocks}
@@ -88,7 +89,8 @@ def test_system_message_becomes_tagged_user_text_in_place() -> None:
     conv = Conversation()
     entry = conv.add("system", "Be brief.", tokens=3)
     rendered = render_entry(entry)
-    assert rendered.turn is not None and rendered.turn.role == "user"
+    assert rendered.turn is not None
+    assert rendered.turn.role == "user"
     assert rendered.turn.blocks == [
         {"type": "text", "text": "<system_message>\nBe brief.\n</system_message>"}
     ]
@@ -99,7 +101,8 @@ def test_tool_message_with_call_id_becomes_a_tool_result() -> None:
     conv = Conversation()
     part = PartView("text", {"type": "text", "text": "42"}, "call_1", "42")
     rendered = render_entry(conv.add("tool", "42", parts=(part,)))
-    assert rendered.turn is not None and rendered.turn.role == "user"
+    assert rendered.turn is not None
+    assert rendered.turn.role == "user"
     assert rendered.turn.blocks == [
         {"type": "tool_result", "tool_use_id": "call_1", "content": "42"}
     ]

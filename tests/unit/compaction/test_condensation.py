@@ -41,38 +41,44 @@ def test_shallowest_depth_wins_over_an_older_deeper_run() -> None:
 def test_oldest_run_wins_at_the_same_depth() -> None:
     entries = layout(0, 0, 1, 0, 0, 0)
     plan = condense(entries, fanout=2)
-    assert plan is not None and plan.entries == tuple(entries[:2])
+    assert plan is not None
+    assert plan.entries == tuple(entries[:2])
 
 
 def test_runs_must_be_contiguous_and_of_one_depth() -> None:
     entries = layout(0, 0, None, 0, 0, 1, 0)
     assert condense(entries, fanout=3) is None
     plan = condense(entries, fanout=2)
-    assert plan is not None and plan.entries == tuple(entries[:2])
+    assert plan is not None
+    assert plan.entries == tuple(entries[:2])
 
 
 def test_max_result_depth_bounds_the_depth_created() -> None:
     entries = layout(1, 1, 1, 1, 1)
     assert condense(entries, max_depth=1) is None
     plan = condense(entries, max_depth=2)
-    assert plan is not None and plan.depth == 2
+    assert plan is not None
+    assert plan.depth == 2
 
 
 def test_chunk_is_capped_by_tokens_but_keeps_the_fanout() -> None:
     entries = layout(*([0] * 10), tokens=100)
     plan = condense(entries, fanout=2, leaf_chunk_tokens=350)
-    assert plan is not None and len(plan.entries) == 3
+    assert plan is not None
+    assert len(plan.entries) == 3
     big = layout(*([0] * 10), tokens=1_000)
     plan = condense(big, fanout=2, leaf_chunk_tokens=350)
-    assert plan is not None and len(plan.entries) == 2
+    assert plan is not None
+    assert len(plan.entries) == 2
 
 
 def test_whole_run_is_taken_when_it_fits() -> None:
     entries = layout(0, 0, 0, 0, 0, 0, None)
     plan = condense(entries)
-    assert plan is not None and len(plan.entries) == 6
+    assert plan is not None
+    assert len(plan.entries) == 6
 
 
 def test_fanout_below_two_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fewer than two summaries"):
         condense(layout(0, 0), fanout=1)

@@ -16,7 +16,8 @@ def test_tail_is_everything_when_the_conversation_is_short() -> None:
     conv = Conversation()
     conv.exchanges(3)
     prefix, tail = split_fresh_tail(conv.entries, settings(fresh_tail_count=64))
-    assert prefix == () and len(tail) == 3
+    assert prefix == ()
+    assert len(tail) == 3
 
 
 def test_token_cap_limits_the_tail() -> None:
@@ -94,7 +95,8 @@ def test_tail_is_counted_over_the_trailing_run_of_raw_messages() -> None:
     conv.next_ordinal += 1
     conv.exchanges(2)
     prefix, tail = split_fresh_tail(conv.entries, settings(fresh_tail_count=64))
-    assert len(tail) == 2 and len(prefix) == 5
+    assert len(tail) == 2
+    assert len(prefix) == 5
 
 
 def test_tail_is_empty_when_the_context_ends_with_a_summary() -> None:

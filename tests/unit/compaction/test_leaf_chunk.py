@@ -17,7 +17,8 @@ def test_no_chunk_below_the_minimum_fanout() -> None:
     assert oldest_leaf_chunk(conv.entries, config) is None
     conv.exchanges(2)  # the tail moves on: nine messages are now outside it
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan) == list(range(1, 10))
+    assert plan is not None
+    assert seqs(plan) == list(range(1, 10))
 
 
 def test_chunk_takes_the_oldest_messages_up_to_the_token_cap() -> None:
@@ -37,7 +38,8 @@ def test_minimum_fanout_wins_over_the_cap_so_a_pass_always_progresses() -> None:
     conv.exchanges(12, tokens=5_000)
     config = settings(fresh_tail_count=2, leaf_min_fanout=3, leaf_chunk_tokens=1_000)
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan) == [1, 2, 3]
+    assert plan is not None
+    assert seqs(plan) == [1, 2, 3]
 
 
 def test_chunk_end_moves_back_rather_than_split_a_tool_pair() -> None:
@@ -48,7 +50,8 @@ def test_chunk_end_moves_back_rather_than_split_a_tool_pair() -> None:
     conv.exchanges(10, tokens=100)
     config = settings(fresh_tail_count=2, leaf_min_fanout=3, leaf_chunk_tokens=500)
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan) == [1, 2, 3, 4]
+    assert plan is not None
+    assert seqs(plan) == [1, 2, 3, 4]
 
 
 def test_chunk_end_moves_forward_when_moving_back_breaks_the_fanout() -> None:
@@ -61,7 +64,8 @@ def test_chunk_end_moves_forward_when_moving_back_breaks_the_fanout() -> None:
     conv.exchanges(10, tokens=100)
     config = settings(fresh_tail_count=2, leaf_min_fanout=4, leaf_chunk_tokens=256)
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan) == [1, 2, 3, 4, 5]
+    assert plan is not None
+    assert seqs(plan) == [1, 2, 3, 4, 5]
 
 
 def test_chunk_keeps_interleaved_calls_with_their_results() -> None:
@@ -72,7 +76,8 @@ def test_chunk_keeps_interleaved_calls_with_their_results() -> None:
     conv.user("next", tokens=100)
     config = settings(fresh_tail_count=1, leaf_min_fanout=2, leaf_chunk_tokens=256)
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan) == [1, 2, 3]
+    assert plan is not None
+    assert seqs(plan) == [1, 2, 3]
 
 
 def test_chunk_never_reaches_into_the_fresh_tail() -> None:
@@ -91,7 +96,8 @@ def test_chunk_starts_after_summaries_and_names_the_previous_summary() -> None:
     conv.exchanges(12)
     config = settings(fresh_tail_count=2, leaf_min_fanout=4)
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan)[0] == 1
+    assert plan is not None
+    assert seqs(plan)[0] == 1
     assert plan.previous_summary is conv.entries[1].summary
     assert plan.message_ids == tuple(e.message.id for e in plan.entries if e.message)
 
@@ -104,5 +110,6 @@ def test_a_short_run_stranded_between_summaries_is_skipped() -> None:
     conv.exchanges(12)
     config = settings(fresh_tail_count=2, leaf_min_fanout=4)
     plan = oldest_leaf_chunk(conv.entries, config)
-    assert plan is not None and seqs(plan)[0] == 3
+    assert plan is not None
+    assert seqs(plan)[0] == 3
     assert plan.previous_summary is conv.entries[2].summary

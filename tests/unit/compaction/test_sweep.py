@@ -48,7 +48,7 @@ def test_threshold_is_a_floor_of_the_budget_fraction() -> None:
     assert evaluate_threshold(749, 1_000, config) == (750, False)
     assert evaluate_threshold(750, 1_000, config) == (750, True)
     assert evaluate_threshold(29, 100, settings(context_threshold=0.29)).threshold_tokens == 29
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="token_budget must be positive"):
         evaluate_threshold(1, 0, config)
 
 
@@ -69,13 +69,15 @@ def test_leaf_passes_come_before_any_condensation() -> None:
     conv.entries += [summary_entry(-10 + i) for i in range(6)]
     conv.exchanges(12)
     plan = next_pass(conv.entries, settings(fresh_tail_count=2, leaf_min_fanout=4, **routine()), 1)
-    assert plan is not None and plan.kind == "leaf"
+    assert plan is not None
+    assert plan.kind == "leaf"
 
 
 def test_routine_condensation_only_when_the_prefix_exceeds_its_target() -> None:
     entries = summaries_then_tail(0, 0, 0, 0)
     plan = next_pass(entries, settings(**routine()), BIG_BUDGET)
-    assert plan is not None and (plan.phase, plan.depth) == ("routine", 1)
+    assert plan is not None
+    assert (plan.phase, plan.depth) == ("routine", 1)
     relaxed = settings(**routine(summary_prefix_target_tokens=400))
     assert next_pass(entries, relaxed, BIG_BUDGET) is None
 
@@ -90,7 +92,8 @@ def test_prefix_target_defaults_to_the_design_formula() -> None:
     # At 5 000 the target falls to max(2 000, 1 875) = 2 000, under 2 400; and
     # 2 410 context tokens are below the 3 750 threshold: routine, not pressure.
     plan = next_pass(entries, config, 5_000)
-    assert plan is not None and plan.phase == "routine"
+    assert plan is not None
+    assert plan.phase == "routine"
 
 
 def test_sweep_max_depth_zero_is_leaf_only_outside_pressure() -> None:
@@ -102,13 +105,15 @@ def test_sweep_max_depth_one_creates_depth_one_only() -> None:
     entries = summaries_then_tail(1, 1, 1, 1)
     assert next_pass(entries, settings(**routine(sweep_max_depth=1)), BIG_BUDGET) is None
     plan = next_pass(entries, settings(**routine(sweep_max_depth=2)), BIG_BUDGET)
-    assert plan is not None and plan.depth == 2
+    assert plan is not None
+    assert plan.depth == 2
 
 
 def test_sweep_max_depth_minus_one_is_unlimited() -> None:
     entries = summaries_then_tail(5, 5, 5, 5)
     plan = next_pass(entries, settings(**routine(sweep_max_depth=-1)), BIG_BUDGET)
-    assert plan is not None and plan.depth == 6
+    assert plan is not None
+    assert plan.depth == 6
 
 
 def test_pressure_goes_deeper_with_the_hard_fanout() -> None:
@@ -119,14 +124,16 @@ def test_pressure_goes_deeper_with_the_hard_fanout() -> None:
     assert plan is not None
     assert (plan.phase, plan.depth, len(plan.entries)) == ("pressure", 2, 2)
     plan = next_pass(entries, config, BIG_BUDGET, target_tokens=100)
-    assert plan is not None and plan.phase == "pressure"
+    assert plan is not None
+    assert plan.phase == "pressure"
 
 
 def test_pressure_also_applies_when_sweep_max_depth_is_zero() -> None:
     entries = summaries_then_tail(0, 0)
     config = settings(sweep_max_depth=0, condensed_min_fanout_hard=2)
     plan = next_pass(entries, config, 250)
-    assert plan is not None and (plan.phase, plan.depth) == ("pressure", 1)
+    assert plan is not None
+    assert (plan.phase, plan.depth) == ("pressure", 1)
 
 
 # --- drivers -------------------------------------------------------------------
@@ -154,7 +161,8 @@ def test_a_sweep_runs_leaf_then_routine_passes_and_honours_max_depth(max_depth: 
     compactor = InMemoryCompactor(conv, config)
     result = drive_chain(conv.entries, config, BIG_BUDGET, compactor)
 
-    assert result.stop == "done" and result.rounds == 1
+    assert result.stop == "done"
+    assert result.rounds == 1
     assert result.tokens_after < result.tokens_before
     phases = [p.phase for p in result.passes]
     assert phases == sorted(phases, key=["leaf", "routine", "pressure"].index)
@@ -173,7 +181,8 @@ def test_a_sweep_stops_when_a_pass_saves_nothing() -> None:
     compactor = InMemoryCompactor(conv, config, summary_chars=400)
     result = drive_chain(conv.entries, config, BIG_BUDGET, compactor)
     assert result.stop == "no_savings"
-    assert len(result.passes) == 1 and result.rounds == 1
+    assert len(result.passes) == 1
+    assert result.rounds == 1
 
 
 def test_continue_after_pass() -> None:
@@ -189,7 +198,8 @@ def test_a_chain_with_a_target_stops_once_under_it() -> None:
     compactor = InMemoryCompactor(conv, config)
     target = context_tokens(conv.entries) // 2
     result = drive_chain(conv.entries, config, BIG_BUDGET, compactor, target_tokens=target)
-    assert result.tokens_after <= target and result.rounds == 1
+    assert result.tokens_after <= target
+    assert result.rounds == 1
     # It stopped as soon as it could: one pass fewer would not have been enough.
     assert context_tokens(conv.entries) == result.tokens_after
 
@@ -227,8 +237,10 @@ def test_a_pass_that_saves_nothing_under_pressure_starts_a_new_round_up_to_max_r
     runner = EverySecondPassSavesNothing(InMemoryCompactor(conv, config))
     result = drive_chain(conv.entries, config, BIG_BUDGET, runner, target_tokens=0)
     # Each round is two passes, the second saving nothing; three rounds, then stop.
-    assert result.rounds == 3 and len(result.passes) == 6
-    assert result.stop == "no_savings" and result.tokens_after > 0
+    assert result.rounds == 3
+    assert len(result.passes) == 6
+    assert result.stop == "no_savings"
+    assert result.tokens_after > 0
 
 
 def test_without_pressure_a_pass_that_saves_nothing_ends_the_chain() -> None:
@@ -236,7 +248,8 @@ def test_without_pressure_a_pass_that_saves_nothing_ends_the_chain() -> None:
     config = settings(**SWEEP, max_rounds=3)
     runner = EverySecondPassSavesNothing(InMemoryCompactor(conv, config))
     result = drive_chain(conv.entries, config, BIG_BUDGET, runner)  # far under the threshold
-    assert result.rounds == 1 and len(result.passes) == 2
+    assert result.rounds == 1
+    assert len(result.passes) == 2
 
 
 def test_a_round_that_saved_nothing_at_all_ends_the_chain() -> None:
@@ -244,7 +257,8 @@ def test_a_round_that_saved_nothing_at_all_ends_the_chain() -> None:
     config = settings(**SWEEP)
     compactor = InMemoryCompactor(conv, config, summary_chars=400)
     result = drive_chain(conv.entries, config, BIG_BUDGET, compactor, target_tokens=0)
-    assert result.rounds == 1 and len(result.passes) == 1
+    assert result.rounds == 1
+    assert len(result.passes) == 1
 
 
 def test_plan_after_pass_counts_rounds() -> None:
@@ -253,6 +267,8 @@ def test_plan_after_pass_counts_rounds() -> None:
     tokens = context_tokens(entries)
     start = ChainPosition(1, tokens + 500)
     plan, position = plan_after_pass(tokens, entries, config, BIG_BUDGET, start, target_tokens=0)
-    assert plan is not None and position == ChainPosition(2, tokens)
+    assert plan is not None
+    assert position == ChainPosition(2, tokens)
     plan, position = plan_after_pass(tokens, entries, config, BIG_BUDGET, position, target_tokens=0)
-    assert plan is None and position.round == 2  # max_rounds reached
+    assert plan is None
+    assert position.round == 2

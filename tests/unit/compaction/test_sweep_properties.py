@@ -58,7 +58,8 @@ def check_pass(plan: PassPlan, config: CompactionSettings) -> None:
         assert all(e.is_message for e in plan.entries)
         return
     depths = {e.summary_depth for e in plan.entries}
-    assert len(depths) == 1 and plan.depth == depths.pop() + 1  # type: ignore[operator]
+    assert len(depths) == 1
+    assert plan.depth == depths.pop() + 1
     if plan.phase == "routine":
         assert len(plan.entries) >= config.condensed_min_fanout
         assert config.sweep_max_depth != 0
@@ -82,7 +83,8 @@ def check_invariants(
     assert api_violations(assembled.messages) == []
     assert assembled.fresh_tail_count == len(tail)
     if assembled.fresh_tail_overflow:
-        assert assembled.summary_count == 0 and assembled.evicted_count == len(prefix)
+        assert assembled.summary_count == 0
+        assert assembled.evicted_count == len(prefix)
     else:
         assert assembled.estimated_tokens <= budget
 

@@ -40,13 +40,16 @@ def test_inline_file_segment_becomes_a_reference(storage: LocalFileStorage) -> N
     assert len(files) == 1
     stored = files[0]
     assert (stored.name, stored.mime, stored.ext) == ("users.json", "application/json", "json")
-    assert stored.byte_size == len(body.encode()) and stored.message_index == 0
+    assert stored.byte_size == len(body.encode())
+    assert stored.message_index == 0
     assert stored.sha256 == hashlib.sha256(body.encode()).hexdigest()
     message = out[0]
-    assert body not in message.content and stored.file_id in message.content
+    assert body not in message.content
+    assert stored.file_id in message.content
     assert message.content.startswith("Please check this.\n<file name=")
     assert message.content.endswith("</file>\nThanks")
-    assert message.token_count < 200 and message.client_id == "id-1"
+    assert message.token_count < 200
+    assert message.client_id == "id-1"
     assert message.created_at == prep("user", "x").created_at
     assert storage.get(stored.storage_uri).decode() == body
 
@@ -54,7 +57,8 @@ def test_inline_file_segment_becomes_a_reference(storage: LocalFileStorage) -> N
 def test_small_segments_and_lookalike_tags_are_left_alone(storage: LocalFileStorage) -> None:
     small = '<file name="a.txt">short</file> <filename>x</filename> ' + "word " * 2_000
     out, files = LargeFileExtractor(storage, THRESHOLD).extract("ten_1", [prep("user", small)])
-    assert files == [] and out[0].content == small
+    assert files == []
+    assert out[0].content == small
 
 
 def test_blocks_file_document_and_tool_result(storage: LocalFileStorage) -> None:
@@ -87,27 +91,32 @@ def test_blocks_file_document_and_tool_result(storage: LocalFileStorage) -> None
     assert [f.message_index for f in files] == [0, 0, 1]
     assert [f.name for f in files] == ["log.txt", "notes.md", None]
     doc = out[0].parts[1].payload
-    assert doc["source"]["media_type"] == "text/plain" and files[0].file_id in doc["source"]["data"]
+    assert doc["source"]["media_type"] == "text/plain"
+    assert files[0].file_id in doc["source"]["data"]
     assert files[1].file_id in out[0].parts[2].payload["text"]
     tool = out[1].parts[0].payload
-    assert tool["tool_use_id"] == "toolu_1" and tool["is_error"] is False
+    assert tool["tool_use_id"] == "toolu_1"
+    assert tool["is_error"] is False
     assert tool["content"][0]["text"].startswith(f"[LCM Tool Output: {files[2].file_id}")
     assert tool["content"][1]["type"] == "image"  # images stay in place
     assert out[1].parts[0].tool_call_id == "toolu_1"
     # Same bytes, one object: content addressing.
     assert files[0].storage_uri != files[1].storage_uri
-    assert files[0].sha256 == files[2].sha256 and files[0].storage_uri == files[2].storage_uri
+    assert files[0].sha256 == files[2].sha256
+    assert files[0].storage_uri == files[2].storage_uri
 
 
 def test_tool_message_with_plain_text_output(storage: LocalFileStorage) -> None:
     out, files = LargeFileExtractor(storage, THRESHOLD).extract("t", [prep("tool", "x" * 8_000)])
-    assert len(files) == 1 and FILE_ID_RE.search(out[0].content)
+    assert len(files) == 1
+    assert FILE_ID_RE.search(out[0].content)
 
 
 def test_prose_written_by_the_user_is_not_extracted(storage: LocalFileStorage) -> None:
     text = "This is what I think about the design. " * 500
     out, files = LargeFileExtractor(storage, THRESHOLD).extract("t", [prep("user", text)])
-    assert files == [] and out[0].content == text
+    assert files == []
+    assert out[0].content == text
 
 
 def test_storage_refuses_paths_outside_its_root(storage: LocalFileStorage) -> None:
@@ -115,7 +124,7 @@ def test_storage_refuses_paths_outside_its_root(storage: LocalFileStorage) -> No
         storage.get("local:../../etc/passwd")
     with pytest.raises(NotFound):
         storage.get("s3://bucket/x")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not usable in a path"):
         storage.put("../evil", "0" * 64, b"x")
     with pytest.raises(NotFound):
         storage.get("local:t/00/" + "0" * 64)

@@ -118,7 +118,8 @@ def test_snippet_marks_matches_around_the_first() -> None:
     spans = [m.span() for m in highlight_pattern(query).finditer(content)]
     snippet = build_snippet(content, spans)
     assert "«staging» «server»" in snippet
-    assert snippet.startswith("…") and snippet.endswith("…")
+    assert snippet.startswith("…")
+    assert snippet.endswith("…")
     assert len(snippet) <= 260
 
 

@@ -32,10 +32,12 @@ def test_ok_reply_carries_text_model_and_usage(
     completion = make_provider().complete(request())
     assert completion.text == "The queue moved to Redis."
     assert completion.model == PRIMARY
-    assert completion.input_tokens > 0 and completion.output_tokens > 0
+    assert completion.input_tokens > 0
+    assert completion.output_tokens > 0
     sent = fake_anthropic.requests[0]
     assert sent.model == PRIMARY
-    assert sent.max_tokens is not None and sent.max_tokens > 200
+    assert sent.max_tokens is not None
+    assert sent.max_tokens > 200
     assert "workers/app.py" in sent.user_text
     assert sent.headers["authorization"] == "Bearer sk-test"
 
@@ -97,7 +99,8 @@ def test_all_models_failing_raises_summarizer_error(
     fake_anthropic.set_default("500")
     with pytest.raises(SummarizerError) as caught:
         make_provider(fallback_models=[FALLBACK], max_retries=0).complete(request())
-    assert PRIMARY in caught.value.message and FALLBACK in caught.value.message
+    assert PRIMARY in caught.value.message
+    assert FALLBACK in caught.value.message
     assert not isinstance(caught.value, ProviderUnavailable)
 
 

@@ -97,5 +97,5 @@ def test_concurrent_failures_are_all_counted(clock: FakeClock) -> None:
 
 
 def test_rejects_a_zero_threshold() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="failure_threshold must be >= 1"):
         CircuitBreaker(0, 1.0)

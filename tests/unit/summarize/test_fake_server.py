@@ -41,7 +41,8 @@ def test_error_replies_have_the_api_shape_and_retry_after(
     assert code == int(status)
     assert float(headers["retry-after"]) < 1
     body = json.loads(payload)
-    assert body["type"] == "error" and body["error"]["type"] == error_type
+    assert body["type"] == "error"
+    assert body["error"]["type"] == error_type
 
 
 def test_ok_reply_has_the_message_shape(fake_anthropic: FakeAnthropicServer) -> None:
@@ -58,7 +59,7 @@ def test_ok_reply_has_the_message_shape(fake_anthropic: FakeAnthropicServer) -> 
 def test_garbage_is_not_json(fake_anthropic: FakeAnthropicServer) -> None:
     fake_anthropic.script(["garbage"])
     _, _, payload = post(fake_anthropic, BODY)
-    with pytest.raises(ValueError):
+    with pytest.raises(json.JSONDecodeError):
         json.loads(payload)
 
 
@@ -95,5 +96,5 @@ def test_tool_use_reply_parses_in_the_sdk(fake_anthropic: FakeAnthropicServer) -
 
 
 def test_unknown_behaviour_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown fake behaviour"):
         Behaviour.parse("teapot")

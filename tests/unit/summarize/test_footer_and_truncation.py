@@ -37,7 +37,8 @@ def test_ensure_footer_derives_one_from_the_source() -> None:
     assert text.startswith("Bounded regex time.\n\n")
     footer = text.splitlines()[-1]
     assert footer.startswith(FOOTER_PREFIX)
-    assert "api/routes/grep.py" in footer and "Priya Nair" in footer
+    assert "api/routes/grep.py" in footer
+    assert "Priya Nair" in footer
     assert ensure_footer("", SOURCE) == footer
 
 

@@ -41,8 +41,10 @@ def test_leaf_prompt_asks_for_decisions_files_errors_and_open_questions() -> Non
 def test_every_prompt_requests_the_footer_and_holds_the_source() -> None:
     for depth in range(4):
         system, user, _ = prompt_for(depth=depth)
-        assert FOOTER_PREFIX in system and FOOTER_PREFIX in user
-        assert "<source" in user and "SOURCE TEXT" in user
+        assert FOOTER_PREFIX in system
+        assert FOOTER_PREFIX in user
+        assert "<source" in user
+        assert "SOURCE TEXT" in user
         assert "800 tokens" in user
 
 
@@ -54,7 +56,8 @@ def test_previous_context_is_for_continuity_only() -> None:
     assert user.index("<previous_context>") < user.index("<source")
     assert "do not summarize it again" in system
     no_prev_system, no_prev_user, _ = prompt_for()
-    assert "<previous_context>" not in no_prev_user and "previous_context" not in no_prev_system
+    assert "<previous_context>" not in no_prev_user
+    assert "previous_context" not in no_prev_system
 
 
 def test_custom_instructions_are_included_when_given() -> None:
@@ -66,7 +69,8 @@ def test_custom_instructions_are_included_when_given() -> None:
 def test_aggressive_prompt_wants_durable_facts_and_fewer_tokens() -> None:
     normal_system, _, normal_max = prompt_for(target_tokens=800)
     system, user, aggressive_max = prompt_for(target_tokens=400, aggressive=True)
-    assert "durable facts" in system and "durable facts" not in normal_system
+    assert "durable facts" in system
+    assert "durable facts" not in normal_system
     assert "durable-facts summary" in user
     assert aggressive_max < normal_max
 
@@ -75,7 +79,7 @@ def test_kind_follows_depth() -> None:
     assert SummaryRequest(source_text="x", depth=0, target_tokens=10).kind == "leaf"
     assert SummaryRequest(source_text="x", depth=2, target_tokens=10).kind == "condensed"
     assert 'kind="condensed" depth="2"' in prompt_for(depth=2)[1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="depth must be >= 0"):
         SummaryRequest(source_text="x", depth=-1, target_tokens=10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="target_tokens must be >= 1"):
         SummaryRequest(source_text="x", depth=0, target_tokens=0)

@@ -63,9 +63,11 @@ def test_oversized_escalates_to_aggressive_then_truncation(
     assert result.token_count <= 200
     assert [u.escalation for u in result.usage] == ["normal", "aggressive"]
     normal, aggressive = fake_anthropic.requests
-    assert aggressive.max_tokens is not None and normal.max_tokens is not None
+    assert aggressive.max_tokens is not None
+    assert normal.max_tokens is not None
     assert aggressive.max_tokens < normal.max_tokens  # lower target
-    assert "durable facts" in aggressive.system and "durable facts" not in normal.system
+    assert "durable facts" in aggressive.system
+    assert "durable facts" not in normal.system
 
 
 def test_oversized_then_good_aggressive_is_accepted(
@@ -205,7 +207,8 @@ def test_default_custom_instructions_apply_unless_overridden(
     summarizer.summarize(SOURCE, depth=0, target_tokens=300, custom_instructions="Tenant rule.")
     first, second = fake_anthropic.requests
     assert "Deployment rule: be terse." in first.system
-    assert "Tenant rule." in second.system and "Deployment rule" not in second.system
+    assert "Tenant rule." in second.system
+    assert "Deployment rule" not in second.system
 
 
 def test_blank_source_is_not_sent_to_the_model(

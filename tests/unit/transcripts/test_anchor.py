@@ -37,7 +37,8 @@ def test_by_content_needs_the_preceding_messages_to_agree() -> None:
     # Stored: ... "deploy", "ok" -> the anchor is the second "ok" (index 3), not the first.
     newest_first = [stored(12, "assistant", "ok"), stored(11, "user", "deploy")]
     plan = by_content(idents, newest_first)
-    assert plan is not None and (plan.anchor_index, plan.anchor_seq) == (3, 12)
+    assert plan is not None
+    assert (plan.anchor_index, plan.anchor_seq) == (3, 12)
     assert plan.indices == (4,)
     # A lone "ok" whose predecessor disagrees is not an anchor...
     assert by_content(idents, [stored(5, "assistant", "ok"), stored(4, "user", "other")]) is None
@@ -48,7 +49,8 @@ def test_by_content_needs_the_preceding_messages_to_agree() -> None:
         stored(7, "assistant", "ok"),
     ]
     plan = by_content(idents, older)
-    assert plan is not None and (plan.anchor_index, plan.anchor_seq) == (2, 8)
+    assert plan is not None
+    assert (plan.anchor_index, plan.anchor_seq) == (2, 8)
 
 
 def test_identity_folds_tool_into_user_and_whitespace() -> None:
@@ -72,8 +74,10 @@ def test_checkpoint_resumes_only_on_the_same_prefix() -> None:
     again = Checkpoint.from_json(checkpoint.to_json())
     assert again == checkpoint
     resume = checkpoint.resume_point(data + b'{"type":"label"}\n', "auto")
-    assert resume is not None and (resume.offset, resume.version) == (len(data), 3)
+    assert resume is not None
+    assert (resume.offset, resume.version) == (len(data), 3)
     assert checkpoint.resume_point(data.replace(b"s1", b"s2"), "auto") is None  # rewritten
     assert checkpoint.resume_point(data[:-5], "auto") is None  # shorter
     assert checkpoint.resume_point(data, "claude-code") is None  # another format asked for
-    assert Checkpoint.from_json({"v": 99}) is None and Checkpoint.from_json(None) is None
+    assert Checkpoint.from_json({"v": 99}) is None
+    assert Checkpoint.from_json(None) is None

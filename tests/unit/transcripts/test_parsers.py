@@ -36,7 +36,8 @@ def test_pi_v1_linear_session() -> None:
     }
     # No ids in v1: content hashes, all distinct, stable across reads.
     ids = [m.client_id for m in parsed.messages]
-    assert all(i.startswith("pi1:") for i in ids) and len(set(ids)) == len(ids)
+    assert all(i.startswith("pi1:") for i in ids)
+    assert len(set(ids)) == len(ids)
     assert ids == [m.client_id for m in parse_transcript(load("pi_v1.jsonl")).messages]
     assistant = parsed.messages[1].content
     assert assistant == [
@@ -49,11 +50,14 @@ def test_pi_v1_linear_session() -> None:
         },
     ]
     result = parsed.messages[2].content
-    assert isinstance(result, list) and result[0]["tool_use_id"] == "toolu_v1_read"
+    assert isinstance(result, list)
+    assert result[0]["tool_use_id"] == "toolu_v1_read"
     bash = parsed.messages[4].content
-    assert isinstance(bash, str) and bash.startswith("Ran `echo $APP_MODE`")
+    assert isinstance(bash, str)
+    assert bash.startswith("Ran `echo $APP_MODE`")
     image = parsed.messages[9].content
-    assert isinstance(image, list) and image[1]["source"]["media_type"] == "image/png"
+    assert isinstance(image, list)
+    assert image[1]["source"]["media_type"] == "image/png"
     # Every converted message passes the ingest validation unchanged.
     for i, message in enumerate(parsed.messages):
         prepare_message(message.incoming(), f"m{i}", 10**6)
@@ -98,7 +102,8 @@ def test_claude_code_skips_sidechain_and_compact_summary() -> None:
         "summary": 1,
     }
     error = parsed.messages[3].content
-    assert isinstance(error, list) and error[0]["is_error"] is True
+    assert isinstance(error, list)
+    assert error[0]["is_error"] is True
     for i, message in enumerate(parsed.messages):
         prepare_message(message.incoming(), f"m{i}", 10**6)
 
@@ -131,7 +136,8 @@ def test_malformed_and_partial_lines() -> None:
     # A last line still being written is neither an error nor consumed.
     partial = data + b'{"type": "message", "message": {"role": "us'
     parsed = parse_transcript(partial)
-    assert parsed.stats.malformed_lines == 0 and parsed.complete_bytes == len(data)
+    assert parsed.stats.malformed_lines == 0
+    assert parsed.complete_bytes == len(data)
     # A complete last line without its newline is read, but not consumed either.
     unterminated = data.rstrip(b"\n")
     parsed = parse_transcript(unterminated)
