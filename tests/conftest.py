@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -71,7 +72,7 @@ def sqlite_template(workdir: Path) -> Path:
     return path
 
 
-def settings_for(database_url: str, **overrides: object) -> Settings:
+def settings_for(database_url: str, **overrides: Any) -> Settings:
     return Settings(
         database_url=database_url,
         broker_url="memory://",

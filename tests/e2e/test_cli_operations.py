@@ -13,6 +13,7 @@ from cli.common import tenant_id_for
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey, CompactionDebt, Summary
 from lcm.errors import Unauthenticated
+from lcm.files.storage import build_storage
 from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import prepare_batch
 from lcm.ingest.turns import after_turn
@@ -83,7 +84,16 @@ def _failed_debt(database: Database, tenant_id: str, key: str) -> int:
     ]
     batch = prepare_batch(messages, max_batch=1000, max_chars=100_000)
     with database.transaction() as session:  # no sender: nobody is woken
-        turn = after_turn(session, tenant_id, key, None, batch, 2_000, database.settings)
+        turn = after_turn(
+            session,
+            tenant_id,
+            key,
+            None,
+            batch,
+            2_000,
+            database.settings,
+            build_storage(database.settings),
+        )
     conversation_id = turn.ingest.conversation_id
     with database.transaction() as session:
         session.execute(

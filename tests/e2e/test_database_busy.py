@@ -7,8 +7,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select, text
@@ -61,7 +61,8 @@ def one_message(n: int) -> dict[str, object]:
     return {"messages": [{"role": "user", "content": f"ledger line {n}", "id": f"m{n}"}]}
 
 
-def assert_busy(response: httpx.Response) -> None:
+def assert_busy(response: Any) -> None:
+    """``response``: an httpx response (the test client's or a real client's)."""
     assert response.status_code == 503, response.text
     assert response.headers["retry-after"] == "1"
     assert response.json()["error"]["code"] == "database_busy"

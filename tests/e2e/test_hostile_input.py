@@ -7,6 +7,7 @@ Each case here was a 5xx or a silent alteration before the one validation layer
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
@@ -20,14 +21,14 @@ BIG = 2**63
 MSG = {"messages": [{"role": "user", "content": "hello"}]}
 
 
-def _raw(client: TestClient, method: str, url: str, issued: IssuedKey, body: str) -> object:
+def _raw(client: TestClient, method: str, url: str, issued: IssuedKey, body: str) -> Any:
     headers = {**auth(issued), "content-type": "application/json"}
     return client.request(method, url, content=body.encode(), headers=headers)
 
 
-def _code(response: object) -> str:
-    assert 400 <= response.status_code < 500, (response.status_code, response.text)  # type: ignore[attr-defined]
-    return str(response.json()["error"]["code"])  # type: ignore[attr-defined]
+def _code(response: Any) -> str:
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    return str(response.json()["error"]["code"])
 
 
 def count(db: Database, model: type) -> int:
@@ -100,7 +101,7 @@ def test_text_fields_refuse_nul_and_lone_surrogates(
     ]
     for url, body in probes:
         response = _raw(client, "POST", url, tenant, body)
-        assert _code(response) == "invalid_text", (url, response.text)  # type: ignore[attr-defined]
+        assert _code(response) == "invalid_text", (url, response.text)
     assert count(db, Conversation) == 0
 
 

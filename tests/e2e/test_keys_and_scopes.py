@@ -81,7 +81,7 @@ def key_with(db: Database, tenant: IssuedKey, *scopes: str, name: str = "probe")
 def call(client: TestClient, method: str, path: str, key: IssuedKey | str) -> Any:
     raw = key if isinstance(key, str) else key.api_key
     headers = {"Authorization": f"Bearer {raw}"}
-    body = None if method == "GET" else {}
+    body: dict[str, Any] | None = None if method == "GET" else {}
     return client.request(method, path, headers=headers, json=body)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, Message
@@ -116,7 +116,7 @@ def test_appending_ten_entries_imports_exactly_ten(
     assert seqs(db, grown.conversation_id) == list(range(1, messages + 11))
     # Without the checkpoint the same transcript anchors by id and imports nothing.
     with db.transaction() as s:
-        s.execute(Conversation.__table__.update().values(bootstrap_checkpoint=None))
+        s.execute(update(Conversation).values(bootstrap_checkpoint=None))
     again = boot(db, tenant.tenant_id, "k", data + appended(name, 10))
     assert (again.imported, again.anchor, again.anchor_seq) == (0, "id", messages + 10)
 

@@ -31,7 +31,8 @@ def expected_pi(rows: list[dict[str, Any]]) -> tuple[int, int]:
     entries = [r for r in rows if r.get("type") != "session"]
     if header.get("version", 1) >= 2:  # the active branch: from the last entry to the root
         by_id = {e["id"]: e for e in entries}
-        branch, node = [], entries[-1]
+        branch: list[dict[str, Any]] = []
+        node: dict[str, Any] | None = entries[-1]
         while node is not None:
             branch.append(node)
             node = by_id.get(node.get("parentId"))

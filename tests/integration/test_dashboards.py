@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +70,7 @@ class Exported:
 
 
 @pytest.fixture
-def exported(sqlite_db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Exported]:
+def exported(sqlite_db: Database, monkeypatch: pytest.MonkeyPatch) -> Exported:
     """Every sample name the API and the workers export, with its label names."""
     import workers.metrics  # noqa: F401  (registers the worker figures)
     from workers import runtime
@@ -98,7 +97,7 @@ def exported(sqlite_db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[E
                 routes.add(sample.labels["route"])
     # Labelled counters and histograms export no sample before their first
     # use: their label names come from the metric objects.
-    registered = REGISTRY._collector_to_names.items()  # type: ignore[attr-defined]
+    registered = REGISTRY._collector_to_names.items()
     for collector, sample_names in registered:
         for name in sample_names:
             if name in names:

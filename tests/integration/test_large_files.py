@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from lcm.db.engine import Database
 from lcm.db.models import LargeFile, LlmUsage, Message, MessagePart, utcnow
@@ -206,7 +206,7 @@ def test_prose_goes_to_the_llm_with_a_deterministic_fallback(
         assert failed is not None
         assert failed.model == "structure"
         with db.transaction() as s:
-            s.execute(LargeFile.__table__.update().values(exploration_summary=None))
+            s.execute(update(LargeFile).values(exploration_summary=None))
         fake.script([Behaviour.reply("A launch plan: ship in March, after the security review.")])
         done = summarize_file(db.transaction, storage, llm, file_id)
         sample = fake.requests[-1].body["messages"][0]["content"]

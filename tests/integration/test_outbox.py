@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from typing import cast
+
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt
@@ -52,7 +56,7 @@ def test_the_request_unit_of_work_commits_then_sends_or_rolls_back_and_drops(
     """``get_session`` (the routes' session): it commits when the route returns, not the route."""
     from api.deps import get_session
 
-    failing = get_session(db)
+    failing = cast(Generator[Session, None, None], get_session(db))
     session = next(failing)
     session.add(CompactionDebt(conversation_id=None, tenant_id=tenant.tenant_id))
     request_job(session, WakeCompaction(1))

@@ -153,7 +153,7 @@ def test_other_tenants_ids_are_indistinguishable_from_missing(
             describe(s, tenant.tenant_id, top, allowed_conversations={cid + 1})
         with pytest.raises(NotFound):
             expand(s, tenant.tenant_id, [top], 1000, allowed_conversations={cid + 1})
-        assert describe(s, tenant.tenant_id, "file_00aa11").conversation_id == cid  # type: ignore[union-attr]
+        assert describe(s, tenant.tenant_id, "file_00aa11").conversation_id == cid
         with pytest.raises(InvalidInput):
             describe(s, tenant.tenant_id, "msg_1")
     assert messages[0] == messages[1]

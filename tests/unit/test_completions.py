@@ -54,14 +54,14 @@ def test_the_wait_returns_the_stored_result_when_woken() -> None:
 
     threading.Thread(target=finish).start()
     # A re-check interval far past the deadline: only the wake-up can end it in time.
-    assert wait_for_result(pending, 30, hub, recheck=60) == {"answer": "42"}  # type: ignore[arg-type]
+    assert wait_for_result(pending, 30, hub, recheck=60) == {"answer": "42"}
     assert pending.reads == 2  # read once before waiting, once when woken: no polling
 
 
 def test_a_lost_wake_up_costs_a_re_check_not_the_answer() -> None:
     pending = StoredResult("t2")
     threading.Timer(0.1, lambda: setattr(pending, "value", {"answer": "late"})).start()
-    assert wait_for_result(pending, 30, Completions(), recheck=0.05) == {"answer": "late"}  # type: ignore[arg-type]
+    assert wait_for_result(pending, 30, Completions(), recheck=0.05) == {"answer": "late"}
 
 
 def test_a_job_that_never_stores_a_result_still_meets_the_deadline() -> None:
@@ -71,5 +71,5 @@ def test_a_job_that_never_stores_a_result_still_meets_the_deadline() -> None:
     spam.start()
     started = time.monotonic()
     with pytest.raises(CeleryTimeout):
-        wait_for_result(pending, 0.3, hub, recheck=60)  # type: ignore[arg-type]
+        wait_for_result(pending, 0.3, hub, recheck=60)
     assert 0.3 <= time.monotonic() - started < 30

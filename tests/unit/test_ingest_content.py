@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -10,6 +11,7 @@ from lcm.errors import InvalidInput, TooLarge
 from lcm.ingest.content import (
     IMAGE_TOKEN_ESTIMATE,
     IncomingMessage,
+    PreparedMessage,
     parse_timestamp,
     prepare_message,
 )
@@ -17,8 +19,8 @@ from lcm.ingest.service import prepare_batch
 from lcm.tokens import estimate_tokens
 
 
-def prep(content: object, role: str = "user", **kw: object) -> object:
-    return prepare_message(IncomingMessage(role, content, **kw), "m", 1_000_000)  # type: ignore[arg-type]
+def prep(content: Any, role: str = "user", **kw: Any) -> PreparedMessage:
+    return prepare_message(IncomingMessage(role, content, **kw), "m", 1_000_000)
 
 
 def test_string_content_is_one_text_part_and_keeps_its_shape() -> None:
@@ -119,7 +121,7 @@ def test_timestamps() -> None:
     assert parse_timestamp(1_767_323_045_000, "t") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     for bad in ("yesterday", "2026-13-01", True, 1e300):
         with pytest.raises(InvalidInput):
-            parse_timestamp(bad, "t")  # type: ignore[arg-type]
+            parse_timestamp(bad, "t")
 
 
 def test_batch_limits() -> None:

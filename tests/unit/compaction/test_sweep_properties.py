@@ -59,7 +59,9 @@ def check_pass(plan: PassPlan, config: CompactionSettings) -> None:
         return
     depths = {e.summary_depth for e in plan.entries}
     assert len(depths) == 1
-    assert plan.depth == depths.pop() + 1
+    depth = depths.pop()
+    assert depth is not None
+    assert plan.depth == depth + 1
     if plan.phase == "routine":
         assert len(plan.entries) >= config.condensed_min_fanout
         assert config.sweep_max_depth != 0
