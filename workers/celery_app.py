@@ -7,6 +7,8 @@ runs the same task code in a thread of the API process.
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
 from kombu import Exchange, Queue
 
@@ -25,6 +27,15 @@ app = Celery(
         "workers.tasks.retention",
     ],
 )
+
+
+TASK_ROUTES = {
+    "compaction.*": {"queue": "compaction"},
+    "files.*": {"queue": "files"},
+    "expansion.*": {"queue": "expansion"},
+    # Housekeeping shares the compaction queue: it is rare and short.
+    "retention.*": {"queue": "compaction"},
+}
 
 
 def configure(settings: Settings) -> Celery:
@@ -76,45 +87,42 @@ def configure(settings: Settings) -> Celery:
         task_track_started=True,
         task_queues=[Queue(q, Exchange(q), routing_key=q) for q in QUEUES],
         task_default_queue="compaction",
-        task_routes={
-            "compaction.*": {"queue": "compaction"},
-            "files.*": {"queue": "files"},
-            "expansion.*": {"queue": "expansion"},
-            # Housekeeping shares the compaction queue: it is rare and short.
-            "retention.*": {"queue": "compaction"},
-        },
+        task_routes=TASK_ROUTES,
         worker_hijack_root_logger=False,
-        beat_schedule={
-            "compaction-reconcile": {
-                "task": "compaction.reconcile",
-                "schedule": settings.reconcile_interval_seconds,
-                "options": {"queue": "compaction", "expires": settings.reconcile_interval_seconds},
-            },
-            "files-reconcile": {
-                "task": "files.reconcile",
-                "schedule": settings.files_reconcile_interval_seconds,
-                "options": {"queue": "files", "expires": settings.files_reconcile_interval_seconds},
-            },
-            "expansion-sweep-grants": {
-                "task": "expansion.sweep_grants",
-                "schedule": settings.expansion_sweep_interval_seconds,
-                "options": {
-                    "queue": "expansion",
-                    "expires": settings.expansion_sweep_interval_seconds,
-                },
-            },
-            "retention-sweep": {
-                "task": "retention.sweep",
-                "schedule": settings.retention_sweep_interval_seconds,
-                "options": {
-                    "queue": "compaction",
-                    "expires": settings.retention_sweep_interval_seconds,
-                },
-            },
-        },
+        beat_schedule=beat_schedule(settings),
         timezone="UTC",
     )
     return app
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Beat's periodic jobs; each expires after one interval (a stale run is skipped)."""
+    jobs = {
+        "compaction-reconcile": (
+            "compaction.reconcile",
+            "compaction",
+            settings.reconcile_interval_seconds,
+        ),
+        "files-reconcile": ("files.reconcile", "files", settings.files_reconcile_interval_seconds),
+        "expansion-sweep-grants": (
+            "expansion.sweep_grants",
+            "expansion",
+            settings.expansion_sweep_interval_seconds,
+        ),
+        "retention-sweep": (
+            "retention.sweep",
+            "compaction",
+            settings.retention_sweep_interval_seconds,
+        ),
+    }
+    schedule: dict[str, dict[str, Any]] = {}
+    for name, (task, queue, every) in jobs.items():
+        schedule[name] = {
+            "task": task,
+            "schedule": every,
+            "options": {"queue": queue, "expires": every},
+        }
+    return schedule
 
 
 def broker_reachable(timeout: float = 2.0) -> bool:

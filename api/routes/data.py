@@ -31,6 +31,8 @@ from lcm.db.models import Conversation
 from lcm.erasure.service import erase_conversation, erase_family, remove_released_blobs
 from lcm.errors import InvalidInput, NotFound
 from lcm.files.storage import FileStorage
+from lcm.tenants.quota import StorageQuota
+from lcm.tenants.service import effective_settings
 from lcm.transfer.service import export_lines, import_conversation, parse_export
 
 router = APIRouter(prefix="/v1/conversations", tags=["data"])
@@ -141,7 +143,10 @@ async def post_import(
 
     def write() -> ImportOut:
         with database.transaction() as session:
-            imported = import_conversation(session, storage, tenant_id, key, target_session, export)
+            quota = StorageQuota.of(effective_settings(session, tenant_id, services.settings))
+            imported = import_conversation(
+                session, storage, tenant_id, key, target_session, export, quota
+            )
         return ImportOut(**vars(imported))
 
     # The body had to be awaited; the database work must not block the event loop.

@@ -87,24 +87,7 @@ class DebtRepository:
         successor_of: int | None = None,
     ) -> Claim | None:
         """Take the lease, or return None when someone else holds it (or nothing is owed)."""
-        attempts: ColumnElement[int] | InstrumentedAttribute[int]
-        if successor_of is None:
-            # A wake-up: pending work, or work whose holder's lease ran out.
-            condition = or_(
-                CompactionDebt.status == PENDING,
-                (CompactionDebt.status == RUNNING) & (CompactionDebt.lease_expires_at < now),
-            )
-            # Taking over an expired lease counts as a failed attempt of the
-            # holder, so a pass that kills its worker every time ends failed.
-            attempts = case(
-                (CompactionDebt.status == RUNNING, CompactionDebt.attempts + 1),
-                else_=CompactionDebt.attempts,
-            )
-        else:
-            condition = (CompactionDebt.status == RUNNING) & (
-                CompactionDebt.fencing_token == successor_of
-            )
-            attempts = CompactionDebt.attempts
+        condition, attempts = _claim_rule(now, successor_of)
         row = self.session.execute(
             update(CompactionDebt)
             .where(CompactionDebt.conversation_id == conversation_id, condition)
@@ -279,3 +262,27 @@ def debt_overview(session: Session) -> tuple[dict[str, int], datetime | None]:
         )
     )
     return by_status, oldest
+
+
+def _claim_rule(
+    now: datetime, successor_of: int | None
+) -> tuple[ColumnElement[bool], ColumnElement[int] | InstrumentedAttribute[int]]:
+    """Which debt row a claim may take, and its attempts count after the claim."""
+    if successor_of is not None:
+        # A chained pass: only the holder of ``successor_of`` can hand over.
+        handed_over = (CompactionDebt.status == RUNNING) & (
+            CompactionDebt.fencing_token == successor_of
+        )
+        return handed_over, CompactionDebt.attempts
+    # A wake-up: pending work, or work whose holder's lease ran out.
+    claimable = or_(
+        CompactionDebt.status == PENDING,
+        (CompactionDebt.status == RUNNING) & (CompactionDebt.lease_expires_at < now),
+    )
+    # Taking over an expired lease counts as a failed attempt of the holder,
+    # so a pass that kills its worker every time ends failed.
+    attempts = case(
+        (CompactionDebt.status == RUNNING, CompactionDebt.attempts + 1),
+        else_=CompactionDebt.attempts,
+    )
+    return claimable, attempts

@@ -87,6 +87,47 @@ def expand(
     if token_cap < 1:
         raise InvalidInput("token_cap must be at least 1")
     repo = HistoryRepository(session)
+    _check_visible(repo, tenant_id, ids, allowed_conversations)
+    dag = walk(repo, ids)
+    picked = _pick_messages(repo, dag.leaves, token_cap)
+    omitted = (
+        _omitted(repo, dag.leaves[picked.cut_at :], picked.seen)
+        if picked.cut_at is not None
+        else Omitted()
+    )
+    views = repo.message_views([mid for mid, _leaf in picked.included])
+    messages = [
+        ExpandedMessage(
+            id=mid,
+            ref=message_ref(mid),
+            conversation_id=picked.sizes[mid][0],
+            seq=views[mid].seq,
+            role=views[mid].role,
+            created_at=views[mid].created_at,
+            token_count=picked.sizes[mid][2],
+            summary_id=leaf,
+            message=message_to_provider(views[mid]),
+        )
+        for mid, leaf in picked.included
+    ]
+    contributing = list(dict.fromkeys([*ids, *(leaf for _mid, leaf in picked.included)]))
+    return Expansion(
+        nodes=_nodes(repo, tenant_id, contributing, dag.sources),
+        messages=messages,
+        token_cap=token_cap,
+        tokens=picked.used,
+        truncated=picked.cut_at is not None,
+        omitted=omitted,
+    )
+
+
+def _check_visible(
+    repo: HistoryRepository,
+    tenant_id: str,
+    ids: Sequence[str],
+    allowed_conversations: Collection[int] | None,
+) -> None:
+    """``NotFound`` for an id that is not the tenant's, or outside the allowed conversations."""
     found = repo.summaries(tenant_id, ids)
     for summary_id in ids:
         summary = found.get(summary_id)
@@ -95,54 +136,37 @@ def expand(
             and summary.conversation_id not in allowed_conversations
         ):
             raise NotFound(f"no summary {summary_id}")
-    dag = walk(repo, ids)
-    included: list[tuple[int, str]] = []  # (message id, leaf id)
-    sizes: dict[int, tuple[int, int, int]] = {}
-    used, cut_at = 0, None
-    seen: set[int] = set()
-    for start in range(0, len(dag.leaves), _LEAF_CHUNK):
-        chunk = dag.leaves[start : start + _LEAF_CHUNK]
+
+
+@dataclass
+class _Picked:
+    """The messages that fit, in leaf order, and where the cap cut the leaves."""
+
+    included: list[tuple[int, str]] = field(default_factory=list)  # (message id, leaf id)
+    sizes: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # conv, seq, tokens
+    seen: set[int] = field(default_factory=set)
+    used: int = 0
+    cut_at: int | None = None  # index of the first leaf not wholly included
+
+
+def _pick_messages(repo: HistoryRepository, leaves: Sequence[str], token_cap: int) -> _Picked:
+    """Leaf by leaf (chunked reads), each message once, until the next one would pass the cap."""
+    picked = _Picked()
+    for start in range(0, len(leaves), _LEAF_CHUNK):
+        chunk = leaves[start : start + _LEAF_CHUNK]
         by_leaf = repo.leaf_messages(chunk)
         for index, leaf in enumerate(chunk):
             for m in by_leaf.get(leaf, []):
-                if m.id in seen:
+                if m.id in picked.seen:
                     continue
-                if used + m.token_count > token_cap:
-                    cut_at = start + index
-                    break
-                seen.add(m.id)
-                used += m.token_count
-                included.append((m.id, leaf))
-                sizes[m.id] = (m.conversation_id, m.seq, m.token_count)
-            if cut_at is not None:
-                break
-        if cut_at is not None:
-            break
-    omitted = _omitted(repo, dag.leaves[cut_at:], seen) if cut_at is not None else Omitted()
-    views = repo.message_views([mid for mid, _leaf in included])
-    messages = [
-        ExpandedMessage(
-            id=mid,
-            ref=message_ref(mid),
-            conversation_id=sizes[mid][0],
-            seq=views[mid].seq,
-            role=views[mid].role,
-            created_at=views[mid].created_at,
-            token_count=sizes[mid][2],
-            summary_id=leaf,
-            message=message_to_provider(views[mid]),
-        )
-        for mid, leaf in included
-    ]
-    contributing = list(dict.fromkeys([*ids, *(leaf for _mid, leaf in included)]))
-    return Expansion(
-        nodes=_nodes(repo, tenant_id, contributing, dag.sources),
-        messages=messages,
-        token_cap=token_cap,
-        tokens=used,
-        truncated=cut_at is not None,
-        omitted=omitted,
-    )
+                if picked.used + m.token_count > token_cap:
+                    picked.cut_at = start + index
+                    return picked
+                picked.seen.add(m.id)
+                picked.used += m.token_count
+                picked.included.append((m.id, leaf))
+                picked.sizes[m.id] = (m.conversation_id, m.seq, m.token_count)
+    return picked
 
 
 def _omitted(repo: HistoryRepository, leaves: list[str], included: set[int]) -> Omitted:

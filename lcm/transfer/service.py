@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from lcm.db.models import (
     ContextItem,
     Conversation,
     LargeFile,
+    Message,
     MessagePart,
     Summary,
     SummaryMessage,
@@ -46,6 +47,7 @@ from lcm.db.models import (
 from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.files.storage import FileStorage
 from lcm.storable import find_unstorable
+from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 from lcm.transfer.records import (
     RECORD,
     ContextItemRecord,
@@ -78,62 +80,71 @@ def export_lines(
     )
     for batch in repo.message_batches(conversation_id, EXPORT_BATCH):
         for message, parts in batch:
-            yield _line(
-                MessageRecord(
-                    seq=message.seq,
-                    role=message.role,
-                    content=message.content,
-                    content_shape=message.content_shape,
-                    token_count=message.token_count,
-                    created_at=message.created_at,
-                    client_id=message.client_id,
-                    parts=[
-                        PartRecord(
-                            ordinal=p.ordinal,
-                            part_type=p.part_type,
-                            text=p.text,
-                            tool_call_id=p.tool_call_id,
-                            payload=p.payload,
-                        )
-                        for p in parts
-                    ],
-                )
-            )
+            yield _line(_message_record(message, parts))
     seqs = repo.seqs_by_id(conversation_id)
     for file in repo.files(conversation_id):
         yield _line(_file_record(file, storage.get(file.storage_uri), seqs))
     message_links = repo.message_links(conversation_id)
     parent_links = repo.parent_links(conversation_id)
     for summary in repo.summaries(conversation_id):
-        yield _line(
-            SummaryRecord(
-                id=summary.id,
-                kind=summary.kind,
-                depth=summary.depth,
-                content=summary.content,
-                token_count=summary.token_count,
-                source_token_count=summary.source_token_count,
-                earliest_at=summary.earliest_at,
-                latest_at=summary.latest_at,
-                descendant_count=summary.descendant_count,
-                file_ids=list(summary.file_ids or []),
-                created_at=summary.created_at,
-                escalation=summary.escalation,
-                model=summary.model,
-                message_seqs=[seqs[m] for m in message_links.get(summary.id, [])],
-                parent_ids=parent_links.get(summary.id, []),
-            )
-        )
+        seqs_of = [seqs[m] for m in message_links.get(summary.id, [])]
+        yield _line(_summary_record(summary, seqs_of, parent_links.get(summary.id, [])))
     for item in repo.context_items(conversation_id):
-        yield _line(
-            ContextItemRecord(
-                ordinal=item.ordinal,
-                item_type=item.item_type,
-                message_seq=seqs[item.message_id] if item.message_id is not None else None,
-                summary_id=item.summary_id,
-                token_count=item.token_count,
+        yield _line(_context_record(item, seqs))
+
+
+def _message_record(message: Message, parts: Sequence[MessagePart]) -> MessageRecord:
+    return MessageRecord(
+        seq=message.seq,
+        role=message.role,
+        content=message.content,
+        content_shape=message.content_shape,
+        token_count=message.token_count,
+        created_at=message.created_at,
+        client_id=message.client_id,
+        parts=[
+            PartRecord(
+                ordinal=p.ordinal,
+                part_type=p.part_type,
+                text=p.text,
+                tool_call_id=p.tool_call_id,
+                payload=p.payload,
             )
-        )
+            for p in parts
+        ],
+    )
+
+
+def _summary_record(
+    summary: Summary, message_seqs: list[int], parent_ids: list[str]
+) -> SummaryRecord:
+    return SummaryRecord(
+        id=summary.id,
+        kind=summary.kind,
+        depth=summary.depth,
+        content=summary.content,
+        token_count=summary.token_count,
+        source_token_count=summary.source_token_count,
+        earliest_at=summary.earliest_at,
+        latest_at=summary.latest_at,
+        descendant_count=summary.descendant_count,
+        file_ids=list(summary.file_ids or []),
+        created_at=summary.created_at,
+        escalation=summary.escalation,
+        model=summary.model,
+        message_seqs=message_seqs,
+        parent_ids=parent_ids,
+    )
+
+
+def _context_record(item: ContextItem, seqs: dict[int, int]) -> ContextItemRecord:
+    return ContextItemRecord(
+        ordinal=item.ordinal,
+        item_type=item.item_type,
+        message_seq=seqs[item.message_id] if item.message_id is not None else None,
+        summary_id=item.summary_id,
+        token_count=item.token_count,
+    )
 
 
 def _line(record: Any) -> str:
@@ -221,12 +232,41 @@ def import_conversation(
     session_key: str,
     session_id: str | None,
     export: ParsedExport,
+    quota: StorageQuota | None = None,
 ) -> Imported:
-    """Write ``export`` into the (new or empty) conversation ``session_key``/``session_id``."""
+    """Write ``export`` into the (new or empty) conversation ``session_key``/``session_id``.
+
+    The messages and file bytes are charged to the tenant's storage quota like
+    any ingest (refused whole when over it).
+    """
     repo = TransferRepository(session)
     _check_outside_refs(repo, tenant_id, export)
     conversation = _target(session, tenant_id, session_key, session_id, export.conversation)
     cid = conversation.id
+    seq_to_id = _import_messages(repo, tenant_id, cid, export.messages)
+    file_bytes = _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
+    renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
+    _import_context(repo, tenant_id, cid, export.context_items, seq_to_id, renamed)
+    charge_storage(session, tenant_id, len(export.messages), file_bytes, quota or UNLIMITED)
+    conversation.last_seq = max((m.seq for m in export.messages), default=0)
+    conversation.last_ordinal = max((i.ordinal for i in export.context_items), default=0)
+    conversation.context_version += 1
+    conversation.updated_at = utcnow()  # an import is activity: retention starts over
+    session.flush()
+    return Imported(
+        cid,
+        len(export.messages),
+        len(export.summaries),
+        len(export.files),
+        len(export.context_items),
+        {old: new for old, new in renamed.items() if old != new},
+    )
+
+
+def _import_messages(
+    repo: TransferRepository, tenant_id: str, cid: int, messages: Sequence[MessageRecord]
+) -> dict[int, int]:
+    """Insert the messages and their parts; seq -> new message id."""
     seq_to_id = repo.insert_messages(
         [
             {
@@ -240,21 +280,30 @@ def import_conversation(
                 "created_at": m.created_at,
                 "client_id": m.client_id,
             }
-            for m in export.messages
+            for m in messages
         ]
     )
-    if len(seq_to_id) != len(export.messages):
+    if len(seq_to_id) != len(messages):
         raise InvalidInput("the export repeats a message seq")
     repo.insert_rows(
         MessagePart,
         [
             {"tenant_id": tenant_id, "message_id": seq_to_id[m.seq], **p.model_dump()}
-            for m in export.messages
+            for m in messages
             for p in m.parts
         ],
     )
-    _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
-    renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
+    return seq_to_id
+
+
+def _import_context(
+    repo: TransferRepository,
+    tenant_id: str,
+    cid: int,
+    items: Sequence[ContextItemRecord],
+    seq_to_id: dict[int, int],
+    renamed: dict[str, str],
+) -> None:
     repo.insert_rows(
         ContextItem,
         [
@@ -269,21 +318,8 @@ def import_conversation(
                 else None,
                 "token_count": item.token_count,
             }
-            for item in export.context_items
+            for item in items
         ],
-    )
-    conversation.last_seq = max((m.seq for m in export.messages), default=0)
-    conversation.last_ordinal = max((i.ordinal for i in export.context_items), default=0)
-    conversation.context_version += 1
-    conversation.updated_at = utcnow()  # an import is activity: retention starts over
-    session.flush()
-    return Imported(
-        cid,
-        len(export.messages),
-        len(export.summaries),
-        len(export.files),
-        len(export.context_items),
-        {old: new for old, new in renamed.items() if old != new},
     )
 
 
@@ -339,13 +375,16 @@ def _import_files(
     conversation_id: int,
     files: list[FileRecord],
     seq_to_id: dict[int, int],
-) -> None:
+) -> int:
+    """Store the files' contents and rows; the bytes stored (for the quota)."""
     taken = repo.existing_file_ids([f.id for f in files])
     if taken:
         raise Conflict(f"file ids already in use: {sorted(taken)}", code="file_id_taken")
     rows = []
+    stored_bytes = 0
     for f in files:
         data = f.content.encode("utf-8") if f.encoding == "utf-8" else base64.b64decode(f.content)
+        stored_bytes += len(data)
         sha = hashlib.sha256(data).hexdigest()
         # Content-addressed and idempotent: a rollback leaves at most an
         # object the same bytes would reuse.
@@ -368,6 +407,7 @@ def _import_files(
             }
         )
     repo.insert_rows(LargeFile, rows)
+    return stored_bytes
 
 
 def _import_summaries(

@@ -176,3 +176,29 @@ def test_erasing_a_conversation_gives_its_quota_back(
     assert stored_rows(db, tenant.tenant_id)["counter_messages"] == 0
     assert quota_client.post(second, json=batch("x", "y"), headers=headers).status_code == 200
     assert stored_rows(db, tenant.tenant_id)["counter_messages"] == 2
+
+
+def test_an_import_is_charged_to_the_quota(
+    db: Database, tenant: IssuedKey, quota_client: TestClient
+) -> None:
+    headers = auth(tenant)
+    first = "/v1/conversations/first/messages"
+    assert quota_client.post(first, json=batch("a", "b", "c"), headers=headers).status_code == 200
+    export = quota_client.get("/v1/conversations/first/export", headers=headers)
+    assert export.status_code == 200, export.text
+    r = quota_client.patch("/v1/tenant/settings", json={"max_stored_messages": 5}, headers=headers)
+    assert r.status_code == 200, r.text
+    before = stored_rows(db, tenant.tenant_id)
+    imported = quota_client.post(
+        "/v1/conversations/copy/import", content=export.content, headers=headers
+    )
+    assert imported.status_code == 429, imported.text
+    assert imported.json()["error"]["code"] == "quota_exceeded"
+    assert stored_rows(db, tenant.tenant_id) == before  # refused whole
+    r = quota_client.patch("/v1/tenant/settings", json={"max_stored_messages": 6}, headers=headers)
+    assert r.status_code == 200, r.text
+    imported = quota_client.post(
+        "/v1/conversations/copy/import", content=export.content, headers=headers
+    )
+    assert imported.status_code == 200, imported.text
+    assert stored_rows(db, tenant.tenant_id)["counter_messages"] == 6
