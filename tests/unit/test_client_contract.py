@@ -1,12 +1,15 @@
-"""The client's pure parts: Retry-After parsing, the retry rule, limits shared with the domain."""
+"""The client's pure parts: Retry-After parsing, the retry rule, what it shares with the domain."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import random
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import httpx
+import pytest
 
 from api import contract
 from lcm.retrieval.expand import MAX_SUMMARY_IDS
@@ -53,3 +56,31 @@ def test_what_is_retried() -> None:
     assert policy.after_transport_error(refused, 0, replayable=False) is not None
     assert policy.after_transport_error(lost, 0, replayable=False) is None
     assert policy.after_transport_error(lost, 0, replayable=True) is not None
+
+
+# The API answers these from the domain's dataclasses (``to_jsonable``), and
+# the contract declares the same shapes for the client without importing the
+# domain: a field added to or dropped from either side must be in both.
+MIRRORED = {
+    "ConversationStatus": "lcm.conversations.status:ConversationStatus",
+    "GrepResult": "lcm.retrieval.grep:GrepResult",
+    "GrepMatch": "lcm.retrieval.grep:GrepMatch",
+    "SummaryDescription": "lcm.retrieval.describe:SummaryDescription",
+    "FileDescription": "lcm.retrieval.describe:FileDescription",
+    "FileContent": "lcm.retrieval.describe:FileContent",
+    "SourceRange": "lcm.retrieval.describe:SourceRange",
+    "Expansion": "lcm.retrieval.expand:Expansion",
+    "ExpandedNode": "lcm.retrieval.expand:ExpandedNode",
+    "ExpandedMessage": "lcm.retrieval.expand:ExpandedMessage",
+    "Omitted": "lcm.retrieval.expand:Omitted",
+    "ExpandQueryAnswer": "lcm.retrieval.answers:ExpandQueryAnswer",
+    "Usage": "lcm.retrieval.answers:Usage",
+}
+
+
+@pytest.mark.parametrize(("model", "domain"), sorted(MIRRORED.items()))
+def test_contract_models_mirror_the_domain_dataclasses(model: str, domain: str) -> None:
+    module, name = domain.split(":")
+    dataclass_type = getattr(importlib.import_module(module), name)
+    contract_fields = set(getattr(contract, model).model_fields)
+    assert contract_fields == {f.name for f in dataclasses.fields(dataclass_type)}
