@@ -23,7 +23,8 @@ from typing import Any
 from sqlalchemy import insert, select, text
 
 from bench.servers import postgres
-from lcm.compaction.engine import CompactionEngine, assemble
+from lcm.assembly.service import assemble
+from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import next_pass
 from lcm.db.engine import Database

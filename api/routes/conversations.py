@@ -31,7 +31,7 @@ from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
-from lcm.compaction.engine import assemble
+from lcm.assembly.service import assemble
 from lcm.compaction.jobs import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import conversation_status

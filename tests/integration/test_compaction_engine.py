@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lcm.compaction.engine import CompactionEngine, assemble
+from lcm.assembly.service import assemble
+from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.planning import evaluate_threshold
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import context_tokens

@@ -1,0 +1,47 @@
+"""Assembling a conversation's next-turn context from the database (read-only).
+
+The pure part (which entries fit the budget, the fresh tail, rendering and
+normalizing to the provider's format) is :func:`lcm.assembly.assemble_context`;
+this module reads only the entries that can matter from the database.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from lcm.assembly.assembler import AssembledContext, assemble_context
+from lcm.compaction.repository import CompactionRepository
+from lcm.context import ContextEntry
+from lcm.settings import CompactionSettings
+
+
+def assemble(
+    session: Session, conversation_id: int, token_budget: int, settings: CompactionSettings
+) -> AssembledContext:
+    """The model context for the next turn of a conversation (read-only).
+
+    Reads only the newest items that can fit the budget, widened back to the
+    start of the latest user turn (the fresh tail never splits it). Should
+    the fresh tail still fill the whole window, everything is read, so the
+    tail is always complete.
+    """
+    repo = CompactionRepository(session)
+    start = repo.recent_window_start(conversation_id, token_budget, settings.fresh_tail_count + 1)
+    entries = repo.load_entries(conversation_id, from_ordinal=start)
+    if start is not None and not any(_bounds_the_tail(e) for e in entries):
+        # Raw messages all the way and no turn start in sight: the turn, and
+        # so the tail, began before the window. Rare: one agent loop longer
+        # than the whole budget.
+        turn = repo.latest_turn_start(conversation_id, before=start)
+        if turn is not None:
+            entries = repo.load_entries(conversation_id, from_ordinal=turn)
+    assembled = assemble_context(entries, token_budget, settings)
+    if start is not None and assembled.fresh_tail_count == len(entries):
+        # The whole window is fresh tail: it may go on before the window.
+        assembled = assemble_context(repo.load_entries(conversation_id), token_budget, settings)
+    return assembled
+
+
+def _bounds_the_tail(entry: ContextEntry) -> bool:
+    """A summary or a turn-starting user message: the fresh tail cannot reach past it."""
+    return entry.message is None or entry.message.starts_user_turn
