@@ -204,6 +204,32 @@ class DebtRepository:
             )
         )
 
+    def live_leases_on(self, host: str, now: datetime) -> list[tuple[int, str]]:
+        """(conversation id, lease owner) of unexpired leases held by owners on ``host``.
+
+        Owners are named ``role:host:pid`` (``lcm.services.Services``).
+        """
+        rows = self.session.execute(
+            select(CompactionDebt.conversation_id, CompactionDebt.lease_owner).where(
+                CompactionDebt.status == RUNNING,
+                CompactionDebt.lease_expires_at >= now,
+                CompactionDebt.lease_owner.like(f"%:{host}:%"),
+            )
+        )
+        return [(int(cid), str(owner)) for cid, owner in rows]
+
+    def end_leases(self, conversation_ids: Sequence[int], now: datetime) -> None:
+        """Expire these leases now (their holders are known dead); fencing does the rest."""
+        if conversation_ids:
+            self.session.execute(
+                update(CompactionDebt)
+                .where(
+                    CompactionDebt.conversation_id.in_(list(conversation_ids)),
+                    CompactionDebt.status == RUNNING,
+                )
+                .values(lease_expires_at=now - timedelta(microseconds=1))
+            )
+
     def listing(self, status: str | None, tenant_id: str | None, limit: int) -> list[DebtListing]:
         """Debt rows, most recently changed first, optionally of one status and tenant."""
         stmt = (

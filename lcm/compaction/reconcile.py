@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -29,9 +31,50 @@ def overdue_debts(
     grace = settings.reconcile_grace_seconds if grace_seconds is None else grace_seconds
     with transaction() as session:
         debts = DebtRepository(session)
+        end_leases_of_dead_processes(debts, now)
         due = debts.overdue(now, timedelta(seconds=grace), settings.reconcile_batch)
         debts.mark_enqueued(due, now)
     return due
+
+
+def end_leases_of_dead_processes(debts: DebtRepository, now: datetime) -> list[int]:
+    """Expire the leases held by processes of this host that no longer exist.
+
+    A killed ``lcm serve`` (or worker) leaves its lease running until it
+    expires (``lease_seconds``, 5 minutes by default). Its owner name says
+    which host and process held it; on this host, a process id that no
+    longer exists cannot be holding anything, so the lease ends now and the
+    reconciler wakes the debt at once. A pid the system has reused looks
+    alive and the lease is simply waited out, the safe side; a holder that is
+    only slow would be stopped by the fencing token anyway.
+    """
+    host = socket.gethostname()
+    dead = [
+        conversation_id
+        for conversation_id, owner in debts.live_leases_on(host, now)
+        if _owner_host(owner) == host and not _process_alive(owner)
+    ]
+    debts.end_leases(dead, now)
+    return dead
+
+
+def _owner_host(owner: str) -> str | None:
+    parts = owner.split(":")
+    return parts[-2] if len(parts) >= 3 else None
+
+
+def _process_alive(owner: str) -> bool:
+    """Whether the ``role:host:pid`` owner's process exists (unparseable: assume it does)."""
+    pid_text = owner.rsplit(":", 1)[-1]
+    if not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)  # signal 0: an existence check, nothing is sent
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
 
 
 def retry_failed_debt(session: Session, conversation_ids: Sequence[int] | None) -> list[int]:

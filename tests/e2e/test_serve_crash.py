@@ -153,6 +153,39 @@ def test_a_sigkill_mid_pass_resumes_after_restart(
     assert_lossless(service.database, cid)
 
 
+def test_a_restart_does_not_wait_out_the_dead_holders_lease(
+    embedded: tuple[Embedded, FakeAnthropicServer],
+) -> None:
+    """With the default 5-minute lease, the restarted server resumes in seconds."""
+    service, fake = embedded
+    service.env["LCM_LEASE_SECONDS"] = "300"
+    service.env["LCM_RECONCILE_INTERVAL_SECONDS"] = "30"  # only the run at start matters
+    serve = service.start()
+    try:
+        r = httpx.post(
+            f"{serve.base_url}/v1/conversations/crash/turns",
+            headers=service.headers(),
+            json={"messages": turn_messages("crash", 0, 24), "token_budget": BUDGET},
+        )
+        assert r.status_code == 200, r.text
+        cid = r.json()["conversation_id"]
+        deadline = time.monotonic() + 20
+        while not fake.requests:  # a pass is in flight
+            assert time.monotonic() < deadline, "no summary was requested"
+            time.sleep(0.02)
+    finally:
+        serve.kill()
+    assert service.debts()[cid] == "running"
+    serve = service.start()
+    try:
+        # Well under the 300 s lease: the killed process's lease was ended at start.
+        assert service.wait_settled(30)[cid] == "done"
+    finally:
+        serve.stop()
+    assert duplicate_summaries(service.database, cid) == 0
+    assert_lossless(service.database, cid)
+
+
 @dataclass
 class Client:
     """One gateway conversation: posts turns with client ids, remembers what was acknowledged."""

@@ -6,6 +6,10 @@ moves, so lease expiry and fencing are deterministic rather than timed.
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +27,8 @@ from lcm.compaction.reconcile import overdue_debts
 from lcm.completions import Completions, debt_key
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
+from lcm.ingest.content import IncomingMessage
+from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 from lcm.tenants.service import IssuedKey, update_overrides
@@ -478,3 +484,35 @@ def test_the_service_chain_honours_max_rounds(
     assert last.round == max_rounds
     assert debt_of(db, cid).status == "done"
     assert_lossless(db, cid)
+
+
+def test_the_reconciler_ends_leases_of_dead_processes_on_this_host(
+    db: Database, tenant: IssuedKey
+) -> None:
+    """A killed holder's lease is not waited out: its pid is gone, the debt is woken now."""
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead_pid = int(gone.stdout)
+    host = socket.gethostname()
+    owners = {
+        f"worker:{host}:{dead_pid}": True,  # dead process on this host: woken now
+        f"worker:{host}:{os.getpid()}": False,  # alive: its lease stands
+        f"worker:other-host:{dead_pid}": False,  # another host: only its lease expiry counts
+    }
+    woken_expected = []
+    for n, (owner, woken) in enumerate(owners.items()):
+        with db.transaction() as s:
+            batch = prepare_batch([IncomingMessage("user", "hello")], max_batch=1, max_chars=100)
+            cid = ingest_messages(s, tenant.tenant_id, f"k{n}", None, batch).conversation_id
+            record_debt(s, tenant.tenant_id, cid, "threshold", BUDGET)
+        with db.transaction() as s:
+            claim = DebtRepository(s).claim(cid, owner, utcnow(), timedelta(seconds=300))
+            assert claim is not None
+        if woken:
+            woken_expected.append(cid)
+    settings = db.settings.model_copy(update={"reconcile_grace_seconds": 0.0})
+    assert overdue_debts(db.transaction, settings) == woken_expected
