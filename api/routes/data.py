@@ -18,8 +18,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.contract import SessionIdText
-from api.data_schemas import ConversationItemOut, ConversationListOut, ImportOut
+from api.contract import ConversationItemOut, ConversationListOut, ImportOut, SessionIdText
 from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep
 from api.openapi import error_responses
 from api.validation import SessionKey

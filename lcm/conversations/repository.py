@@ -133,16 +133,6 @@ class ConversationRepository:
         ).one()
         return int(row[0]), int(row[1])
 
-    def message_count(self, conversation_id: int) -> int:
-        return int(
-            self.session.scalar(
-                select(func.count())
-                .select_from(Message)
-                .where(Message.conversation_id == conversation_id)
-            )
-            or 0
-        )
-
     def last_run(self, conversation_id: int) -> CompactionRun | None:
         """The newest compaction pass of the conversation, successful or not."""
         return self.session.scalar(

@@ -13,6 +13,7 @@ from lcm.compaction.planning import evaluate_threshold
 from lcm.compaction.repository import CompactionRepository
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import Conversation
+from lcm.ingest.repository import MessageRepository
 from lcm.settings import CompactionSettings
 
 
@@ -36,7 +37,7 @@ def conversation_status(
 ) -> ConversationStatus:
     repo = CompactionRepository(session)
     conversations = ConversationRepository(session)
-    messages = conversations.message_count(conversation.id)
+    messages = MessageRepository(session).count(conversation.id)
     debt = DebtRepository(session).get(conversation.id)
     budget = (debt.token_budget if debt and debt.token_budget else None) or token_budget
     tokens = repo.context_token_total(conversation.id)

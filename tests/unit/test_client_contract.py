@@ -75,6 +75,10 @@ MIRRORED = {
     "Omitted": "lcm.retrieval.expand:Omitted",
     "ExpandQueryAnswer": "lcm.retrieval.answers:ExpandQueryAnswer",
     "Usage": "lcm.retrieval.answers:Usage",
+    "ConversationItemOut": "lcm.conversations.listing:ListedConversation",
+    "ConversationListOut": "lcm.conversations.listing:ConversationPage",
+    "ImportOut": "lcm.transfer.service:Imported",
+    "UsageLineOut": "lcm.tenants.usage:UsageLine",
 }
 
 
