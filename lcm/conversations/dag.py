@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from lcm.db.models import ContextItem, Message, Summary, SummaryMessage, SummaryParent
 
@@ -76,7 +76,10 @@ class DagRepository:
         found: list[Summary] = []
         for start in range(0, len(ids), _CHUNK):
             found += self.session.scalars(
-                select(Summary).where(Summary.id.in_(ids[start : start + _CHUNK]))
+                # The DAG view never reads the summaries' text: leave it in the database.
+                select(Summary)
+                .options(defer(Summary.content, raiseload=True))
+                .where(Summary.id.in_(ids[start : start + _CHUNK]))
             )
         return found
 
