@@ -34,13 +34,14 @@ def search(
     q: Annotated[str, Query(max_length=1000)] = "",
     mode: Literal["regex", "full_text"] = "full_text",
     scope: Literal["messages", "summaries", "both"] = "both",
-    conversation: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    # A string: the form sends an empty field when no conversation is given.
+    conversation: Annotated[str, Query(max_length=19, pattern=r"^[0-9]*$")] = "",
 ) -> HTMLResponse:
     result: GrepResult | None = None
     error: str | None = None
     if q:
         selector = (
-            ScopeSelector(conversation_id=conversation)
+            ScopeSelector(conversation_id=int(conversation))
             if conversation
             else ScopeSelector(all_conversations=True)
         )

@@ -20,6 +20,7 @@ PER_LEVEL = 60
 SPACING = 26  # px between node centres at the widest row
 ROW_HEIGHT = 90
 MARGIN = 24
+LABEL_WIDTH = 96  # the row labels left of the nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +101,17 @@ def lay_out(
         visible[depth] = ordered[max(0, end - per_level) : end]
         levels.append(Level(depth, MARGIN + row_index * ROW_HEIGHT, len(ordered), page, pages))
     widest = max((len(v) for v in visible.values()), default=1)
-    width = 2 * MARGIN + max(widest, 8) * SPACING
+    width = 2 * MARGIN + LABEL_WIDTH + max(widest, 8) * SPACING
     placed: dict[str, PlacedNode] = {}
     for level in levels:
         row = visible[level.depth]
-        step = (width - 2 * MARGIN) / max(1, len(row))
+        step = (width - 2 * MARGIN - LABEL_WIDTH) / max(1, len(row))
         for i, node in enumerate(row):
             placed[node.id] = PlacedNode(
                 node.id,
                 node.kind,
                 node.depth,
-                round(MARGIN + (i + 0.5) * step, 1),
+                round(MARGIN + LABEL_WIDTH + (i + 0.5) * step, 1),
                 level.y,
                 node.token_count,
                 node.descendant_count,

@@ -1,7 +1,7 @@
 """Console sign-in sessions: a token that names an admin key without containing it.
 
 Decision: the console cookie carries neither the API key nor a server-side
-session id. It carries ``<tenant id>.<key id>.<issued at>.<mac>``, where the
+session id. It carries ``<tenant id>.<key id>.<issued at>.<nonce>.<mac>``, where the
 MAC is an HMAC-SHA256 keyed by the key's *stored hash*. So:
 
 * no new table and no process secret (several API processes accept each
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -55,7 +56,10 @@ def open_session(session: Session, raw_key: str, now: datetime) -> ConsoleSessio
     """Sign in with ``raw_key``: ``Unauthenticated`` if unknown, ``Forbidden`` if not admin."""
     principal = authenticate(session, raw_key.strip())
     principal.require("admin")
-    body = f"{principal.tenant_id}.{principal.key_id}.{int(now.timestamp())}"
+    # The nonce makes every sign-in its own session (and CSRF token), even
+    # two of one key within the same second.
+    nonce = secrets.token_hex(8)
+    body = f"{principal.tenant_id}.{principal.key_id}.{int(now.timestamp())}.{nonce}"
     key_hash = hash_key(raw_key.strip())
     return _session(principal, key_hash, f"{body}.{_mac(key_hash, body)}")
 
@@ -64,7 +68,7 @@ def check_session(session: Session, token: str, now: datetime) -> ConsoleSession
     """The session ``token`` stands for, or ``Unauthenticated`` (forged, expired, key revoked)."""
     body, _, mac = token.rpartition(".")
     parts = body.split(".")
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
         raise Unauthenticated("not signed in")
     tenant_id, key_id, issued = parts[0], int(parts[1]), int(parts[2])
     key = TenantRepository(session).get_key(tenant_id, key_id)
