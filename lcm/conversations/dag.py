@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session
 
 from lcm.db.models import ContextItem, Message, Summary, SummaryMessage, SummaryParent
 
@@ -56,6 +57,16 @@ class ConversationDag:
     nodes: dict[str, DagNode]
 
 
+class SummaryFacts(NamedTuple):
+    id: str
+    kind: str
+    depth: int
+    token_count: int
+    descendant_count: int
+    earliest_at: datetime
+    latest_at: datetime
+
+
 class DagRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -72,14 +83,17 @@ class DagRepository:
             )
         ]
 
-    def summaries(self, ids: Sequence[str]) -> list[Summary]:
-        found: list[Summary] = []
+    def summaries(self, ids: Sequence[str]) -> list[SummaryFacts]:
+        """The summaries' figures, without their text (the DAG view never reads it)."""
+        found: list[SummaryFacts] = []
+        columns = [getattr(Summary, name) for name in SummaryFacts._fields]
         for start in range(0, len(ids), _CHUNK):
-            found += self.session.scalars(
-                # The DAG view never reads the summaries' text: leave it in the database.
-                select(Summary)
-                .options(defer(Summary.content, raiseload=True))
-                .where(Summary.id.in_(ids[start : start + _CHUNK]))
+            # Plain rows, not ORM objects: a DAG of thousands of nodes stays cheap.
+            found += (
+                SummaryFacts(*row)
+                for row in self.session.execute(
+                    select(*columns).where(Summary.id.in_(ids[start : start + _CHUNK]))
+                )
             )
         return found
 
