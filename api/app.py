@@ -8,7 +8,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
-from api import errors, openapi
+from api import console, errors, openapi
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.rate_limit import RateLimiter, build_rate_limiter
@@ -60,6 +60,7 @@ def create_app(
     app.include_router(data.router)  # before conversations: …/export must not read as a key
     app.include_router(conversations.router)
     app.include_router(tools.router)
+    console.install(app)  # /console: the operator's pages (HTML, cookie sign-in)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)

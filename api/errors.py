@@ -11,11 +11,12 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
+from api.console import rendering as console
 from api.validation import ERROR_CODES
 from lcm import errors
 from lcm.db.busy import is_busy
@@ -92,7 +93,9 @@ def _validation_code(exc: RequestValidationError) -> str:
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(errors.LcmError)
-    async def _lcm_error(_request: Request, exc: errors.LcmError) -> JSONResponse:
+    async def _lcm_error(request: Request, exc: errors.LcmError) -> Response:
+        if console.is_console(request):  # the console's pages answer in HTML
+            return console.error_page(request, _status_for(exc), exc.code, exc.message)
         retry_after = getattr(exc, "retry_after", None)
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
         return error_response(_status_for(exc), exc.code, exc.message, headers)

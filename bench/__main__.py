@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compaction, drain, erase, grep, ingest, transcripts, waits
+from bench import compaction, console, drain, erase, grep, ingest, transcripts, waits
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -16,6 +16,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "grep": grep.run,
     "waits": waits.run,
     "erase": erase.run,
+    "console": console.run,
 }
 
 

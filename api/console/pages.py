@@ -1,0 +1,135 @@
+"""Console pages that read: conversations, one conversation, a summary, messages."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from api.console.auth import ConsoleUser
+from api.console.rendering import render
+from api.deps import ReadSessionDep, SettingsDep
+from lcm.console.dag_layout import lay_out
+from lcm.console.views import (
+    PAGE_SIZE,
+    context_window,
+    conversation_of,
+    conversation_table,
+    leaf_sources,
+    message_page,
+    run_timeline,
+)
+from lcm.conversations.dag_view import load_dag
+from lcm.errors import NotFound
+from lcm.retrieval.describe import describe_summary
+from lcm.tenants.service import effective_settings
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+PageNumber = Annotated[int, Query(ge=1, le=1_000_000)]
+ConversationId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+
+
+@router.get("")
+def home() -> RedirectResponse:
+    return RedirectResponse("/console/conversations", status_code=303)
+
+
+@router.get("/conversations")
+def conversations(
+    request: Request,
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    prefix: Annotated[str, Query(max_length=500)] = "",
+    sort: Literal["id", "key", "messages", "tokens", "updated"] = "id",
+    order: Literal["asc", "desc"] = "desc",
+    page: PageNumber = 1,
+) -> HTMLResponse:
+    tenant_id = console.principal.tenant_id
+    table = conversation_table(
+        session,
+        tenant_id,
+        effective_settings(session, tenant_id, settings),
+        settings.default_token_budget,
+        key_prefix=prefix or None,
+        sort=sort,
+        descending=order == "desc",
+        page=page,
+    )
+    return render(
+        request, "conversations.html", console, table=table, prefix=prefix, sort=sort, order=order
+    )
+
+
+@router.get("/conversations/{conversation_id}")
+def conversation(
+    request: Request,
+    conversation_id: ConversationId,
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    budget: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
+    runs_page: PageNumber = 1,
+) -> HTMLResponse:
+    tenant_id = console.principal.tenant_id
+    found = conversation_of(session, tenant_id, conversation_id)
+    effective = effective_settings(session, tenant_id, settings)
+    budget = budget or settings.default_token_budget
+    # Per-depth page of the DAG rows: ?level3=1 shows the second-newest page of depth 3.
+    level_pages = {
+        int(name[5:]): int(value)
+        for name, value in request.query_params.items()
+        if name.startswith("level") and name[5:].isdigit() and value.isdigit()
+    }
+    return render(
+        request,
+        "conversation.html",
+        console,
+        conversation=found,
+        window=context_window(session, found.id, budget, effective),
+        dag=lay_out(load_dag(session, found.id), level_pages),
+        level_pages=level_pages,
+        runs=run_timeline(session, found.id, settings.model_prices, runs_page),
+    )
+
+
+@router.get("/summaries/{summary_id}")
+def summary(
+    request: Request,
+    summary_id: Annotated[str, Path(min_length=1, max_length=64)],
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> HTMLResponse:
+    described = describe_summary(session, console.principal.tenant_id, summary_id)
+    sources, source_total = (
+        leaf_sources(session, summary_id, offset) if described.kind == "leaf" else ([], 0)
+    )
+    return render(
+        request,
+        "summary.html",
+        console,
+        summary=described,
+        sources=sources,
+        source_total=source_total,
+        offset=offset,
+        page_size=PAGE_SIZE,
+    )
+
+
+@router.get("/conversations/{conversation_id}/messages")
+def messages(
+    request: Request,
+    conversation_id: ConversationId,
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    seq: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    start: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+) -> HTMLResponse:
+    found = conversation_of(session, console.principal.tenant_id, conversation_id)
+    if seq is not None and seq > found.last_seq:
+        raise NotFound(f"no message {seq} in conversation {conversation_id}")
+    first = start if start is not None else max(1, (seq or 1) - PAGE_SIZE // 2)
+    page = message_page(session, found, first, seq)
+    return render(request, "messages.html", console, conversation=found, page=page)

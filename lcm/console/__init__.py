@@ -1,0 +1,1 @@
+"""The operator console's reads and layouts (rendered by api/console)."""
