@@ -308,6 +308,48 @@ class ImportOut(BaseModel):
     renamed_summaries: dict[str, str]
 
 
+Scope = Literal["ingest", "read", "admin"]
+SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")  # lcm.tenants.keys.SCOPES
+
+
+class KeyIn(RequestBody):
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    scopes: Annotated[list[Scope], Field(min_length=1, max_length=len(SCOPES))] = Field(
+        default_factory=lambda: list(SCOPES)
+    )
+
+
+class KeyOut(BaseModel):
+    """A key as it may be shown: no hash, no key."""
+
+    id: int
+    name: str
+    prefix: str
+    scopes: list[Scope]
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]
+
+
+class IssuedKeyOut(KeyOut):
+    """A new key: ``api_key`` is shown this once and stored only as a hash."""
+
+    api_key: str
+
+
+class NoContent(BaseModel):
+    """What the client returns for a 204 (an erase)."""
+
+
+class ExportOut(BaseModel):
+    """What the client returns for an export: the JSONL text, one record per line."""
+
+    jsonl: str
+
+
 class ScopeIn(RequestBody):
     """Exactly one of: a session family, one conversation, every conversation of the tenant."""
 

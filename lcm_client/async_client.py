@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +19,7 @@ from api.contract import (
     CommitOut,
     CompactIn,
     CompactOut,
+    ConversationListOut,
     ConversationStatus,
     ExpandIn,
     ExpandQueryAnswer,
@@ -31,6 +33,11 @@ from api.contract import (
     GrepIn,
     GrepResult,
     Health,
+    ImportOut,
+    IssuedKeyOut,
+    KeyIn,
+    KeyList,
+    KeyOut,
     MessagesIn,
     MessagesOut,
     Readiness,
@@ -38,12 +45,20 @@ from api.contract import (
     TenantSettingsOut,
     TurnIn,
     TurnOut,
+    UsageOut,
 )
 from lcm_client import calls
 from lcm_client.calls import Call, Out
 from lcm_client.client import COMPACT_WAIT_SECONDS, EXPAND_QUERY_SECONDS
 from lcm_client.retries import RetryPolicy
-from lcm_client.transport import Timeouts, answer, error_from, headers, transport_error
+from lcm_client.transport import (
+    CONTENT_HEADERS,
+    Timeouts,
+    answer,
+    error_from,
+    headers,
+    transport_error,
+)
 
 
 class AsyncLcmClient:
@@ -101,6 +116,8 @@ class AsyncLcmClient:
                     call.method,
                     call.path,
                     json=call.json,
+                    content=call.content,
+                    headers=CONTENT_HEADERS if call.content is not None else None,
                     params=call.params,
                     timeout=self.timeouts.for_call(call),
                 )
@@ -180,6 +197,61 @@ class AsyncLcmClient:
 
     async def expand_query(self, body: ExpandQueryIn) -> ExpandQueryAnswer:
         return await self.send(calls.expand_query(body, self.expand_query_seconds))
+
+    # --- data: list, erase, export, import ---
+
+    async def list_conversations(
+        self,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        prefix: str | None = None,
+        archived: bool | None = None,
+        updated_since: datetime | None = None,
+    ) -> ConversationListOut:
+        """A page of the tenant's conversations (``next_cursor`` for the next one)."""
+        return await self.send(
+            calls.list_conversations(limit, cursor, prefix, archived, updated_since)
+        )
+
+    async def erase(
+        self, key: str, *, session_id: str | None = None, conversation_id: int | None = None
+    ) -> None:
+        """Erase the session family ``key``, or one conversation of it (admin scope)."""
+        await self.send(calls.erase(key, session_id, conversation_id))
+
+    async def export(
+        self, key: str, *, session_id: str | None = None, conversation_id: int | None = None
+    ) -> str:
+        """The conversation (default: the family's latest) as JSONL text."""
+        return (await self.send(calls.export(key, session_id, conversation_id))).jsonl
+
+    async def import_conversation(
+        self, key: str, jsonl: str, *, session_id: str | None = None
+    ) -> ImportOut:
+        """Write an export into a new or empty conversation of ``key``."""
+        return await self.send(calls.import_conversation(key, jsonl, session_id))
+
+    # --- tenant administration (admin scope) ---
+
+    async def usage(self, since: date | datetime | None = None) -> UsageOut:
+        return await self.send(calls.usage(since))
+
+    async def erase_tenant(self, confirm: str) -> None:
+        """Erase the calling tenant; ``confirm`` repeats its name."""
+        await self.send(calls.erase_tenant(confirm))
+
+    async def keys(self) -> KeyList:
+        return await self.send(calls.keys())
+
+    async def create_key(self, body: KeyIn) -> IssuedKeyOut:
+        return await self.send(calls.create_key(body))
+
+    async def revoke_key(self, key_id: int) -> KeyOut:
+        return await self.send(calls.revoke_key(key_id))
+
+    async def rotate_key(self, key_id: int) -> IssuedKeyOut:
+        return await self.send(calls.rotate_key(key_id))
 
     # --- tenant and health ---
 

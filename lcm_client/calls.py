@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from datetime import date, datetime
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel
@@ -24,11 +25,13 @@ from api.contract import (
     CommitOut,
     CompactIn,
     CompactOut,
+    ConversationListOut,
     ConversationStatus,
     ExpandIn,
     ExpandQueryAnswer,
     ExpandQueryIn,
     Expansion,
+    ExportOut,
     FileDescription,
     ForkEndIn,
     ForkEndOut,
@@ -37,13 +40,20 @@ from api.contract import (
     GrepIn,
     GrepResult,
     Health,
+    ImportOut,
+    IssuedKeyOut,
+    KeyIn,
+    KeyList,
+    KeyOut,
     MessagesIn,
     MessagesOut,
+    NoContent,
     Readiness,
     SummaryDescription,
     TenantSettingsOut,
     TurnIn,
     TurnOut,
+    UsageOut,
 )
 
 Out = TypeVar("Out", bound=BaseModel)
@@ -64,6 +74,10 @@ class Call(Generic[Out]):
     answers: frozenset[int] = frozenset({200})
     # Seconds the server may take to answer, when longer than the client's read timeout.
     slow_seconds: float | None = None
+    # A raw body (JSONL) instead of ``json``, sent as application/x-ndjson.
+    content: bytes | None = None
+    # How the answer is read: a JSON ``out``, the body text into ``out(jsonl=…)``, or nothing.
+    read: Literal["json", "text", "none"] = "json"
 
 
 def conversation_path(key: str, tail: str) -> str:
@@ -189,3 +203,109 @@ def health() -> Call[Health]:
 
 def ready() -> Call[Readiness]:
     return Call("GET", "/readyz", Readiness, answers=frozenset({200, 503}))
+
+
+# --- data (list, erase, export, import) ---
+
+
+def list_conversations(
+    limit: int,
+    cursor: str | None,
+    prefix: str | None,
+    archived: bool | None,
+    updated_since: datetime | None,
+) -> Call[ConversationListOut]:
+    params = {
+        "limit": limit,
+        "cursor": cursor,
+        "prefix": prefix,
+        "archived": None if archived is None else str(archived).lower(),
+        "updated_since": None if updated_since is None else updated_since.isoformat(),
+    }
+    return Call(
+        "GET",
+        "/v1/conversations",
+        ConversationListOut,
+        params={k: v for k, v in params.items() if v is not None},
+    )
+
+
+def _one_of(session_id: str | None, conversation_id: int | None) -> dict[str, Any]:
+    params = {"session_id": session_id, "conversation_id": conversation_id}
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def erase(key: str, session_id: str | None, conversation_id: int | None) -> Call[NoContent]:
+    # Erasing twice leaves the same nothing (the second answers 404).
+    path = f"/v1/conversations/{quote(key, safe='')}"
+    params = _one_of(session_id, conversation_id)
+    return Call("DELETE", path, NoContent, params=params, answers=frozenset({204}), read="none")
+
+
+def export(key: str, session_id: str | None, conversation_id: int | None) -> Call[ExportOut]:
+    params = _one_of(session_id, conversation_id)
+    return Call("GET", conversation_path(key, "export"), ExportOut, params=params, read="text")
+
+
+def import_conversation(key: str, jsonl: str, session_id: str | None) -> Call[ImportOut]:
+    # Not resent: an import that reached the server made the conversation non-empty,
+    # and a second one would be refused (409) rather than repeat it.
+    params = {} if session_id is None else {"session_id": session_id}
+    return Call(
+        "POST",
+        conversation_path(key, "import"),
+        ImportOut,
+        params=params,
+        content=jsonl.encode("utf-8"),
+        replayable=False,
+    )
+
+
+# --- tenant administration ---
+
+
+def usage(since: date | datetime | None) -> Call[UsageOut]:
+    params = {} if since is None else {"since": since.isoformat()}
+    return Call("GET", "/v1/tenant/usage", UsageOut, params=params)
+
+
+def erase_tenant(confirm: str) -> Call[NoContent]:
+    return Call(
+        "DELETE",
+        "/v1/tenant",
+        NoContent,
+        params={"confirm": confirm},
+        answers=frozenset({204}),
+        read="none",
+    )
+
+
+def keys() -> Call[KeyList]:
+    return Call("GET", "/v1/tenant/keys", KeyList)
+
+
+def create_key(body: KeyIn) -> Call[IssuedKeyOut]:
+    # Not resent: a second arrival would issue a second key.
+    return Call(
+        "POST",
+        "/v1/tenant/keys",
+        IssuedKeyOut,
+        _body(body),
+        replayable=False,
+        answers=frozenset({201}),
+    )
+
+
+def revoke_key(key_id: int) -> Call[KeyOut]:
+    return Call("POST", f"/v1/tenant/keys/{key_id}/revoke", KeyOut)
+
+
+def rotate_key(key_id: int) -> Call[IssuedKeyOut]:
+    # Not resent: the second rotation of an already rotated key is refused (409).
+    return Call(
+        "POST",
+        f"/v1/tenant/keys/{key_id}/rotate",
+        IssuedKeyOut,
+        replayable=False,
+        answers=frozenset({201}),
+    )

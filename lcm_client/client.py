@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +19,7 @@ from api.contract import (
     CommitOut,
     CompactIn,
     CompactOut,
+    ConversationListOut,
     ConversationStatus,
     ExpandIn,
     ExpandQueryAnswer,
@@ -31,6 +33,11 @@ from api.contract import (
     GrepIn,
     GrepResult,
     Health,
+    ImportOut,
+    IssuedKeyOut,
+    KeyIn,
+    KeyList,
+    KeyOut,
     MessagesIn,
     MessagesOut,
     Readiness,
@@ -38,11 +45,19 @@ from api.contract import (
     TenantSettingsOut,
     TurnIn,
     TurnOut,
+    UsageOut,
 )
 from lcm_client import calls
 from lcm_client.calls import Call, Out
 from lcm_client.retries import RetryPolicy
-from lcm_client.transport import Timeouts, answer, error_from, headers, transport_error
+from lcm_client.transport import (
+    CONTENT_HEADERS,
+    Timeouts,
+    answer,
+    error_from,
+    headers,
+    transport_error,
+)
 
 # The server's LCM_COMPACT_WAIT_SECONDS / LCM_EXPAND_QUERY_TIMEOUT_SECONDS defaults:
 # how long it may hold ``compact(wait=True)`` and ``expand_query`` before answering.
@@ -105,6 +120,8 @@ class LcmClient:
                     call.method,
                     call.path,
                     json=call.json,
+                    content=call.content,
+                    headers=CONTENT_HEADERS if call.content is not None else None,
                     params=call.params,
                     timeout=self.timeouts.for_call(call),
                 )
@@ -182,6 +199,60 @@ class LcmClient:
 
     def expand_query(self, body: ExpandQueryIn) -> ExpandQueryAnswer:
         return self.send(calls.expand_query(body, self.expand_query_seconds))
+
+    # --- data: list, erase, export, import ---
+
+    def list_conversations(
+        self,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        prefix: str | None = None,
+        archived: bool | None = None,
+        updated_since: datetime | None = None,
+    ) -> ConversationListOut:
+        """A page of the tenant's conversations (``next_cursor`` for the next one)."""
+        call = calls.list_conversations(limit, cursor, prefix, archived, updated_since)
+        return self.send(call)
+
+    def erase(
+        self, key: str, *, session_id: str | None = None, conversation_id: int | None = None
+    ) -> None:
+        """Erase the session family ``key``, or one conversation of it (admin scope)."""
+        self.send(calls.erase(key, session_id, conversation_id))
+
+    def export(
+        self, key: str, *, session_id: str | None = None, conversation_id: int | None = None
+    ) -> str:
+        """The conversation (default: the family's latest) as JSONL text."""
+        return self.send(calls.export(key, session_id, conversation_id)).jsonl
+
+    def import_conversation(
+        self, key: str, jsonl: str, *, session_id: str | None = None
+    ) -> ImportOut:
+        """Write an export into a new or empty conversation of ``key``."""
+        return self.send(calls.import_conversation(key, jsonl, session_id))
+
+    # --- tenant administration (admin scope) ---
+
+    def usage(self, since: date | datetime | None = None) -> UsageOut:
+        return self.send(calls.usage(since))
+
+    def erase_tenant(self, confirm: str) -> None:
+        """Erase the calling tenant; ``confirm`` repeats its name."""
+        self.send(calls.erase_tenant(confirm))
+
+    def keys(self) -> KeyList:
+        return self.send(calls.keys())
+
+    def create_key(self, body: KeyIn) -> IssuedKeyOut:
+        return self.send(calls.create_key(body))
+
+    def revoke_key(self, key_id: int) -> KeyOut:
+        return self.send(calls.revoke_key(key_id))
+
+    def rotate_key(self, key_id: int) -> IssuedKeyOut:
+        return self.send(calls.rotate_key(key_id))
 
     # --- tenant and health ---
 

@@ -31,6 +31,9 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect, read=read, write=self.write, pool=self.pool)
 
 
+CONTENT_HEADERS = {"Content-Type": "application/x-ndjson"}  # a raw body (an import)
+
+
 def headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}", "User-Agent": f"lcm-client/{__version__}"}
 
@@ -40,6 +43,10 @@ def answer(call: Call[Out], response: httpx.Response) -> Out:
     if response.status_code not in call.answers:
         raise error_from(response)
     try:
+        if call.read == "none":
+            return call.out.model_validate({})
+        if call.read == "text":
+            return call.out.model_validate({"jsonl": response.text})
         return call.out.model_validate(response.json())
     except (ValueError, ValidationError) as exc:
         raise LcmClientError(

@@ -6,11 +6,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from lcm.compaction.debt_repository import FAILED, PENDING, RUNNING
 
 from api.console.auth import CheckedForm, ConsoleUser
 from api.console.rendering import render
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
+from lcm.compaction.debt_repository import FAILED, PENDING, RUNNING
 from lcm.compaction.jobs import owe_compaction
 from lcm.compaction.reconcile import retry_failed_debt
 from lcm.console.repository import ConsoleRepository

@@ -28,6 +28,7 @@ from api.contract import (
     ExpandQueryIn,
     ForkIn,
     GrepIn,
+    KeyIn,
     MessageIn,
     MessagesIn,
     SummaryDescription,
@@ -162,6 +163,36 @@ def scenario(call: Call, key: str) -> None:
     assert call("end_fork", f"{key}-child").status == "ended"
     call("fork", f"{key}-child2", ForkIn(parent_session_key=key, mode="isolated"))
     assert call("rollback_fork", f"{key}-child2").status == "rolled_back"
+
+    # Data: list, export, import beside the original, erase.
+    page = call("list_conversations", prefix=key, limit=2)
+    assert page.conversations
+    assert all(c.session_key.startswith(key) for c in page.conversations)
+    listed = {c.session_key for c in page.conversations}
+    while page.next_cursor:
+        page = call("list_conversations", prefix=key, limit=2, cursor=page.next_cursor)
+        listed |= {c.session_key for c in page.conversations}
+    assert {key, f"{key}-boot", f"{key}-child"} <= listed
+    exported = call("export", f"{key}-boot")
+    assert exported.count("\n") >= 2
+    copied = call("import_conversation", f"{key}-copy", exported)
+    assert copied.messages == booted.imported
+    assert call("erase", f"{key}-copy") is None
+    with pytest.raises(NotFound):
+        call("status", f"{key}-copy")
+
+    # Tenant administration: usage, keys.
+    assert call("usage").since is not None
+    issued = call("create_key", KeyIn(name=f"{key}-reader", scopes=["read"]))
+    assert issued.api_key
+    assert issued.scopes == ["read"]
+    assert issued.id in {k.id for k in call("keys").keys}
+    rotated = call("rotate_key", issued.id)
+    assert rotated.api_key != issued.api_key
+    assert call("revoke_key", rotated.id).revoked_at is not None
+    with pytest.raises(BadRequest) as unconfirmed:
+        call("erase_tenant", "not-the-tenant-name")
+    assert unconfirmed.value.code == "confirm_required"
 
     changed = call("update_settings", {"fresh_tail_count": 9})
     assert changed.overrides == {"fresh_tail_count": 9}

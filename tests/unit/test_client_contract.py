@@ -79,6 +79,7 @@ MIRRORED = {
     "ConversationListOut": "lcm.conversations.listing:ConversationPage",
     "ImportOut": "lcm.transfer.service:Imported",
     "UsageLineOut": "lcm.tenants.usage:UsageLine",
+    "KeyOut": "lcm.tenants.keys:KeyInfo",
 }
 
 
@@ -88,3 +89,9 @@ def test_contract_models_mirror_the_domain_dataclasses(model: str, domain: str) 
     dataclass_type = getattr(importlib.import_module(module), name)
     contract_fields = set(getattr(contract, model).model_fields)
     assert contract_fields == {f.name for f in dataclasses.fields(dataclass_type)}
+
+
+def test_the_contracts_scopes_are_the_domains() -> None:
+    from lcm.tenants.keys import SCOPES
+
+    assert contract.SCOPES == tuple(SCOPES)
