@@ -94,4 +94,4 @@ def test_contract_models_mirror_the_domain_dataclasses(model: str, domain: str) 
 def test_the_contracts_scopes_are_the_domains() -> None:
     from lcm.tenants.keys import SCOPES
 
-    assert contract.SCOPES == tuple(SCOPES)
+    assert tuple(SCOPES) == contract.SCOPES
