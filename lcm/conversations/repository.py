@@ -100,6 +100,28 @@ class ConversationRepository:
         conversation.archived_at = when
         self.session.flush()
 
+    def remember_model(
+        self, conversation_id: int, model_id: str | None, context_window: int | None
+    ) -> None:
+        """Record what a turn named (only what it named: None leaves the stored value)."""
+        values: dict[str, Any] = {}
+        if model_id is not None:
+            values["model_id"] = model_id
+        if context_window is not None:
+            values["context_window"] = context_window
+        if values:
+            self.session.execute(
+                update(Conversation).where(Conversation.id == conversation_id).values(values)
+            )
+
+    def model_of(self, conversation_id: int) -> tuple[str | None, int | None]:
+        row = self.session.execute(
+            select(Conversation.model_id, Conversation.context_window).where(
+                Conversation.id == conversation_id
+            )
+        ).one_or_none()
+        return (None, None) if row is None else (row[0], row[1])
+
     def advance_counters(
         self, conversation_id: int, *, seq_by: int, ordinal_by: int
     ) -> tuple[int, int]:

@@ -22,7 +22,7 @@ history no longer its own.
 
 from __future__ import annotations
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import Table, delete, insert, select
 from sqlalchemy.orm import Session
 
 from lcm.conversations.repository import ConversationRepository
@@ -46,6 +46,24 @@ class RetentionRepository:
                 .order_by(ContextItem.ordinal)
             )
         ]
+
+    def prune_context(self, conversation_id: int, min_depth: int) -> int:
+        """Remove every context item but summaries of ``min_depth`` or deeper; how many went."""
+        doomed = list(
+            self.session.scalars(
+                select(ContextItem.id)
+                .outerjoin(Summary, Summary.id == ContextItem.summary_id)
+                .where(
+                    ContextItem.conversation_id == conversation_id,
+                    ContextItem.summary_id.is_(None) | (Summary.depth < min_depth),
+                )
+            )
+        )
+        for start in range(0, len(doomed), 500):  # within any driver's bind limit
+            self.session.execute(
+                delete(ContextItem).where(ContextItem.id.in_(doomed[start : start + 500]))
+            )
+        return len(doomed)
 
     def append_summary_items(
         self,

@@ -88,7 +88,7 @@ class BootstrapOptions:
             max_message_chars=settings.max_message_chars,
             large_files=None
             if storage is None
-            else LargeFileExtractor(storage, settings.large_file_token_threshold),
+            else LargeFileExtractor.for_settings(storage, settings),
             new_session_retain_depth=settings.new_session_retain_depth,
             quota=StorageQuota.of(settings),
         )
