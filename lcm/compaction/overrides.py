@@ -8,9 +8,10 @@ described on :class:`lcm.settings.ModelOverride`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lcm.db.models import Conversation
 from lcm.settings import CompactionSettings, ModelOverride
@@ -34,10 +35,17 @@ def _matches(rule: ModelOverride, model: str | None, context_window: int | None)
 
 
 def matching_override(
-    rules: list[ModelOverride], model: str | None, context_window: int | None
+    rules: Sequence[ModelOverride | Mapping[str, Any]],
+    model: str | None,
+    context_window: int | None,
 ) -> ModelOverride | None:
-    """The rule that applies: model rules first, then window-only rules, each in order."""
-    found = [r for r in rules if _matches(r, model, context_window)]
+    """The rule that applies: model rules first, then window-only rules, each in order.
+
+    Rules may arrive as stored JSON (a tenant's overrides are layered without
+    re-validation), so each is read as a ``ModelOverride`` here.
+    """
+    parsed = [r if isinstance(r, ModelOverride) else ModelOverride.model_validate(r) for r in rules]
+    found = [r for r in parsed if _matches(r, model, context_window)]
     by_model = [r for r in found if r.model is not None]
     chosen = by_model or found
     return chosen[0] if chosen else None
