@@ -90,12 +90,20 @@ def test_stateless_sessions_read_but_do_not_write(
     assert status.json()["messages"] == 4
 
 
-def test_session_patterns_are_validated(client: TestClient, tenant: IssuedKey) -> None:
-    r = client.patch(
-        "/v1/tenant/settings", headers=auth(tenant), json={"ignore_session_patterns": [""]}
-    )
-    assert r.status_code == 400
-    assert r.json()["error"]["code"] == "invalid_input"
+def test_session_settings_are_validated(client: TestClient, tenant: IssuedKey) -> None:
+    for bad in (
+        {"ignore_session_patterns": [""]},
+        {"model_overrides": [{"model": "x", "context_threshold": 2}]},
+        {"model_overrides": [{"model": "x", "surprise": 1}]},
+    ):
+        r = client.patch("/v1/tenant/settings", headers=auth(tenant), json=bad)
+        assert r.status_code == 400, bad
+        assert r.json()["error"]["code"] == "invalid_input"
+    rule = {"model": "gpt-*", "fresh_tail_count": 8}
+    patch(client, tenant, stateless_session_patterns=["a:**"], model_overrides=[rule])
+    got = client.get("/v1/tenant/settings", headers=auth(tenant)).json()
+    assert got["overrides"]["stateless_session_patterns"] == ["a:**"]
+    assert got["effective"]["model_overrides"][0]["fresh_tail_count"] == 8
 
 
 def test_model_overrides_set_the_threshold_and_fresh_tail(
