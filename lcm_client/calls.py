@@ -40,6 +40,8 @@ from api.contract import (
     MessagesIn,
     MessagesOut,
     Readiness,
+    SessionResetIn,
+    SessionResetOut,
     SummaryDescription,
     TenantSettingsOut,
     TurnIn,
@@ -137,6 +139,10 @@ def fork(key: str, body: ForkIn) -> Call[ForkOut]:
 
 def end_fork(key: str, body: ForkEndIn) -> Call[ForkEndOut]:
     return Call("POST", conversation_path(key, "fork/end"), ForkEndOut, _body(body))
+
+
+def session_reset(key: str, body: SessionResetIn) -> Call[SessionResetOut]:
+    return Call("POST", conversation_path(key, "session"), SessionResetOut, _body(body))
 
 
 def rollback_fork(key: str) -> Call[ForkEndOut]:

@@ -30,6 +30,7 @@ from api.contract import (
     GrepIn,
     MessageIn,
     MessagesIn,
+    SessionResetIn,
     SummaryDescription,
     TurnIn,
 )
@@ -153,6 +154,11 @@ def scenario(call: Call, key: str) -> None:
     assert call("end_fork", f"{key}-child").status == "ended"
     call("fork", f"{key}-child2", ForkIn(parent_session_key=key, mode="isolated"))
     assert call("rollback_fork", f"{key}-child2").status == "rolled_back"
+
+    pruned = call("session_reset", key, SessionResetIn(mode="new", retain_depth=0))
+    assert pruned.conversation_id == status.conversation_id and pruned.context_items_removed
+    fresh = call("session_reset", key, SessionResetIn(mode="reset", session_id="after-reset"))
+    assert fresh.archived_conversation_id == status.conversation_id
 
     changed = call("update_settings", {"fresh_tail_count": 9})
     assert changed.overrides == {"fresh_tail_count": 9}
