@@ -96,7 +96,7 @@ class MessageIn(RequestBody):
     # ISO-8601 (naive means UTC) or Unix seconds / milliseconds.
     created_at: str | int | float | None = None
     # Without ``id``: the provider's response id makes re-sending it safe (as
-    # tool call ids do for tool messages; see README, "Idempotency").
+    # tool call ids do for tool messages: lcm.ingest.content.event_key).
     response_id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
     def to_domain(self) -> IncomingMessage:
