@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from lcm.db.engine import Database
-from lcm.db.models import Conversation, Message
+from lcm.db.models import Conversation, Message, Summary
 from lcm.tenants.service import IssuedKey
 from tests.conftest import auth
 
@@ -204,3 +204,29 @@ def test_reset_archives_and_starts_fresh(
     taken = post(client, tenant, "k", "session", {"mode": "reset", "session_id": "s2"})
     assert taken.status_code == 409
     assert taken.json()["error"]["code"] == "session_id_taken"
+
+
+def test_model_overrides_reach_the_sweep(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    rule = {"model": "big-*", "leaf_chunk_tokens": 4000}
+    patch(client, tenant, model_overrides=[rule])
+    plain = compacted(client, tenant, "plain")
+    body = {"messages": messages(40), "token_budget": 600, "model": "big-model"}
+    named = post(client, tenant, "named", "turns", body)
+    assert named.json()["compaction"] == "ran", named.text
+
+    def leaves(conversation_id: int) -> int:
+        with db.session() as s:
+            return int(
+                s.scalar(
+                    select(func.count())
+                    .select_from(Summary)
+                    .where(Summary.conversation_id == conversation_id, Summary.kind == "leaf")
+                )
+                or 0
+            )
+
+    # 36 messages outside the tail, ~90 tokens each: 400-token chunks take 4, 4000 take all.
+    assert leaves(plain) >= 8
+    assert leaves(named.json()["conversation_id"]) <= 2
