@@ -87,7 +87,7 @@ class RequestBody(BaseModel):
 
 
 class MessageIn(RequestBody):
-    """One message; fields other than these four are refused (400), never dropped."""
+    """One message; fields other than these are refused (400), never dropped."""
 
     role: Literal["user", "assistant", "system", "tool"]
     content: str | list[Any]
@@ -95,9 +95,12 @@ class MessageIn(RequestBody):
     id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
     # ISO-8601 (naive means UTC) or Unix seconds / milliseconds.
     created_at: str | int | float | None = None
+    # Without ``id``: the provider's response id makes re-sending it safe (as
+    # tool call ids do for tool messages: lcm.ingest.content.event_key).
+    response_id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
     def to_domain(self) -> IncomingMessage:
-        return IncomingMessage(self.role, self.content, self.id, self.created_at)
+        return IncomingMessage(self.role, self.content, self.id, self.created_at, self.response_id)
 
 
 class MessagesIn(RequestBody):
@@ -105,18 +108,40 @@ class MessagesIn(RequestBody):
     messages: list[MessageIn]
 
 
-class MessagesOut(BaseModel):
-    conversation_id: int
+class SkippedWrite(BaseModel):
+    """Set when the session key matches a tenant pattern and nothing was written.
+
+    ``ignored``: ``ignore_session_patterns``; ``stateless``:
+    ``stateless_session_patterns``. ``conversation_id`` is then null.
+    """
+
+    ignored: bool = False
+    stateless: bool = False
+
+    @staticmethod
+    def flags(skipped: str | None) -> dict[str, bool]:
+        return {"ignored": skipped == "ignored", "stateless": skipped == "stateless"}
+
+
+class MessagesOut(SkippedWrite):
+    conversation_id: int | None
     ingested: int
     duplicates: int
 
 
-class TurnIn(MessagesIn):
+class ModelIn(RequestBody):
+    """The model a call serves: selects a ``model_overrides`` rule of the tenant."""
+
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    context_window: TokenBudget | None = None
+
+
+class TurnIn(MessagesIn, ModelIn):
     token_budget: TokenBudget
 
 
-class TurnOut(BaseModel):
-    conversation_id: int
+class TurnOut(SkippedWrite):
+    conversation_id: int | None
     ingested: int
     duplicates: int
     context_tokens: int
@@ -126,16 +151,17 @@ class TurnOut(BaseModel):
     @classmethod
     def of(cls, turn: TurnResult, compaction: Compaction) -> TurnOut:
         return cls(
-            conversation_id=turn.ingest.conversation_id,
-            ingested=turn.ingest.ingested,
-            duplicates=turn.ingest.duplicates,
+            conversation_id=turn.ingest.conversation_id if turn.ingest else None,
+            ingested=turn.ingest.ingested if turn.ingest else 0,
+            duplicates=turn.ingest.duplicates if turn.ingest else 0,
             context_tokens=turn.context_tokens,
             threshold_tokens=turn.threshold_tokens,
             compaction=compaction,
+            **cls.flags(turn.skipped),
         )
 
 
-class AssembleIn(RequestBody):
+class AssembleIn(ModelIn):
     token_budget: TokenBudget
     session_id: SessionIdText | None = None
     # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
@@ -164,10 +190,33 @@ class CompactIn(RequestBody):
 
 
 class CompactOut(BaseModel):
-    conversation_id: int
-    status: str
+    conversation_id: int | None
+    status: str  # … or "ignored" / "stateless": the session's writes are skipped
     context_tokens_before: int
     context_tokens_after: int
+
+
+class SessionResetIn(RequestBody):
+    """``/new`` (``mode: "new"``) or ``/reset`` (``mode: "reset"``) of a session family.
+
+    ``new`` keeps the live conversation and prunes its context to
+    ``retain_depth`` (default: the tenant's ``new_session_retain_depth``):
+    ``-1`` keeps everything, ``0`` keeps every summary, ``N`` keeps summaries
+    of depth ``N`` or more; raw messages leave the context (they stay stored
+    and searchable). ``reset`` archives the live conversation and starts a
+    fresh, empty one under ``session_id``.
+    """
+
+    mode: Literal["new", "reset"]
+    session_id: SessionIdText | None = None
+    retain_depth: Annotated[int, Field(ge=-1, le=1_000)] | None = None
+
+
+class SessionResetOut(BaseModel):
+    mode: str
+    conversation_id: int
+    archived_conversation_id: int | None  # reset: the conversation it archived
+    context_items_removed: int
 
 
 class ConversationStatus(BaseModel):
@@ -190,8 +239,8 @@ class BootstrapIn(RequestBody):
     format: Literal["auto", "openclaw", "claude-code"] = "auto"
 
 
-class BootstrapOut(BaseModel):
-    conversation_id: int
+class BootstrapOut(SkippedWrite):
+    conversation_id: int | None
     imported: int
     anchor_seq: int | None
     anchor: str  # checkpoint | id | content | none (bounded import) | empty (first import)
@@ -207,9 +256,9 @@ class CommitIn(TurnIn):
     advancement_key: Annotated[Text, Field(min_length=1, max_length=512)]
 
 
-class CommitOut(BaseModel):
-    conversation_id: int
-    status: Literal["committed", "duplicate"]
+class CommitOut(SkippedWrite):
+    conversation_id: int | None
+    status: Literal["committed", "duplicate", "skipped"]  # skipped: ignored or stateless
     ingested: int
     duplicates: int
     context_tokens: int | None
@@ -431,6 +480,8 @@ class FileContent(BaseModel):
     offset: int
     total_chars: int
     next_offset: int | None  # None once the page reaches the end
+    # "base64" for an image (the text is its bytes, encoded), else "utf-8".
+    encoding: str = "utf-8"
 
 
 class FileDescription(BaseModel):

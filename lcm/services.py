@@ -84,8 +84,8 @@ class Services:
             return self._llm
 
     def large_files(self, effective: CompactionSettings) -> LargeFileExtractor:
-        """The large-file extractor at the tenant's threshold, over the shared storage."""
-        return LargeFileExtractor(self.storage, effective.large_file_token_threshold)
+        """The large-file extractor at the tenant's thresholds, over the shared storage."""
+        return LargeFileExtractor.for_settings(self.storage, effective)
 
     def compaction_jobs(self, role: str = "worker") -> CompactionJobs:
         """The job runner for ``role`` ("worker" or "api" for inline mode), made once.

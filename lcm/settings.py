@@ -7,11 +7,12 @@ gateway operator recognises them; per-tenant overrides layer on top of these.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -22,6 +23,37 @@ def _default_home() -> Path:
 # Every token figure fits comfortably in a 64-bit column and in any arithmetic
 # done with it; larger values are a client mistake, not a configuration.
 MAX_TOKENS = 1_000_000_000
+_TAG_NAME = re.compile(r"[A-Za-z_][-A-Za-z0-9_.]{0,99}")
+
+
+class ModelOverride(BaseModel):
+    """One rule of ``model_overrides``: which calls it matches and what it changes.
+
+    ``model`` is a glob on the model id a turn or an assemble call names (``*``
+    any characters); ``context_window_min``/``max`` bound the context window
+    the call reports. Every matcher given must match; a rule with none matches
+    nothing. The first rule naming a ``model`` that matches wins, else the
+    first window-only rule that matches.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, min_length=1, max_length=200)
+    context_window_min: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    context_window_max: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    context_threshold: float | None = Field(None, gt=0, le=1)
+    fresh_tail_count: int | None = Field(None, ge=1, le=1_000_000)
+    leaf_chunk_tokens: int | None = Field(None, ge=256, le=MAX_TOKENS)
+
+
+# Memory and context plugins inject these blocks into prompts; they are
+# retrieval context of one turn, not conversation, and are kept out of summaries.
+DEFAULT_INJECTED_CONTEXT_TAGS = [
+    "active_memory_plugin",
+    "relevant-memories",
+    "relevant_memories",
+    "hindsight_memories",
+]
 
 
 class CompactionSettings(BaseSettings):
@@ -52,6 +84,47 @@ class CompactionSettings(BaseSettings):
     # Conversations with no message written for this many days are erased by
     # beat (``retention.sweep``); None keeps everything forever.
     retention_days: int | None = Field(None, ge=1, le=36_500)
+
+    # Sessions (``lcm.conversations.patterns``): session-key globs whose writes
+    # store nothing (ignore) or whose writes are dropped while reads work (stateless).
+    ignore_session_patterns: list[str] = Field(default_factory=list, max_length=200)
+    stateless_session_patterns: list[str] = Field(default_factory=list, max_length=200)
+    # Threshold, fresh tail and leaf chunk by the model a call names (ModelOverride).
+    model_overrides: list[ModelOverride] = Field(default_factory=list, max_length=100)
+
+    # Content hygiene. Base64 images (image blocks, data: URLs in text) of at
+    # least this many decoded bytes are stored as large files; 0 keeps them inline.
+    large_image_bytes_threshold: int = Field(64 * 1024, ge=0, le=10**12)
+    # XML tags whose blocks are removed from the summarizer's input (messages keep them).
+    strip_injected_context_tags: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_INJECTED_CONTEXT_TAGS), max_length=100
+    )
+    # Leave heartbeat turns that only answered HEARTBEAT_OK out of assembly.
+    prune_heartbeat_ok: bool = False
+    # Id-less messages repeated identically inside one batch more than this
+    # many times make the batch a replay flood (409): users, then other roles.
+    replay_flood_threshold_external: int = Field(3, ge=1, le=100_000)
+    replay_flood_threshold_internal: int = Field(32, ge=1, le=100_000)
+    # Assembly: tool results outside the fresh tail above this many tokens are
+    # sent as a stub naming the message (``expand``/``grep`` still reach it).
+    stub_large_tool_payloads: bool = False
+    stub_tool_payload_tokens: int = Field(2_000, ge=1, le=MAX_TOKENS)
+
+    @field_validator("ignore_session_patterns", "stateless_session_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern or len(pattern) > 512:
+                raise ValueError("a session pattern is 1 to 512 characters")
+        return value
+
+    @field_validator("strip_injected_context_tags")
+    @classmethod
+    def _tag_names(cls, value: list[str]) -> list[str]:
+        for tag in value:
+            if not _TAG_NAME.fullmatch(tag):
+                raise ValueError(f"not an XML tag name: {tag[:60]!r}")
+        return value
 
     def prefix_target_tokens(self, token_budget: int) -> int:
         """``summary_prefix_target_tokens`` or its derived default (DESIGN §3)."""

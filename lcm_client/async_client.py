@@ -41,6 +41,8 @@ from api.contract import (
     MessagesIn,
     MessagesOut,
     Readiness,
+    SessionResetIn,
+    SessionResetOut,
     SummaryDescription,
     TenantSettingsOut,
     TurnIn,
@@ -169,6 +171,10 @@ class AsyncLcmClient:
 
     async def end_fork(self, key: str, body: ForkEndIn | None = None) -> ForkEndOut:
         return await self.send(calls.end_fork(key, body or ForkEndIn()))
+
+    async def session_reset(self, key: str, body: SessionResetIn) -> SessionResetOut:
+        """The host's ``/new`` (``mode="new"``) or ``/reset`` (``mode="reset"``)."""
+        return await self.send(calls.session_reset(key, body))
 
     async def rollback_fork(self, key: str) -> ForkEndOut:
         return await self.send(calls.rollback_fork(key))

@@ -49,6 +49,8 @@ from api.contract import (
     MessagesOut,
     NoContent,
     Readiness,
+    SessionResetIn,
+    SessionResetOut,
     SummaryDescription,
     TenantSettingsOut,
     TurnIn,
@@ -151,6 +153,10 @@ def fork(key: str, body: ForkIn) -> Call[ForkOut]:
 
 def end_fork(key: str, body: ForkEndIn) -> Call[ForkEndOut]:
     return Call("POST", conversation_path(key, "fork/end"), ForkEndOut, _body(body))
+
+
+def session_reset(key: str, body: SessionResetIn) -> Call[SessionResetOut]:
+    return Call("POST", conversation_path(key, "session"), SessionResetOut, _body(body))
 
 
 def rollback_fork(key: str) -> Call[ForkEndOut]:

@@ -41,6 +41,8 @@ from api.contract import (
     MessagesIn,
     MessagesOut,
     Readiness,
+    SessionResetIn,
+    SessionResetOut,
     SummaryDescription,
     TenantSettingsOut,
     TurnIn,
@@ -171,6 +173,10 @@ class LcmClient:
 
     def end_fork(self, key: str, body: ForkEndIn | None = None) -> ForkEndOut:
         return self.send(calls.end_fork(key, body or ForkEndIn()))
+
+    def session_reset(self, key: str, body: SessionResetIn) -> SessionResetOut:
+        """The host's ``/new`` (``mode="new"``) or ``/reset`` (``mode="reset"``)."""
+        return self.send(calls.session_reset(key, body))
 
     def rollback_fork(self, key: str) -> ForkEndOut:
         return self.send(calls.rollback_fork(key))

@@ -8,6 +8,7 @@ from api.contract import BootstrapIn, BootstrapOut
 from api.deps import DatabaseDep, IngestTenant, ServicesDep, SettingsDep
 from api.openapi import error_responses
 from api.validation import SessionKey
+from lcm.conversations.patterns import write_skip
 from lcm.tenants.service import effective_settings
 from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
 
@@ -25,6 +26,18 @@ def post_bootstrap(
 ) -> BootstrapOut:
     with database.read_session() as session:
         effective = effective_settings(session, tenant_id, settings)
+    skipped = write_skip(effective, key)
+    if skipped is not None:
+        return BootstrapOut(
+            conversation_id=None,
+            imported=0,
+            anchor_seq=None,
+            anchor="none",
+            duplicates=0,
+            format=body.format,
+            file_ids=[],
+            **BootstrapOut.flags(skipped),
+        )
     options = BootstrapOptions.from_settings(effective, services.storage, body.format)
     transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
     # Commits chunk by chunk (short write transactions; see the service); each

@@ -33,10 +33,12 @@ from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.assembly.service import assemble
 from lcm.compaction.jobs import context_token_total, owe_compaction, wait_for_debt
+from lcm.compaction.overrides import ModelInfo, settings_for_call
+from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import conversation_status
 from lcm.db.models import utcnow
-from lcm.ingest.service import ingest_messages
+from lcm.ingest.service import ReplayFloodLimits, ingest_messages
 from lcm.ingest.turns import after_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.tenants.quota import StorageQuota
@@ -57,6 +59,11 @@ def post_messages(
 ) -> MessagesOut:
     batch = prepared_batch(body, settings)
     effective = effective_settings(session, tenant_id, settings)
+    skipped = write_skip(effective, key)
+    if skipped is not None:
+        return MessagesOut(
+            conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(skipped)
+        )
     result = ingest_messages(
         session,
         tenant_id,
@@ -66,6 +73,7 @@ def post_messages(
         large_files=services.large_files(effective),
         new_session_retain_depth=effective.new_session_retain_depth,
         quota=StorageQuota.of(effective),
+        replay_limits=ReplayFloodLimits.of(effective),
     )
     return MessagesOut(
         conversation_id=result.conversation_id,
@@ -98,7 +106,10 @@ def post_turn(
             body.token_budget,
             effective,
             services.storage,
+            ModelInfo(body.model, body.context_window),
         )
+    if turn.ingest is None:
+        return TurnOut.of(turn, "none")
     compaction = compaction_outcome(
         turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
     )
@@ -114,7 +125,11 @@ def post_assemble(
     settings: SettingsDep,
 ) -> AssembleOut:
     conversation = resolve_for_read(session, tenant_id, key, body.session_id)
-    effective = effective_settings(session, tenant_id, settings)
+    effective = settings_for_call(
+        effective_settings(session, tenant_id, settings),
+        conversation,
+        ModelInfo(body.model, body.context_window),
+    )
     result = assemble(session, conversation.id, body.token_budget, effective)
     return AssembleOut(
         conversation_id=conversation.id,
@@ -142,6 +157,15 @@ def post_compact(
     inline_jobs: InlineJobsDep,
 ) -> CompactOut:
     asked_at = utcnow()
+    with database.read_session() as session:
+        skipped = write_skip(effective_settings(session, tenant_id, settings), key)
+    if skipped is not None:  # nothing is compacted for an ignored or stateless session
+        return CompactOut(
+            conversation_id=None,
+            status=skipped,
+            context_tokens_before=0,
+            context_tokens_after=0,
+        )
     # The debt commits first (the wake-up leaves with that commit); then an
     # inline sweep runs, or the request waits for the worker's.
     with database.transaction() as session:

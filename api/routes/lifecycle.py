@@ -3,19 +3,32 @@
 ``POST /v1/conversations/{key}/commits`` stores one accepted turn under the
 host's advancement key (a retry answers ``duplicate``); ``…/fork`` prepares a
 child conversation from a parent's context, ``…/fork/end`` and
-``…/fork/rollback`` finish it.
+``…/fork/rollback`` finish it. ``…/session`` is the host's ``/new`` and
+``/reset`` (:mod:`lcm.conversations.reset`).
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.contract import CommitIn, CommitOut, ForkEndIn, ForkEndOut, ForkIn, ForkOut, TurnOut
+from api.contract import (
+    CommitIn,
+    CommitOut,
+    ForkEndIn,
+    ForkEndOut,
+    ForkIn,
+    ForkOut,
+    SessionResetIn,
+    SessionResetOut,
+    TurnOut,
+)
 from api.deps import DatabaseDep, IngestTenant, ServicesDep, SessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.compaction.overrides import ModelInfo
+from lcm.conversations.reset import new_session, reset_session
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.tenants.quota import StorageQuota
@@ -48,8 +61,20 @@ def post_commit(
             body.token_budget,
             settings,
             services.storage,
+            ModelInfo(body.model, body.context_window),
         )
     turn = result.turn
+    if result.skipped is not None:
+        return CommitOut(
+            conversation_id=None,
+            status="skipped",
+            ingested=0,
+            duplicates=0,
+            context_tokens=None,
+            threshold_tokens=None,
+            compaction="none",
+            **CommitOut.flags(result.skipped),
+        )
     if turn is None:
         return CommitOut(
             conversation_id=result.conversation_id,
@@ -60,6 +85,7 @@ def post_commit(
             threshold_tokens=None,
             compaction="none",
         )
+    assert result.conversation_id is not None  # committed: the conversation exists
     compaction = compaction_outcome(
         turn.over_threshold, turn.mode, result.conversation_id, inline_jobs
     )
@@ -112,4 +138,28 @@ def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: Sessio
     fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
+    )
+
+
+@router.post("/{key:path}/session", response_model=SessionResetOut, responses=error_responses(409))
+def post_session(
+    key: SessionKey,
+    body: SessionResetIn,
+    tenant_id: IngestTenant,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> SessionResetOut:
+    """``/new`` (prune the live context) or ``/reset`` (archive, start an empty conversation)."""
+    if body.mode == "new":
+        depth = body.retain_depth
+        if depth is None:
+            depth = effective_settings(session, tenant_id, settings).new_session_retain_depth
+        done = new_session(session, tenant_id, key, depth)
+    else:
+        done = reset_session(session, tenant_id, key, body.session_id)
+    return SessionResetOut(
+        mode=done.mode,
+        conversation_id=done.conversation_id,
+        archived_conversation_id=done.archived_conversation_id,
+        context_items_removed=done.context_items_removed,
     )

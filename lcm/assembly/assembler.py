@@ -9,6 +9,9 @@ small. The result is then normalized for the Messages API
 over the budget, the oldest included prefix entries are dropped and it is
 rebuilt.
 
+Heartbeat cycles and old tool payloads may be left out or stubbed first
+(:mod:`lcm.assembly.hygiene`, both off by default).
+
 When the fresh tail alone (with its repairs) exceeds the budget, it is still
 returned whole, with no prefix, and ``fresh_tail_overflow`` says so: the
 caller decides whether to compact harder or truncate, never this function.
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lcm.assembly.hygiene import stub_tool_payloads, without_heartbeat_turns
 from lcm.assembly.normalize import normalize_turns
 from lcm.assembly.render import RenderedEntry, Turn, render_entry
 from lcm.compaction.planning import split_fresh_tail
@@ -49,7 +53,12 @@ def assemble_context(
     """The context to send the model, within ``token_budget`` unless the tail overflows."""
     if token_budget < 1:
         raise ValueError("token_budget must be positive")
+    if settings.prune_heartbeat_ok:
+        entries = without_heartbeat_turns(entries)
     prefix, tail = split_fresh_tail(entries, settings)
+    if settings.stub_large_tool_payloads:
+        limit = settings.stub_tool_payload_tokens
+        prefix = tuple(stub_tool_payloads(e, limit) for e in prefix)
     rendered_tail = [render_entry(entry) for entry in tail]
     tail_tokens = sum(r.tokens for r in rendered_tail)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly import summary_context_tokens
 from lcm.assembly.render import format_timestamp
+from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository, summary_view
 from lcm.context import ContextEntry
@@ -65,13 +66,17 @@ def new_summary_id() -> str:
     return "sum_" + secrets.token_hex(8)
 
 
-def render_source(plan: PassPlan) -> str:
-    """The summarizer's input: messages with timestamps, or child summaries with spans."""
+def render_source(plan: PassPlan, strip_tags: Sequence[str] = ()) -> str:
+    """The summarizer's input: messages with timestamps, or child summaries with spans.
+
+    Blocks of ``strip_tags`` (injected plugin context) are left out of message text.
+    """
     lines = []
     for entry in plan.entries:
         if entry.message is not None:
             m = entry.message
-            lines.append(f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): {m.content}")
+            text = strip_injected_context(m.content, strip_tags)
+            lines.append(f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): {text}")
         else:
             s = entry.summary
             assert s is not None
@@ -110,7 +115,7 @@ class CompactionEngine:
             else (settings.condensed_target_tokens)
         )
         result = self.summarizer.summarize(
-            render_source(plan),
+            render_source(plan, settings.strip_injected_context_tags),
             depth=plan.depth,
             target_tokens=target,
             previous_context=plan.previous_summary.content if plan.previous_summary else None,

@@ -24,11 +24,13 @@ from sqlalchemy.orm import Session
 from lcm.compaction.debt_repository import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepository
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.fairness_repository import FairQueueRepository
+from lcm.compaction.overrides import for_model
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
 from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
+from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
 from lcm.errors import ContextChanged, StaleLease
@@ -251,6 +253,10 @@ class CompactionJobs:
         self, session: Session, claim: Claim
     ) -> tuple[Claim, CompactionSettings, list[ContextEntry]]:
         settings = effective_settings(session, claim.tenant_id, self.settings)
+        # The rule of model_overrides the conversation's latest turn matched.
+        settings = for_model(
+            settings, *ConversationRepository(session).model_of(claim.conversation_id)
+        )
         entries = CompactionRepository(session).load_entries(claim.conversation_id)
         return claim, settings, entries
 

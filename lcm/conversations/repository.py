@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.models import (
@@ -108,6 +108,28 @@ class ConversationRepository:
     def archive(self, conversation: Conversation, when: datetime) -> None:
         conversation.archived_at = when
         self.session.flush()
+
+    def remember_model(
+        self, conversation_id: int, model_id: str | None, context_window: int | None
+    ) -> None:
+        """Record what a turn named (only what it named: None leaves the stored value)."""
+        values: dict[str, Any] = {}
+        if model_id is not None:
+            values["model_id"] = model_id
+        if context_window is not None:
+            values["context_window"] = context_window
+        if values:
+            self.session.execute(
+                update(Conversation).where(Conversation.id == conversation_id).values(values)
+            )
+
+    def model_of(self, conversation_id: int) -> tuple[str | None, int | None]:
+        row = self.session.execute(
+            select(Conversation.model_id, Conversation.context_window).where(
+                Conversation.id == conversation_id
+            )
+        ).one_or_none()
+        return (None, None) if row is None else (row[0], row[1])
 
     def advance_counters(
         self, conversation_id: int, *, seq_by: int, ordinal_by: int
@@ -226,6 +248,24 @@ class CarryOverRepository:
                 .order_by(ContextItem.ordinal)
             )
         ]
+
+    def prune_context(self, conversation_id: int, min_depth: int) -> int:
+        """Remove every context item but summaries of ``min_depth`` or deeper; how many went."""
+        doomed = list(
+            self.session.scalars(
+                select(ContextItem.id)
+                .outerjoin(Summary, Summary.id == ContextItem.summary_id)
+                .where(
+                    ContextItem.conversation_id == conversation_id,
+                    ContextItem.summary_id.is_(None) | (Summary.depth < min_depth),
+                )
+            )
+        )
+        for start in range(0, len(doomed), 500):  # within any driver's bind limit
+            self.session.execute(
+                delete(ContextItem).where(ContextItem.id.in_(doomed[start : start + 500]))
+            )
+        return len(doomed)
 
     def append_summary_items(
         self,

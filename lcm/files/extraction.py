@@ -9,7 +9,11 @@ still returns it exactly. Payloads considered, in any message:
   the tag stays, its body becomes the reference;
 * ``file`` and ``document`` blocks carrying text;
 * ``tool_result`` blocks, and the whole text of a ``tool`` message: text parts
-  become the reference, images stay.
+  become the reference;
+* base64 images of at least ``large_image_bytes_threshold`` decoded bytes:
+  ``image`` blocks (also inside tool results) become a text block naming the
+  stored image, and ``data:image/…;base64,…`` URLs inside text become the same
+  reference inline. ``describe`` returns the image's bytes base64-encoded.
 
 Plain prose the user or the model wrote is never taken out: it is the
 conversation itself, and compaction is what keeps it in budget.
@@ -17,6 +21,8 @@ conversation itself, and compaction is what keeps it in budget.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import mimetypes
 import re
@@ -26,12 +32,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from lcm.files.storage import FileStorage
-from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
+from lcm.ingest.content import (
+    IMAGE_TOKEN_ESTIMATE,
+    IncomingMessage,
+    PreparedMessage,
+    prepare_message,
+)
+from lcm.settings import CompactionSettings
 from lcm.tokens import estimate_tokens
 
 FILE_ID_RE = re.compile(r"\bfile_[0-9a-f]{16}\b")
 _ATTR_RE = re.compile(r"""([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 _OPEN, _CLOSE = "<file", "</file>"
+_DATA_URL_RE = re.compile(r"data:(image/[A-Za-z0-9.+-]{1,100});base64,([A-Za-z0-9+/]+={0,2})")
 
 
 def new_file_id() -> str:
@@ -62,6 +75,14 @@ def file_reference(pending: PendingFile) -> str:
     return f"{head}\nStored outside the context; describe {pending.file_id} for the full content."
 
 
+def image_reference(pending: PendingFile) -> str:
+    return (
+        f"[LCM Image: {pending.file_id} | {pending.mime or 'image'} | "
+        f"{pending.byte_size:,} bytes] Stored outside the context; "
+        f"describe {pending.file_id} for the image."
+    )
+
+
 def tool_output_reference(pending: PendingFile, tool_use_id: str | None) -> str:
     head = (
         f"[LCM Tool Output: {pending.file_id} | tool_use_id={tool_use_id or '?'} | "
@@ -73,9 +94,27 @@ def tool_output_reference(pending: PendingFile, tool_use_id: str | None) -> str:
 class LargeFileExtractor:
     """Rewrites a batch of prepared messages; returns them with the files it stored."""
 
-    def __init__(self, storage: FileStorage, threshold_tokens: int) -> None:
+    def __init__(
+        self, storage: FileStorage, threshold_tokens: int, image_threshold_bytes: int = 0
+    ) -> None:
         self.storage = storage
         self.threshold = threshold_tokens
+        # 0: images stay inline.
+        self.image_threshold = image_threshold_bytes
+
+    @classmethod
+    def for_settings(cls, storage: FileStorage, settings: CompactionSettings) -> LargeFileExtractor:
+        """The extractor at a tenant's (effective) thresholds."""
+        return cls(
+            storage, settings.large_file_token_threshold, settings.large_image_bytes_threshold
+        )
+
+    def _may_hold_image(self, message: PreparedMessage) -> bool:
+        if not self.image_threshold:
+            return False
+        return "data:image/" in message.content or any(
+            p.part_type in ("image", "tool_result") for p in message.parts
+        )
 
     def extract(
         self, tenant_id: str, messages: Sequence[PreparedMessage]
@@ -84,7 +123,7 @@ class LargeFileExtractor:
         pending: list[PendingFile] = []
         for index, message in enumerate(messages):
             # A message's estimate bounds every payload inside it: most skip here.
-            if message.token_count <= self.threshold:
+            if message.token_count <= self.threshold and not self._may_hold_image(message):
                 out.append(message)
                 continue
             run = _MessageRun(self, tenant_id, index)
@@ -99,7 +138,19 @@ class LargeFileExtractor:
     def stash(
         self, tenant_id: str, index: int, text: str, name: str | None, mime: str | None
     ) -> PendingFile:
-        data = text.encode("utf-8")
+        return self.stash_bytes(
+            tenant_id, index, text.encode("utf-8"), name, mime, estimate_tokens(text)
+        )
+
+    def stash_bytes(
+        self,
+        tenant_id: str,
+        index: int,
+        data: bytes,
+        name: str | None,
+        mime: str | None,
+        token_count: int,
+    ) -> PendingFile:
         digest = hashlib.sha256(data).hexdigest()
         uri = self.storage.put(tenant_id, digest, data)
         if mime is None and name:
@@ -112,7 +163,7 @@ class LargeFileExtractor:
             mime[:200] if mime else None,
             ext,
             len(data),
-            estimate_tokens(text),
+            token_count,
             digest,
             uri,
         )
@@ -140,8 +191,53 @@ class _MessageRun:
             text = str(message.parts[0].payload["text"]) if message.parts else ""
             if message.role == "tool" and self._large(text):
                 return tool_output_reference(self._stash(text, None, None), None)
-            return self.file_segments(text)
+            return self.data_urls(self.file_segments(text))
         return [self.block(dict(part.payload)) for part in message.parts]
+
+    def _image(self, data: str, mime: str | None) -> PendingFile | None:
+        """The stored image when ``data`` (base64) is over the image threshold."""
+        if (
+            not self.extractor.image_threshold
+            or len(data) * 3 // 4 < self.extractor.image_threshold
+        ):
+            return None
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return None  # not base64 after all: leave it as sent
+        if len(raw) < self.extractor.image_threshold:
+            return None
+        ext = mimetypes.guess_extension(mime or "", strict=False) if mime else None
+        name = f"image{ext}" if ext else None
+        stored = self.extractor.stash_bytes(
+            self.tenant_id, self.index, raw, name, mime, IMAGE_TOKEN_ESTIMATE
+        )
+        self.files.append(stored)
+        return stored
+
+    def data_urls(self, text: str) -> str:
+        """``text`` with each large ``data:image/…;base64,…`` URL replaced by a reference."""
+        if not self.extractor.image_threshold or "data:image/" not in text:
+            return text
+
+        def replace(match: re.Match[str]) -> str:
+            stored = self._image(match.group(2), match.group(1))
+            return match.group(0) if stored is None else image_reference(stored)
+
+        return _DATA_URL_RE.sub(replace, text)
+
+    def image_block(self, block: dict[str, Any]) -> dict[str, Any]:
+        source = block.get("source")
+        if not isinstance(source, dict) or source.get("type") != "base64":
+            return block
+        data, mime = source.get("data"), source.get("media_type")
+        if not isinstance(data, str):
+            return block
+        if data.startswith("data:") and "," in data:  # a data URL where base64 was expected
+            head, data = data.split(",", 1)
+            mime = mime or head[5:].split(";", 1)[0]
+        stored = self._image(data, mime if isinstance(mime, str) else None)
+        return block if stored is None else {"type": "text", "text": image_reference(stored)}
 
     def file_segments(self, text: str) -> str:
         """``text`` with the body of each oversized ``<file …>`` segment replaced."""
@@ -178,7 +274,9 @@ class _MessageRun:
     def block(self, block: dict[str, Any]) -> dict[str, Any]:
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
-            return {**block, "text": self.file_segments(block["text"])}
+            return {**block, "text": self.data_urls(self.file_segments(block["text"]))}
+        if kind == "image":
+            return self.image_block(block)
         if kind in ("file", "document"):
             return self._file_block(block)
         if kind == "tool_result":
@@ -203,11 +301,14 @@ class _MessageRun:
 
     def _tool_result(self, block: dict[str, Any]) -> dict[str, Any]:
         content = block.get("content")
-        if isinstance(content, str):
-            texts, others = [content], []
-        elif isinstance(content, list):
+        if isinstance(content, list):
+            # Large images inside the result are stored first, in place.
+            content = [self.image_block(b) if _is_image(b) else b for b in content]
+            block = {**block, "content": content}
             texts = [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"]
             others = [b for b in content if not (isinstance(b, dict) and b.get("type") == "text")]
+        elif isinstance(content, str):
+            texts, others = [content], []
         else:
             return block
         text = "\n".join(t for t in texts if isinstance(t, str))
@@ -218,6 +319,10 @@ class _MessageRun:
         call_id = tool_use_id if isinstance(tool_use_id, str) else None
         reference = tool_output_reference(stored, call_id)
         return {**block, "content": [{"type": "text", "text": reference}, *others]}
+
+
+def _is_image(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "image"
 
 
 def _attributes(raw: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ transactions through the entrypoint's ``transaction`` factory.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,6 +48,12 @@ class StoredFile:
     exploration_summary: str | None
     created_at: datetime
     content: str
+    # "base64" for images (their bytes, encoded), else "utf-8" (the text itself).
+    encoding: str = "utf-8"
+
+
+def is_image(mime: str | None) -> bool:
+    return bool(mime) and str(mime).lower().startswith("image/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +92,15 @@ def load_file(session: Session, storage: FileStorage, tenant_id: str, file_id: s
         storage_uri=row.storage_uri,
         exploration_summary=row.exploration_summary,
         created_at=row.created_at,
-        content=storage.get(row.storage_uri).decode("utf-8", "replace"),
+        content=_content(storage.get(row.storage_uri), row.mime),
+        encoding="base64" if is_image(row.mime) else "utf-8",
     )
+
+
+def _content(data: bytes, mime: str | None) -> str:
+    if is_image(mime):
+        return base64.b64encode(data).decode("ascii")
+    return data.decode("utf-8", "replace")
 
 
 def summarize_file(
@@ -107,6 +121,12 @@ def summarize_file(
         tenant_id, conversation_id = row.tenant_id, row.conversation_id
         name, mime, ext, uri = row.name, row.mime, row.ext, row.storage_uri
         overrides = stored_overrides(session, tenant_id)
+    if is_image(mime):
+        # An image is not text: no summarizer call, a plain description.
+        described = f"Image ({mime}{f', {name}' if name else ''}) taken out of a message."
+        with transaction() as session:
+            written = LargeFileRepository(session).set_summary_if_missing(file_id, described)
+        return FileSummaryOutcome(file_id, "prose", STRUCTURE_MODEL, written)
     text = storage.get(uri).decode("utf-8", "replace")
     kind = classify(name, mime, ext, text)
     summary: str | None = None
@@ -189,6 +209,8 @@ def grep_files(
     for row in LargeFileRepository(session).for_conversations(conversation_ids):
         if out_of_time():
             return found
+        if is_image(row.mime):
+            continue  # bytes, not lines of text
         try:
             text = storage.get(row.storage_uri).decode("utf-8", "replace")
         except NotFound:

@@ -13,6 +13,7 @@ we stored is exactly what was sent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,12 @@ class IncomingMessage:
     content: str | list[Any]
     client_id: str | None = None
     created_at: str | int | float | None = None
+    # The provider's id of the response this message is (assistant messages).
+    response_id: str | None = None
+
+
+# Prefix of a client id derived from a message's event ids (never a gateway's own).
+EVENT_KEY_PREFIX = "evt:"
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,22 @@ class PreparedMessage:
     client_id: str | None
     created_at: datetime | None
     parts: list[PartRow] = field(default_factory=list)
+
+
+def event_key(role: str, content: str, parts: list[PartRow], response_id: str | None) -> str | None:
+    """A stable idempotency key for a message sent without ``id``, or ``None``.
+
+    Built from the ids the provider minted for the event: the response id,
+    else the tool call ids the message makes or answers. The role and the
+    plain text are part of the key, so a model that reuses a tool call id in
+    a later turn with a different result is a different message, while a
+    replay of the same event (same ids, same content) is a duplicate.
+    """
+    ids = [response_id] if response_id else [p.tool_call_id for p in parts if p.tool_call_id]
+    if not ids:
+        return None
+    material = json.dumps([role, ids, content], ensure_ascii=False)
+    return EVENT_KEY_PREFIX + hashlib.sha256(material.encode("utf-8")).hexdigest()[:40]
 
 
 def parse_timestamp(value: str | int | float | None, where: str) -> datetime | None:
@@ -180,6 +203,8 @@ def prepare_message(message: IncomingMessage, where: str, max_chars: int) -> Pre
         raise InvalidInput(f"{where}.role must be one of {', '.join(ROLES)}")
     if message.client_id is not None:
         check_storable(message.client_id, f"{where}.id")
+    if message.response_id is not None:
+        check_storable(message.response_id, f"{where}.response_id")
     created_at = parse_timestamp(message.created_at, f"{where}.created_at")
     check_storable(message.content, f"{where}.content")
     if isinstance(message.content, str):
@@ -199,7 +224,7 @@ def prepare_message(message: IncomingMessage, where: str, max_chars: int) -> Pre
         content=content,
         content_shape=shape,
         token_count=estimate_tokens(content) + images * IMAGE_TOKEN_ESTIMATE,
-        client_id=message.client_id,
+        client_id=message.client_id or event_key(message.role, content, parts, message.response_id),
         created_at=created_at,
         parts=parts,
     )

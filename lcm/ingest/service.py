@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from lcm.conversations.repository import ConversationRepository
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import utcnow
-from lcm.errors import TooLarge
+from lcm.errors import Conflict, TooLarge
 from lcm.files.extraction import LargeFileExtractor, PendingFile
 from lcm.files.repository import LargeFileRepository
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.ingest.repository import MessageRepository
 from lcm.outbox import SummarizeFile, request_job
+from lcm.settings import CompactionSettings
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 
 
@@ -28,6 +32,39 @@ class IngestResult:
     last_seq: int | None
     # Large files taken out of the batch: enqueue their summaries after commit.
     file_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayFloodLimits:
+    """How often one message without any key may repeat inside a batch.
+
+    A message with neither an ``id`` nor an event key (``lcm.ingest.content.
+    event_key``) cannot be recognised when sent again, so a gateway replaying
+    its history without ids would store it twice. Such a replay shows as the
+    same text repeated: past these counts (``user`` messages: ``external``;
+    other roles, whose identical short outputs such as ``{"ok": true}`` are
+    normal: ``internal``) the batch is refused whole with 409 ``replay_flood``.
+    """
+
+    external: int
+    internal: int
+
+    @classmethod
+    def of(cls, settings: CompactionSettings) -> ReplayFloodLimits:
+        return cls(
+            settings.replay_flood_threshold_external, settings.replay_flood_threshold_internal
+        )
+
+    def check(self, batch: Sequence[PreparedMessage]) -> None:
+        repeats = Counter((m.role, m.content) for m in batch if m.client_id is None)
+        for (role, _content), count in repeats.items():
+            limit = self.external if role == "user" else self.internal
+            if count > limit:
+                raise Conflict(
+                    f"{count} identical {role} messages without id in one batch (the limit is "
+                    f"{limit}): this looks like a replay; send message ids to make it safe",
+                    code="replay_flood",
+                )
 
 
 def prepare_batch(
@@ -49,24 +86,51 @@ def ingest_messages(
     large_files: LargeFileExtractor | None = None,
     new_session_retain_depth: int = -1,
     quota: StorageQuota = UNLIMITED,
+    replay_limits: ReplayFloodLimits | None = None,
 ) -> IngestResult:
     """Append ``batch`` to the conversation; the caller commits.
 
-    A message whose client id is already stored for the conversation (or
-    repeated inside the batch) is skipped and counted as a duplicate. New
-    messages get consecutive seqs after the conversation's ``last_seq``; the
-    conversation row lock taken by ``resolve_for_write`` makes that range ours.
-    With ``large_files``, oversized payloads of the new messages are stored
-    outside the database and replaced by references (``lcm.files.extraction``).
-    Every new message and file byte is charged to the tenant's storage
-    counters; past ``quota`` the whole batch is refused (``lcm.tenants.quota``).
+    A message whose client id (its ``id``, or for one sent without, its event
+    key) is already stored for the conversation (or repeated inside the
+    batch) is skipped and counted as a duplicate. New messages get
+    consecutive seqs after the conversation's ``last_seq``; the conversation
+    row lock taken by ``resolve_for_write`` makes that range ours. With
+    ``large_files``, oversized payloads of the new messages are stored outside
+    the database and replaced by references (``lcm.files.extraction``). Every
+    new message and file byte is charged to the tenant's storage counters;
+    past ``quota`` the whole batch is refused (``lcm.tenants.quota``). With
+    ``replay_limits``, a batch that looks like a replay is refused first.
     """
+    if replay_limits is not None:
+        replay_limits.check(batch)
     conversation = resolve_for_write(
         session, tenant_id, session_key, session_id, retain_depth=new_session_retain_depth
     )
     messages = MessageRepository(session)
+    fresh = _new_messages(messages, conversation.id, batch)
+    duplicates = len(batch) - len(fresh)
+    if not fresh:
+        return IngestResult(conversation.id, 0, duplicates, None, None)
+    files: list[PendingFile] = []
+    if large_files is not None:
+        fresh, files = large_files.extract(tenant_id, fresh)
+    first_seq, last_seq, ids = _write_rows(session, tenant_id, conversation.id, fresh)
+    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
+    # Last, so the tenant row lock it takes is held only until the commit.
+    charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
+    for file_id in file_ids:  # after commit: the rows exist when a worker looks
+        request_job(session, SummarizeFile(file_id))
+    return IngestResult(
+        conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
+    )
+
+
+def _new_messages(
+    messages: MessageRepository, conversation_id: int, batch: Sequence[PreparedMessage]
+) -> list[PreparedMessage]:
+    """The messages of ``batch`` not stored yet and not repeated earlier in the batch."""
     with_ids = [m.client_id for m in batch if m.client_id is not None]
-    seen = messages.existing_client_ids(conversation.id, with_ids) if with_ids else set()
+    seen = messages.existing_client_ids(conversation_id, with_ids) if with_ids else set()
     fresh: list[PreparedMessage] = []
     for message in batch:
         if message.client_id is not None:
@@ -74,33 +138,20 @@ def ingest_messages(
                 continue
             seen.add(message.client_id)
         fresh.append(message)
-    duplicates = len(batch) - len(fresh)
-    if not fresh:
-        return IngestResult(conversation.id, 0, duplicates, None, None)
-    files: list[PendingFile] = []
-    if large_files is not None:
-        fresh, files = large_files.extract(tenant_id, fresh)
+    return fresh
 
+
+def _write_rows(
+    session: Session, tenant_id: str, conversation_id: int, fresh: Sequence[PreparedMessage]
+) -> tuple[int, int, list[int]]:
+    """Insert messages, parts and context items; (first seq, last seq, message ids)."""
     last_seq, last_ordinal = ConversationRepository(session).advance_counters(
-        conversation.id, seq_by=len(fresh), ordinal_by=len(fresh)
+        conversation_id, seq_by=len(fresh), ordinal_by=len(fresh)
     )
     first_seq, first_ordinal = last_seq - len(fresh) + 1, last_ordinal - len(fresh) + 1
-    now = utcnow()
+    messages = MessageRepository(session)
     ids = messages.insert_messages(
-        [
-            {
-                "tenant_id": tenant_id,
-                "conversation_id": conversation.id,
-                "seq": first_seq + i,
-                "role": m.role,
-                "content": m.content,
-                "content_shape": m.content_shape,
-                "token_count": m.token_count,
-                "created_at": m.created_at or now,
-                "client_id": m.client_id,
-            }
-            for i, m in enumerate(fresh)
-        ]
+        _message_rows(tenant_id, conversation_id, first_seq, fresh, utcnow())
     )
     messages.insert_parts(
         [
@@ -121,7 +172,7 @@ def ingest_messages(
         [
             {
                 "tenant_id": tenant_id,
-                "conversation_id": conversation.id,
+                "conversation_id": conversation_id,
                 "ordinal": first_ordinal + i,
                 "item_type": "message",
                 "message_id": message_id,
@@ -130,11 +181,27 @@ def ingest_messages(
             for i, (message_id, m) in enumerate(zip(ids, fresh, strict=True))
         ]
     )
-    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
-    # Last, so the tenant row lock it takes is held only until the commit.
-    charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
-    for file_id in file_ids:  # after commit: the rows exist when a worker looks
-        request_job(session, SummarizeFile(file_id))
-    return IngestResult(
-        conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
-    )
+    return first_seq, last_seq, ids
+
+
+def _message_rows(
+    tenant_id: str,
+    conversation_id: int,
+    first_seq: int,
+    fresh: Sequence[PreparedMessage],
+    now: datetime,
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "tenant_id": tenant_id,
+            "conversation_id": conversation_id,
+            "seq": first_seq + i,
+            "role": m.role,
+            "content": m.content,
+            "content_shape": m.content_shape,
+            "token_count": m.token_count,
+            "created_at": m.created_at or now,
+            "client_id": m.client_id,
+        }
+        for i, m in enumerate(fresh)
+    ]

@@ -17,6 +17,8 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from lcm.compaction.overrides import ModelInfo
+from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import TurnCommit
 from lcm.files.storage import FileStorage
@@ -29,9 +31,10 @@ from lcm.tenants.service import effective_settings
 
 @dataclass(frozen=True, slots=True)
 class CommitResult:
-    conversation_id: int
-    status: Literal["committed", "duplicate"]
+    conversation_id: int | None  # None when skipped
+    status: Literal["committed", "duplicate", "skipped"]
     turn: TurnResult | None  # None for a duplicate: nothing was written
+    skipped: WriteSkip | None = None
 
 
 def commit_turn(
@@ -44,9 +47,13 @@ def commit_turn(
     token_budget: int,
     base: Settings,
     storage: FileStorage,
+    model: ModelInfo | None = None,
 ) -> CommitResult:
     """Store the turn and its key, or report ``duplicate`` if the key is known; caller commits."""
     settings = effective_settings(session, tenant_id, base)
+    skip = write_skip(settings, session_key)
+    if skip is not None:  # ignored or stateless: nothing stored, not even the key
+        return CommitResult(None, "skipped", None, skip)
     retain = settings.new_session_retain_depth
     # resolve_for_write locks the conversation row (Postgres FOR UPDATE; SQLite
     # holds the write lock for the transaction), so two concurrent commits of
@@ -59,14 +66,14 @@ def commit_turn(
     if repo.find_commit(conversation.id, advancement_key) is not None:
         return CommitResult(conversation.id, "duplicate", None)
     turn = after_turn(
-        session, tenant_id, session_key, session_id, batch, token_budget, settings, storage
+        session, tenant_id, session_key, session_id, batch, token_budget, settings, storage, model
     )
     repo.add_commit(
         TurnCommit(
             tenant_id=tenant_id,
             conversation_id=conversation.id,
             advancement_key=advancement_key,
-            message_count=turn.ingest.ingested,
+            message_count=turn.ingest.ingested if turn.ingest else 0,
         )
     )
     return CommitResult(conversation.id, "committed", turn)

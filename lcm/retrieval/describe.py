@@ -67,6 +67,8 @@ class FileContent:
     offset: int
     total_chars: int
     next_offset: int | None  # None once the page reaches the end
+    # "base64" for an image (the text is its bytes, encoded), else "utf-8".
+    encoding: str = "utf-8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +170,11 @@ def file_content_page(
     session: Session, storage: FileStorage, tenant_id: str, file_id: str, offset: int, limit: int
 ) -> FileContent:
     """``limit`` characters of the file's text from ``offset`` (empty past the end)."""
-    text = load_file(session, storage, tenant_id, file_id).content
+    stored = load_file(session, storage, tenant_id, file_id)
+    text = stored.content
     end = min(len(text), offset + limit)
     page = text[offset:end] if offset < len(text) else ""
-    return FileContent(page, offset, len(text), end if end < len(text) else None)
+    return FileContent(page, offset, len(text), end if end < len(text) else None, stored.encoding)
 
 
 def source_range(repo: HistoryRepository, summary_ids: list[str]) -> SourceRange:

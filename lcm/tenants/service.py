@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound
-from lcm.settings import CompactionSettings, TenantSettings
+from lcm.settings import CompactionSettings, ModelOverride, TenantSettings
 from lcm.storable import check_storable
 from lcm.tenants.keys import IssuedKey, issue_key
 from lcm.tenants.repository import TenantRepository
@@ -83,7 +83,8 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
         raise InvalidInput(f"invalid settings: {problems}") from exc
-    return {key: getattr(checked, key) for key in overrides}
+    # JSON-ready values (nested models such as model_overrides become dicts) for the JSON column.
+    return checked.model_dump(mode="json", include=set(overrides))
 
 
 def effective_settings(session: Session, tenant_id: str, base: S) -> S:
@@ -91,7 +92,12 @@ def effective_settings(session: Session, tenant_id: str, base: S) -> S:
     tenant = TenantRepository(session).get(tenant_id)
     if tenant is None or not tenant.settings_overrides:
         return base
-    return base.model_copy(update=tenant.settings_overrides)
+    update = dict(tenant.settings_overrides)
+    if "model_overrides" in update:  # stored as JSON; model_copy does not validate
+        update["model_overrides"] = [
+            ModelOverride.model_validate(rule) for rule in update["model_overrides"]
+        ]
+    return base.model_copy(update=update)
 
 
 def stored_overrides(session: Session, tenant_id: str) -> dict[str, Any]:

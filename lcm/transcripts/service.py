@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy.orm import Session
+
 from lcm.conversations.service import resolve_for_write
 from lcm.db.engine import Transaction
 from lcm.errors import Conflict
@@ -84,7 +86,7 @@ class BootstrapOptions:
             max_message_chars=settings.max_message_chars,
             large_files=None
             if storage is None
-            else LargeFileExtractor(storage, settings.large_file_token_threshold),
+            else LargeFileExtractor.for_settings(storage, settings),
             new_session_retain_depth=settings.new_session_retain_depth,
             quota=StorageQuota.of(settings),
         )
@@ -126,7 +128,35 @@ def bootstrap_transcript(
         )
         conversation_id, stored = conversation.id, conversation.bootstrap_checkpoint
     # Parsing is the slow part and needs no database: no transaction is open.
-    checkpoint = Checkpoint.from_json(stored)
+    parsed_run = _parse(transcript, Checkpoint.from_json(stored), options)
+    run = _ImportRun(tenant_id, session_key, session_id, conversation_id, options, parsed_run)
+    while not run.import_chunk(transaction, transcript):
+        pass
+    assert run.plan is not None  # the first chunk always plans
+    parsed = parsed_run.parsed
+    return BootstrapResult(
+        conversation_id=conversation_id,
+        imported=run.imported,
+        duplicates=run.duplicates,
+        anchor=run.plan.anchor,
+        anchor_seq=run.plan.anchor_seq,
+        format=parsed.format,
+        transcript_messages=len(parsed.messages),
+        file_ids=tuple(run.file_ids),
+        skipped=dict(parsed.stats.skipped),
+        malformed_lines=parsed.stats.malformed_lines,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    checkpoint: Checkpoint | None
+    parsed: ParsedTranscript
+    prepared: list[PreparedMessage]
+    plan: ImportPlan | None  # known without the database when resuming from the checkpoint
+
+
+def _parse(transcript: bytes, checkpoint: Checkpoint | None, options: BootstrapOptions) -> _Parsed:
     resume = checkpoint.resume_point(transcript, options.transcript_format) if checkpoint else None
     parsed = parse_transcript(transcript, options.transcript_format, resume=resume)
     prepared = [
@@ -140,56 +170,74 @@ def bootstrap_transcript(
         # The transcript is the one read before plus an appended part, and only
         # that part was parsed: every message in it follows the anchor.
         plan = ImportPlan("checkpoint", None, checkpoint.anchor_seq, tuple(range(len(prepared))))
-    imported = duplicates = done = 0
+    return _Parsed(checkpoint, parsed, prepared, plan)
+
+
+@dataclass(slots=True)
+class _ImportRun:
+    """The chunked import of one bootstrap: what is planned and what is done so far."""
+
+    tenant_id: str
+    session_key: str
+    session_id: str | None
+    conversation_id: int
+    options: BootstrapOptions
+    source: _Parsed
+    plan: ImportPlan | None = None
+    done: int = 0
+    imported: int = 0
+    duplicates: int = 0
     newest_seq: int | None = None
-    file_ids: list[str] = []
-    while True:
+    file_ids: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.plan = self.source.plan
+
+    def import_chunk(self, transaction: Transaction, transcript: bytes) -> bool:
+        """Import the next chunk in its own transaction; True once the last one is in."""
+        prepared, options = self.source.prepared, self.options
         with transaction() as session:
-            if plan is None:
+            if self.plan is None:
                 # Under the write lock of the first chunk: what it reads stays true.
                 repo = TranscriptRepository(session)
-                plan = find_anchor(repo, conversation_id, parsed, prepared, options.max_unanchored)
-            chunk = plan.indices[
-                done : done + _chunk_length(plan.indices[done:], prepared, options)
-            ]
+                self.plan = find_anchor(
+                    repo, self.conversation_id, self.source.parsed, prepared, options.max_unanchored
+                )
+            rest = self.plan.indices[self.done :]
+            chunk = rest[: _chunk_length(rest, prepared, options)]
             result = ingest_messages(
                 session,
-                tenant_id,
-                session_key,
-                session_id,
+                self.tenant_id,
+                self.session_key,
+                self.session_id,
                 [prepared[i] for i in chunk],
                 large_files=options.large_files,
                 new_session_retain_depth=options.new_session_retain_depth,
                 quota=options.quota,
             )
-            if result.conversation_id != conversation_id:
+            if result.conversation_id != self.conversation_id:
                 # A new session id rotated the family between two chunks.
                 raise Conflict("the session family changed during the bootstrap; retry it")
-            done += len(chunk)
-            imported, duplicates = imported + result.ingested, duplicates + result.duplicates
-            file_ids.extend(result.file_ids)
+            self.done += len(chunk)
+            self.imported += result.ingested
+            self.duplicates += result.duplicates
+            self.file_ids.extend(result.file_ids)
             if result.last_seq is not None:
-                newest_seq = result.last_seq
-            if done >= len(plan.indices):
-                total = (checkpoint.imported_total if checkpoint else 0) + imported
-                anchor_seq = newest_seq if newest_seq is not None else plan.anchor_seq
-                TranscriptRepository(session).save_checkpoint(
-                    conversation_id,
-                    next_checkpoint(transcript, parsed, anchor_seq, total).to_json(),
-                )
-                break
-    return BootstrapResult(
-        conversation_id=conversation_id,
-        imported=imported,
-        duplicates=duplicates,
-        anchor=plan.anchor,
-        anchor_seq=plan.anchor_seq,
-        format=parsed.format,
-        transcript_messages=len(parsed.messages),
-        file_ids=tuple(file_ids),
-        skipped=dict(parsed.stats.skipped),
-        malformed_lines=parsed.stats.malformed_lines,
-    )
+                self.newest_seq = result.last_seq
+            if self.done < len(self.plan.indices):
+                return False
+            self._save_checkpoint(session, transcript)
+            return True
+
+    def _save_checkpoint(self, session: Session, transcript: bytes) -> None:
+        assert self.plan is not None
+        checkpoint = self.source.checkpoint
+        total = (checkpoint.imported_total if checkpoint else 0) + self.imported
+        anchor_seq = self.newest_seq if self.newest_seq is not None else self.plan.anchor_seq
+        TranscriptRepository(session).save_checkpoint(
+            self.conversation_id,
+            next_checkpoint(transcript, self.source.parsed, anchor_seq, total).to_json(),
+        )
 
 
 def _chunk_length(

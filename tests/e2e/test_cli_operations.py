@@ -94,6 +94,7 @@ def _failed_debt(database: Database, tenant_id: str, key: str) -> int:
             database.settings,
             build_storage(database.settings),
         )
+    assert turn.ingest is not None
     conversation_id = turn.ingest.conversation_id
     with database.transaction() as session:
         session.execute(

@@ -31,6 +31,7 @@ from api.contract import (
     KeyIn,
     MessageIn,
     MessagesIn,
+    SessionResetIn,
     SummaryDescription,
     TurnIn,
 )
@@ -193,6 +194,12 @@ def scenario(call: Call, key: str) -> None:
     with pytest.raises(BadRequest) as unconfirmed:
         call("erase_tenant", "not-the-tenant-name")
     assert unconfirmed.value.code == "confirm_required"
+
+    pruned = call("session_reset", key, SessionResetIn(mode="new", retain_depth=0))
+    assert pruned.conversation_id == status.conversation_id
+    assert pruned.context_items_removed
+    fresh = call("session_reset", key, SessionResetIn(mode="reset", session_id="after-reset"))
+    assert fresh.archived_conversation_id == status.conversation_id
 
     changed = call("update_settings", {"fresh_tail_count": 9})
     assert changed.overrides == {"fresh_tail_count": 9}

@@ -88,3 +88,7 @@ class Conversation(Base):
     # Highest context_items ordinal handed out (ordinals only ever grow).
     last_ordinal: Mapped[int] = mapped_column(BigInteger, default=0)
     bootstrap_checkpoint: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    # The model and context window the latest turn named: the worker's sweep
+    # applies the same ``model_overrides`` rule as the turn did.
+    model_id: Mapped[str | None] = mapped_column(String(200))
+    context_window: Mapped[int | None] = mapped_column(BigInteger)
