@@ -16,6 +16,7 @@ from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.tenants.quota import StorageQuota
@@ -48,6 +49,7 @@ def post_commit(
             body.token_budget,
             settings,
             services.storage,
+            LivePrompt(body.current_token_count, body.overflow),
         )
     turn = result.turn
     if turn is None:

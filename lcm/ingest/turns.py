@@ -20,10 +20,34 @@ from lcm.tenants.quota import StorageQuota
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     ingest: IngestResult
-    context_tokens: int
+    context_tokens: int  # what the threshold was checked against (live count when given)
     threshold_tokens: int
-    over_threshold: bool
+    over_threshold: bool  # or overflow reported: compaction is owed either way
     mode: str  # deferred (a wake-up is in the outbox) | inline (the caller runs the sweep)
+    token_budget: int  # as used: the requested one, capped by max_assembly_token_budget
+    target_tokens: int | None = None  # overflow: what the stored context is compacted to
+
+
+@dataclass(frozen=True, slots=True)
+class LivePrompt:
+    """What the host reports about its own prompt on this turn."""
+
+    # The host's prompt tokens: the context plus its system prompt and tool
+    # schemas. Checked against the threshold instead of the stored estimate.
+    current_token_count: int | None = None
+    # The provider refused the prompt as too long: compact under the budget
+    # before the host retries.
+    overflow: bool = False
+
+
+def overflow_target(threshold_tokens: int, stored_tokens: int, live_tokens: int | None) -> int:
+    """The stored context's target after an overflow: the threshold, less the host's overhead.
+
+    The overhead (system prompt, tool schemas) is the live count beyond the
+    stored context; without a live count it is taken as nothing.
+    """
+    overhead = max(0, (live_tokens or stored_tokens) - stored_tokens)
+    return max(1, threshold_tokens - overhead)
 
 
 def after_turn(
@@ -35,14 +59,19 @@ def after_turn(
     token_budget: int,
     settings: Settings,
     storage: FileStorage,
+    live: LivePrompt | None = None,
 ) -> TurnResult:
     """Ingest ``batch`` and, at or over the threshold, record (coalesced) threshold debt.
 
     Everything happens in the caller's one transaction: the messages and the
     debt row commit together or not at all, and the wake-up (deferred mode)
     is sent only after that commit. Below the threshold no debt is written.
-    ``settings`` are the tenant's effective settings.
+    ``settings`` are the tenant's effective settings. With ``live``, the
+    host's own prompt count is what the threshold is checked against, and an
+    overflow records ``overflow`` debt with a target under the budget.
     """
+    live = live or LivePrompt()
+    token_budget = settings.capped_budget(token_budget)
     ingest = ingest_messages(
         session,
         tenant_id,
@@ -53,17 +82,28 @@ def after_turn(
         new_session_retain_depth=settings.new_session_retain_depth,
         quota=StorageQuota.of(settings),
     )
-    tokens = context_token_total(session, ingest.conversation_id)
+    stored = context_token_total(session, ingest.conversation_id)
+    tokens = stored if live.current_token_count is None else live.current_token_count
     check = evaluate_threshold(tokens, token_budget, settings)
-    if check.over_threshold:
+    target = None
+    if live.overflow:
+        target = overflow_target(check.threshold_tokens, stored, live.current_token_count)
+    if check.over_threshold or live.overflow:
         owe_compaction(
             session,
             tenant_id,
             ingest.conversation_id,
-            "threshold",
+            "overflow" if live.overflow else "threshold",
             token_budget,
+            target,
             mode=settings.compaction_mode,
         )
     return TurnResult(
-        ingest, tokens, check.threshold_tokens, check.over_threshold, settings.compaction_mode
+        ingest,
+        tokens,
+        check.threshold_tokens,
+        check.over_threshold or live.overflow,
+        settings.compaction_mode,
+        token_budget,
+        target,
     )
