@@ -8,12 +8,9 @@ the production chain (debt row, lease, one pass per job) in the request.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
 from sqlalchemy import select
 
 from lcm.assembly import summary_context_tokens
@@ -46,32 +43,6 @@ TENANT_SETTINGS: dict[str, Any] = {
     "condensed_min_fanout": 3,
     "summary_prefix_target_tokens": 100,
 }
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeAnthropicServer]:
-    with FakeAnthropicServer() as server:
-        yield server
-
-
-@pytest.fixture
-def llm_client(
-    db: Database, llm: FakeAnthropicServer, sender: RecordingSender
-) -> Iterator[TestClient]:
-    """The API with an LLM configured: no SDK retries, a breaker that closes again at once."""
-    from api.app import create_app
-
-    settings = db.settings.model_copy(
-        update={
-            "anthropic_api_key": SecretStr("sk-test"),
-            "anthropic_base_url": llm.base_url,
-            "llm_max_retries": 0,
-            "llm_breaker_reset_seconds": 0.01,
-        }
-    )
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=sender)
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client
 
 
 def configure(client: TestClient, tenant: IssuedKey, **extra: Any) -> None:
