@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Annotated
 
@@ -36,7 +37,7 @@ def doctor(
     and wakes a worker; in embedded mode ``lcm serve``'s reconciler wakes it.
     ``--apply --inline`` runs the jobs here instead (the LLM must be reachable).
     """
-    from lcm.doctor.service import diagnose, request_repair
+    from lcm.doctor.service import diagnose
     from lcm.tenants.repository import TenantRepository
 
     if inline and not apply:
@@ -55,8 +56,19 @@ def doctor(
 
     found = in_session(report)
     _print(found, as_json)
-    if not apply:
-        return
+    if apply:
+        _apply(tenants, conversation, inline, as_json)
+
+
+def _apply(
+    tenants: Callable[[Session], list[tuple[str, str]]],
+    conversation: int | None,
+    inline: bool,
+    as_json: bool,
+) -> None:
+    """Owe the repairs; wake workers for them, or (``--inline``) run them here."""
+    from lcm.doctor.service import request_repair
+
     embedded = get_settings().database_url.startswith("sqlite")
 
     def owe(session: Session) -> list[int]:
@@ -67,6 +79,8 @@ def doctor(
             for cid in request_repair(session, tid, conversation, mode=mode)
         ]
 
+    # Embedded mode's worker lives inside `lcm serve` behind an in-memory
+    # broker this process cannot reach: its reconciler wakes the owed rows.
     owed = in_session(owe, send_jobs=not inline and not embedded)
     if inline and owed:
         with open_services() as services:

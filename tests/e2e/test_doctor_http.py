@@ -254,3 +254,28 @@ def test_spent_budget_summarizes_offline_and_refuses_expand_query(
     )
     report = doctor(llm_client, tenant)
     assert listed(report, "degraded") == {s.id for s in made[1:]}
+
+
+def test_cli_apply_inline_repairs_with_the_llm(
+    db: Database, tenant: IssuedKey, llm: FakeAnthropicServer, llm_client: TestClient
+) -> None:
+    configure(llm_client, tenant)
+    llm.set_default("500")
+    turn(llm_client, tenant, 0, 40)
+    degraded = {sid for sid, s in summaries(db).items() if s.degraded is not None}
+    assert degraded
+    llm.set_default("ok")
+    env = {
+        "LCM_DATABASE_URL": db.settings.database_url,
+        "ANTHROPIC_API_KEY": "sk-test",
+        "LCM_ANTHROPIC_BASE_URL": llm.base_url,
+        "LCM_LLM_MAX_RETRIES": "0",
+    }
+    done = run_lcm("doctor", "--tenant", "acme", "--apply", "--inline", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    listing, repaired = done.stdout.strip().splitlines()
+    assert {s for c in json.loads(listing)[0]["conversations"] for s in c["degraded"]} == degraded
+    assert set(json.loads(repaired)["repaired"].values()) == {"done"}
+    after = summaries(db)
+    assert all(after[sid].degraded is None and after[sid].model == MODEL for sid in degraded)
+    assert_lossless(db, after[next(iter(degraded))].conversation_id)
