@@ -43,6 +43,8 @@ EXPECTED_SCOPES: dict[tuple[str, str], str] = {
     ("POST", KEYS + "/{key_id}/revoke"): "admin",
     ("POST", KEYS + "/{key_id}/rotate"): "admin",
     ("GET", "/v1/tenant/usage"): "admin",
+    ("GET", "/v1/tenant/doctor"): "admin",
+    ("POST", "/v1/tenant/doctor/apply"): "admin",
     ("DELETE", "/v1/tenant"): "admin",
     ("GET", "/v1/conversations"): "read",
     ("DELETE", "/v1/conversations/{key}"): "admin",
