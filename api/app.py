@@ -12,7 +12,17 @@ from api import console, errors, openapi
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.rate_limit import RateLimiter, build_rate_limiter
-from api.routes import bootstrap, conversations, data, health, keys, lifecycle, tenant, tools
+from api.routes import (
+    bootstrap,
+    conversations,
+    data,
+    doctor,
+    health,
+    keys,
+    lifecycle,
+    tenant,
+    tools,
+)
 from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
@@ -54,6 +64,7 @@ def create_app(
     openapi.install(app)
     app.include_router(health.router)
     app.include_router(tenant.router)
+    app.include_router(doctor.router)
     app.include_router(keys.router)
     app.include_router(bootstrap.router)
     app.include_router(lifecycle.router)  # before conversations: its paths are more specific

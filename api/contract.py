@@ -138,6 +138,12 @@ class ModelIn(RequestBody):
 
 class TurnIn(MessagesIn, ModelIn):
     token_budget: TokenBudget
+    # The host's live prompt tokens (context + system prompt + tool schemas):
+    # checked against the threshold instead of the stored estimate.
+    current_token_count: Annotated[int, Field(ge=0, le=MAX_TOKENS)] | None = None
+    # The provider refused the last prompt as too long: overflow debt, compacted
+    # under the budget before the retry (inline), or scheduled.
+    overflow: bool = False
 
 
 class TurnOut(SkippedWrite):
@@ -147,9 +153,14 @@ class TurnOut(SkippedWrite):
     context_tokens: int
     threshold_tokens: int
     compaction: Compaction
+    token_budget: int  # as used (capped by max_assembly_token_budget)
+    target_tokens: int | None = None  # overflow: the stored context's target
+    context_tokens_after: int | None = None  # when compaction ran inline
 
     @classmethod
-    def of(cls, turn: TurnResult, compaction: Compaction) -> TurnOut:
+    def of(
+        cls, turn: TurnResult, compaction: Compaction, tokens_after: int | None = None
+    ) -> TurnOut:
         return cls(
             conversation_id=turn.ingest.conversation_id if turn.ingest else None,
             ingested=turn.ingest.ingested if turn.ingest else 0,
@@ -158,6 +169,9 @@ class TurnOut(SkippedWrite):
             threshold_tokens=turn.threshold_tokens,
             compaction=compaction,
             **cls.flags(turn.skipped),
+            token_budget=turn.token_budget,
+            target_tokens=turn.target_tokens,
+            context_tokens_after=tokens_after,
         )
 
 
@@ -174,6 +188,7 @@ class AssembleIn(ModelIn):
 
 class AssembleOut(BaseModel):
     conversation_id: int
+    token_budget: int  # as used (capped by max_assembly_token_budget)
     messages: list[dict[str, Any]]
     estimated_tokens: int
     summary_count: int
@@ -590,3 +605,30 @@ class ErrorOut(BaseModel):
     """Every error the API answers: ``{"error": {"code", "message"}}``."""
 
     error: ErrorBody
+
+
+# --- the doctor: unhealthy summaries and their repair ---------------------------------------
+
+
+class DoctorConversation(BaseModel):
+    conversation_id: int
+    session_key: str
+    broken: list[str]  # summaries with no link to their sources
+    truncated: list[str]  # escalation "fallback": deterministic truncation
+    degraded: list[str]  # written without the LLM although one is configured
+
+
+class DoctorOut(BaseModel):
+    conversations: list[DoctorConversation]
+    broken: int
+    truncated: int
+    degraded: int
+
+
+class DoctorApplyIn(RequestBody):
+    conversation_id: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = None  # default: all
+
+
+class DoctorApplyOut(BaseModel):
+    status: Literal["none", "scheduled", "ran"]
+    conversations: list[int]  # those owed a repair

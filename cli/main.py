@@ -10,6 +10,7 @@ from rich.console import Console
 
 from cli import data, transcripts
 from cli.debt import debt_app
+from cli.doctor import doctor
 from cli.tenants import key_app, tenant_app
 from lcm.settings import get_settings
 
@@ -19,6 +20,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(debt_app, name="debt")
+app.command("doctor")(doctor)
 
 console = Console(stderr=True)
 

@@ -114,3 +114,9 @@ class ProviderUnavailable(SummarizerError):
     """The LLM provider's circuit breaker is open: the call failed fast, unsent."""
 
     code = "provider_unavailable"
+
+
+class LlmBudgetExhausted(RateLimited):
+    """The tenant's daily LLM token budget (``llm_daily_token_budget``) is spent."""
+
+    code = "llm_budget_exhausted"

@@ -74,6 +74,22 @@ class CompactionSettings(BaseSettings):
     sweep_max_depth: int = Field(1, ge=-1, le=1_000)
     max_rounds: int = Field(10, ge=1, le=10_000)
     truncation_tokens: int = Field(512, ge=32, le=MAX_TOKENS)
+    # A summary over this many times its target escalates (aggressive, then
+    # truncation) even when it is smaller than its input; None: no ceiling.
+    summary_max_overage_factor: float | None = Field(3.0, ge=1, le=1_000)
+    # Bounds of one sweep chain (all its rounds): passes, and wall time from
+    # its first pass. On either the chain stops cleanly between passes; what
+    # is still over the threshold is picked up by the next turn's debt.
+    sweep_max_passes: int | None = Field(1_000, ge=1, le=1_000_000)
+    sweep_max_seconds: float | None = Field(1_800.0, gt=0, le=86_400)
+    # Summarization calls per conversation per window (None: unlimited). At
+    # the limit the chain pauses: its debt waits, with a delayed wake-up,
+    # until the oldest call of the window has left it.
+    summary_max_calls_per_window: int | None = Field(None, ge=1, le=1_000_000)
+    summary_call_window_seconds: float = Field(600.0, gt=0, le=86_400)
+    # The largest token budget an assemble, turn or compact may use; a larger
+    # requested budget is lowered to it (None: no cap).
+    max_assembly_token_budget: int | None = Field(None, ge=1, le=MAX_TOKENS)
     large_file_token_threshold: int = Field(25_000, ge=1, le=MAX_TOKENS)
     new_session_retain_depth: int = Field(-1, ge=-1, le=1_000)
     max_expand_tokens: int = Field(4_000, ge=1, le=MAX_TOKENS)
@@ -126,6 +142,11 @@ class CompactionSettings(BaseSettings):
                 raise ValueError(f"not an XML tag name: {tag[:60]!r}")
         return value
 
+    def capped_budget(self, token_budget: int) -> int:
+        """``token_budget`` lowered to ``max_assembly_token_budget`` (the operator's cap)."""
+        cap = self.max_assembly_token_budget
+        return token_budget if cap is None else min(token_budget, cap)
+
     def prefix_target_tokens(self, token_budget: int) -> int:
         """``summary_prefix_target_tokens`` or its derived default (DESIGN §3)."""
         if self.summary_prefix_target_tokens is not None:
@@ -151,6 +172,10 @@ class TenantLimits(BaseSettings):
     # is refused whole (429 / 413 ``quota_exceeded``).
     max_stored_messages: int | None = Field(None, ge=0, le=10**15)
     max_file_bytes: int | None = Field(None, ge=0, le=10**18)
+    # LLM tokens (input + output, summaries and expand-query) per UTC day.
+    # Once spent, compaction goes on with the offline extractive summarizer
+    # (summaries marked degraded "budget") and expand-query answers 429.
+    llm_daily_token_budget: int | None = Field(None, ge=0, le=10**15)
 
 
 class TenantSettings(CompactionSettings, TenantLimits):

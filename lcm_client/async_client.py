@@ -21,6 +21,9 @@ from api.contract import (
     CompactOut,
     ConversationListOut,
     ConversationStatus,
+    DoctorApplyIn,
+    DoctorApplyOut,
+    DoctorOut,
     ExpandIn,
     ExpandQueryAnswer,
     ExpandQueryIn,
@@ -267,6 +270,14 @@ class AsyncLcmClient:
     async def update_settings(self, changes: Mapping[str, Any]) -> TenantSettingsOut:
         """PATCH overrides (``None`` removes one); the server validates them."""
         return await self.send(calls.update_settings(changes))
+
+    async def doctor(self, conversation_id: int | None = None) -> DoctorOut:
+        """The tenant's broken, truncated and degraded summaries (admin key)."""
+        return await self.send(calls.doctor(conversation_id))
+
+    async def doctor_apply(self, body: DoctorApplyIn | None = None) -> DoctorApplyOut:
+        """Re-summarize degraded summaries with the LLM (a leased job per conversation)."""
+        return await self.send(calls.doctor_apply(body or DoctorApplyIn()))
 
     async def health(self) -> Health:
         return await self.send(calls.health())

@@ -27,6 +27,9 @@ from api.contract import (
     CompactOut,
     ConversationListOut,
     ConversationStatus,
+    DoctorApplyIn,
+    DoctorApplyOut,
+    DoctorOut,
     ExpandIn,
     ExpandQueryAnswer,
     ExpandQueryIn,
@@ -201,6 +204,16 @@ def settings() -> Call[TenantSettingsOut]:
 def update_settings(changes: Mapping[str, Any]) -> Call[TenantSettingsOut]:
     # A PATCH of overrides: sending the same ones twice leaves the same settings.
     return Call("PATCH", "/v1/tenant/settings", TenantSettingsOut, dict(changes))
+
+
+def doctor(conversation_id: int | None = None) -> Call[DoctorOut]:
+    params = {} if conversation_id is None else {"conversation_id": conversation_id}
+    return Call("GET", "/v1/tenant/doctor", DoctorOut, params=params)
+
+
+def doctor_apply(body: DoctorApplyIn) -> Call[DoctorApplyOut]:
+    # Owing a repair twice coalesces on the conversation's one debt row.
+    return Call("POST", "/v1/tenant/doctor/apply", DoctorApplyOut, _body(body))
 
 
 def health() -> Call[Health]:

@@ -21,6 +21,9 @@ from api.contract import (
     CompactOut,
     ConversationListOut,
     ConversationStatus,
+    DoctorApplyIn,
+    DoctorApplyOut,
+    DoctorOut,
     ExpandIn,
     ExpandQueryAnswer,
     ExpandQueryIn,
@@ -268,6 +271,14 @@ class LcmClient:
     def update_settings(self, changes: Mapping[str, Any]) -> TenantSettingsOut:
         """PATCH overrides (``None`` removes one); the server validates them."""
         return self.send(calls.update_settings(changes))
+
+    def doctor(self, conversation_id: int | None = None) -> DoctorOut:
+        """The tenant's broken, truncated and degraded summaries (admin key)."""
+        return self.send(calls.doctor(conversation_id))
+
+    def doctor_apply(self, body: DoctorApplyIn | None = None) -> DoctorApplyOut:
+        """Re-summarize degraded summaries with the LLM (a leased job per conversation)."""
+        return self.send(calls.doctor_apply(body or DoctorApplyIn()))
 
     def health(self) -> Health:
         return self.send(calls.health())

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import text
 
 from lcm.db.engine import Database
@@ -25,6 +26,7 @@ from lcm.outbox import Job, SummarizeFile, WakeCompaction
 from lcm.settings import Settings
 from lcm.tenants.service import IssuedKey, create_tenant
 from tests import servers
+from tests.fakes import FakeAnthropicServer
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -152,6 +154,33 @@ def client(db: Database, sender: RecordingSender) -> Iterator[TestClient]:
     from api.app import create_app
 
     app = create_app(db.settings, database=db, broker_ping=lambda: True, sender=sender)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeAnthropicServer]:
+    """The fake Messages API server (``set_default("500")`` is an outage)."""
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_client(
+    db: Database, llm: FakeAnthropicServer, sender: RecordingSender
+) -> Iterator[TestClient]:
+    """The API with an LLM configured: no SDK retries, a breaker that closes again at once."""
+    from api.app import create_app
+
+    settings = db.settings.model_copy(
+        update={
+            "anthropic_api_key": SecretStr("sk-test"),
+            "anthropic_base_url": llm.base_url,
+            "llm_max_retries": 0,
+            "llm_breaker_reset_seconds": 0.01,
+        }
+    )
+    app = create_app(settings, database=db, broker_ping=lambda: True, sender=sender)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

@@ -33,6 +33,20 @@ QUEUE_LAG = Histogram(
 )
 FAILURES = Counter("lcm_compaction_failures_total", "Passes that failed", ["final"])
 LLM_TOKENS = Counter("lcm_llm_tokens_total", "LLM tokens used", ["tenant", "direction"])
+DEGRADED_SUMMARIES = Counter(
+    "lcm_degraded_summaries_total",
+    "Summaries written without the LLM although one is configured",
+    ["reason"],  # llm_error | budget
+)
+LLM_BUDGET_EXHAUSTED = Counter(
+    "lcm_llm_budget_exhausted_total",
+    "Work served offline or refused because a tenant's daily LLM token budget was spent",
+    ["tenant", "purpose"],  # purpose: summary | expand_query
+)
+RATE_LIMIT_PAUSES = Counter(
+    "lcm_compaction_rate_limit_pauses_total",
+    "Sweep chains paused by the per-conversation summarization call rate limit",
+)
 RECONCILED = Counter("lcm_compaction_reconciled_total", "Wake-ups re-sent by the reconciler")
 
 

@@ -19,7 +19,11 @@ from workers.celery_app import app
 
 log = logging.getLogger(__name__)
 
-PASS_TASKS = {"leaf": "compaction.leaf", "condensed": "compaction.condense"}
+PASS_TASKS = {
+    "leaf": "compaction.leaf",
+    "condensed": "compaction.condense",
+    "repair": "compaction.repair",
+}
 
 
 class CelerySender:
@@ -50,12 +54,13 @@ def wake(conversation_id: int, countdown: float = 0.0) -> bool:
 
 
 def next_pass(
-    conversation_id: int, kind: str, fencing_token: int, chain: tuple[int, int] | None = None
+    conversation_id: int, kind: str, fencing_token: int, chain: list[float] | None = None
 ) -> bool:
     """Hand the lease to the next pass job (token compare-and-swap on claim).
 
-    ``chain`` (round, tokens the round began with) travels with the lease so
-    the next job knows how many rounds the sweep chain has run.
+    ``chain`` (``ChainPosition.as_args``: round, tokens the round began with,
+    passes, start time) travels with the lease so the next job knows how far
+    the sweep chain has gone.
     """
     return _send(
         PASS_TASKS[kind],

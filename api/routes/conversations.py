@@ -39,7 +39,7 @@ from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import conversation_status
 from lcm.db.models import utcnow
 from lcm.ingest.service import ReplayFloodLimits, ingest_messages
-from lcm.ingest.turns import after_turn
+from lcm.ingest.turns import LivePrompt, after_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
@@ -107,13 +107,18 @@ def post_turn(
             effective,
             services.storage,
             ModelInfo(body.model, body.context_window),
+            LivePrompt(body.current_token_count, body.overflow),
         )
     if turn.ingest is None:
         return TurnOut.of(turn, "none")
     compaction = compaction_outcome(
         turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
     )
-    return TurnOut.of(turn, compaction)
+    if compaction != "ran":
+        return TurnOut.of(turn, compaction)
+    with database.read_session() as fresh:  # the host retries with what the sweep left
+        after = context_token_total(fresh, turn.ingest.conversation_id)
+    return TurnOut.of(turn, compaction, after)
 
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
@@ -130,9 +135,11 @@ def post_assemble(
         conversation,
         ModelInfo(body.model, body.context_window),
     )
-    result = assemble(session, conversation.id, body.token_budget, effective)
+    budget = effective.capped_budget(body.token_budget)
+    result = assemble(session, conversation.id, budget, effective)
     return AssembleOut(
         conversation_id=conversation.id,
+        token_budget=budget,
         messages=result.messages,
         estimated_tokens=result.estimated_tokens,
         summary_count=result.summary_count,
@@ -213,5 +220,5 @@ def get_status(
 ) -> Any:  # the domain's dataclass, checked against ConversationStatus on the way out
     conversation = resolve_for_read(session, tenant_id, key, session_id)
     effective = effective_settings(session, tenant_id, settings)
-    budget = token_budget or settings.default_token_budget
+    budget = effective.capped_budget(token_budget or settings.default_token_budget)
     return conversation_status(session, conversation, effective, budget)

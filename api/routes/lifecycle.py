@@ -29,6 +29,7 @@ from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.compaction.overrides import ModelInfo
 from lcm.conversations.reset import new_session, reset_session
+from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.tenants.quota import StorageQuota
@@ -62,6 +63,7 @@ def post_commit(
             settings,
             services.storage,
             ModelInfo(body.model, body.context_window),
+            LivePrompt(body.current_token_count, body.overflow),
         )
     turn = result.turn
     if result.skipped is not None:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
+from sqlalchemy.orm import Session
 
 from api.contract import (
     INT64_MAX,
@@ -22,7 +23,7 @@ from api.contract import (
 from api.deps import DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep, SettingsDep
 from api.openapi import error_responses
 from api.schemas import expand_query_request, grep_query, scope_selector
-from lcm.errors import DependencyUnavailable, InvalidInput
+from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted
 from lcm.retrieval.agent_tools import to_jsonable
 from lcm.retrieval.describe import (
     DEFAULT_FILE_PAGE_CHARS,
@@ -41,6 +42,9 @@ from lcm.retrieval.expansion import (
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import grep
 from lcm.retrieval.scope import resolve_bounds
+from lcm.settings import Settings
+from lcm.tenants.service import effective_settings
+from lcm.tenants.spend import require_llm_budget
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
@@ -97,7 +101,20 @@ def post_expand(
     return to_jsonable(expand(session, tenant_id, body.summary_ids, cap))
 
 
-@router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404))
+def _spend_guard(session: Session, tenant_id: str, settings: Settings) -> None:
+    """429 ``llm_budget_exhausted`` once the tenant's daily LLM token budget is spent."""
+    from workers.metrics import LLM_BUDGET_EXHAUSTED
+
+    try:
+        require_llm_budget(
+            session, tenant_id, effective_settings(session, tenant_id, settings), "expand-query"
+        )
+    except LlmBudgetExhausted:
+        LLM_BUDGET_EXHAUSTED.labels(tenant_id, "expand_query").inc()
+        raise
+
+
+@router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404, 429))
 def post_expand_query(
     body: ExpandQueryIn,
     tenant_id: ReadTenant,
@@ -108,6 +125,7 @@ def post_expand_query(
 
     request = expand_query_request(body)
     with database.transaction() as session:  # the worker must find the grant committed
+        _spend_guard(session, tenant_id, settings)
         grant = start_expand_query(session, tenant_id, scope_selector(body), request, settings)
     try:
         submit_and_wait(grant.id, settings.expand_query_timeout_seconds)

@@ -177,6 +177,23 @@ class DebtRepository:
         debt.enqueued_at = retry_at
         return debt.status
 
+    def defer(self, claim: Claim, now: datetime, until: datetime) -> bool:
+        """Give the lease back without spending an attempt: pending again, not before ``until``.
+
+        False if the claim was stale (nothing written).
+        """
+        debt = self.get(claim.conversation_id, lock=True)
+        if debt is None or debt.fencing_token != claim.fencing_token:
+            return False
+        debt.status = PENDING
+        debt.rearmed = False  # it is pending anyway: the delayed wake-up covers new debt
+        debt.lease_owner = None
+        debt.lease_expires_at = None
+        debt.updated_at = now
+        # enqueued_at doubles as "not before" (see ``fail``).
+        debt.enqueued_at = until
+        return True
+
     def mark_enqueued(self, conversation_ids: list[int], when: datetime) -> None:
         if conversation_ids:
             self.session.execute(

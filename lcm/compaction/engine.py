@@ -32,13 +32,14 @@ from lcm.assembly.render import format_timestamp
 from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository, summary_view
-from lcm.context import ContextEntry
+from lcm.context import ContextEntry, MessageView, SummaryView
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
-from lcm.settings import CompactionSettings
+from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.summarizer import Summarizer, SummaryResult
+from lcm.tenants.spend import llm_budget_exhausted
 
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
@@ -57,6 +58,7 @@ class PassOutcome:
     duration_ms: int
     llm_input_tokens: int = 0
     llm_output_tokens: int = 0
+    degraded: str | None = None  # why no LLM wrote it (``SummaryResult.degraded``)
     # The context entry that replaced the range (lets a caller update its
     # copy of the context without reading it again).
     entry: ContextEntry | None = None
@@ -71,20 +73,27 @@ def render_source(plan: PassPlan, strip_tags: Sequence[str] = ()) -> str:
 
     Blocks of ``strip_tags`` (injected plugin context) are left out of message text.
     """
-    lines = []
-    for entry in plan.entries:
-        if entry.message is not None:
-            m = entry.message
-            text = strip_injected_context(m.content, strip_tags)
-            lines.append(f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): {text}")
-        else:
-            s = entry.summary
-            assert s is not None
-            lines.append(
-                f"[{format_timestamp(s.earliest_at)} .. {format_timestamp(s.latest_at)}]"
-                f" summary {s.id} (depth {s.depth}):\n{s.content}"
-            )
-    return "\n\n".join(lines)
+    messages = [e.message for e in plan.entries if e.message is not None]
+    summaries = [e.summary for e in plan.entries if e.summary is not None]
+    return render_messages(messages, strip_tags) if messages else render_summaries(summaries)
+
+
+def render_messages(messages: Sequence[MessageView], strip_tags: Sequence[str] = ()) -> str:
+    """A leaf's input: each message with its time, role and sequence number."""
+    return "\n\n".join(
+        f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): "
+        f"{strip_injected_context(m.content, strip_tags)}"
+        for m in messages
+    )
+
+
+def render_summaries(summaries: Sequence[SummaryView]) -> str:
+    """A condensed summary's input: each child summary with its time span."""
+    return "\n\n".join(
+        f"[{format_timestamp(s.earliest_at)} .. {format_timestamp(s.latest_at)}]"
+        f" summary {s.id} (depth {s.depth}):\n{s.content}"
+        for s in summaries
+    )
 
 
 class CompactionEngine:
@@ -103,31 +112,59 @@ class CompactionEngine:
         tenant_id: str,
         conversation_id: int,
         plan: PassPlan,
-        settings: CompactionSettings,
+        settings: CompactionSettings | TenantSettings,
         *,
         fence: FenceCheck | None = None,
     ) -> PassOutcome:
         """Summarize ``plan``'s range and commit it if the range is unchanged."""
         started = time.perf_counter()
-        target = (
-            settings.leaf_target_tokens
-            if plan.kind == "leaf"
-            else (settings.condensed_target_tokens)
-        )
-        result = self.summarizer.summarize(
+        result = self.summarize(
+            tenant_id,
             render_source(plan, settings.strip_injected_context_tags),
             depth=plan.depth,
-            target_tokens=target,
+            target_tokens=(
+                settings.leaf_target_tokens
+                if plan.kind == "leaf"
+                else settings.condensed_target_tokens
+            ),
             previous_context=plan.previous_summary.content if plan.previous_summary else None,
-            custom_instructions=settings.custom_instructions,
-            models=(settings.summary_model, *settings.summary_fallback_models),
-            truncation_tokens=settings.truncation_tokens,
+            settings=settings,
         )
         duration_ms = int((time.perf_counter() - started) * 1000)
         with self.transaction() as session:
-            return self._commit(
-                session, tenant_id, conversation_id, plan, result, fence, duration_ms
-            )
+            _check_commit(session, conversation_id, plan, fence)
+            return self._commit(session, tenant_id, conversation_id, plan, result, duration_ms)
+
+    def summarize(
+        self,
+        tenant_id: str,
+        source_text: str,
+        *,
+        depth: int,
+        target_tokens: int,
+        previous_context: str | None,
+        settings: CompactionSettings | TenantSettings,
+    ) -> SummaryResult:
+        """One summary at the tenant's effective settings, offline once its LLM budget is spent.
+
+        The spend guard reads ``llm_usage`` in its own short transaction,
+        before the call: no transaction is open while the LLM works.
+        """
+        offline = False
+        if isinstance(settings, TenantSettings) and settings.llm_daily_token_budget is not None:
+            with self.transaction() as session:
+                offline = llm_budget_exhausted(session, tenant_id, settings, "summary")
+        return self.summarizer.summarize(
+            source_text,
+            depth=depth,
+            target_tokens=target_tokens,
+            previous_context=previous_context,
+            custom_instructions=settings.custom_instructions,
+            models=(settings.summary_model, *settings.summary_fallback_models),
+            truncation_tokens=settings.truncation_tokens,
+            max_overage_factor=settings.summary_max_overage_factor,
+            offline=offline,
+        )
 
     def _commit(
         self,
@@ -136,25 +173,10 @@ class CompactionEngine:
         conversation_id: int,
         plan: PassPlan,
         result: SummaryResult,
-        fence: FenceCheck | None,
         duration_ms: int,
     ) -> PassOutcome:
+        """Write the checked pass: the summary, its links, the context swap, run and usage."""
         repo = CompactionRepository(session)
-        # The row lock serializes this commit with ingest and with any other
-        # pass on the conversation; the checks below then see settled state.
-        if repo.lock_conversation(conversation_id) is None:
-            # Erased while the summarizer ran: the lease went with its debt row.
-            raise StaleLease(f"conversation {conversation_id} was erased during the pass")
-        if fence is not None:
-            fence(session)
-        expected = [
-            (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
-            for e in plan.entries
-        ]
-        if repo.range_items(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
-            raise ContextChanged(
-                f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
-            )
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
         repo.insert_summary(summary)
         if plan.kind == "leaf":
@@ -197,6 +219,7 @@ class CompactionEngine:
             duration_ms,
             sum(u.input_tokens for u in result.usage),
             sum(u.output_tokens for u in result.usage),
+            result.degraded,
             ContextEntry(plan.first_ordinal, item_tokens, summary=view),
         )
 
@@ -250,4 +273,27 @@ class CompactionEngine:
             file_ids=file_ids,
             escalation=result.escalation,
             model=result.model,
+            degraded=result.degraded,
+        )
+
+
+def _check_commit(
+    session: Session, conversation_id: int, plan: PassPlan, fence: FenceCheck | None
+) -> None:
+    """Inside the commit transaction: the lease is still held and the range unchanged."""
+    repo = CompactionRepository(session)
+    # The row lock serializes this commit with ingest and with any other
+    # pass on the conversation; the checks below then see settled state.
+    if repo.lock_conversation(conversation_id) is None:
+        # Erased while the summarizer ran: the lease went with its debt row.
+        raise StaleLease(f"conversation {conversation_id} was erased during the pass")
+    if fence is not None:
+        fence(session)
+    expected = [
+        (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
+        for e in plan.entries
+    ]
+    if repo.range_items(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
+        raise ContextChanged(
+            f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
         )

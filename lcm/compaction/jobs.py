@@ -27,20 +27,30 @@ from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.overrides import for_model
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
-from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
+from lcm.compaction.sweep import (
+    ChainPosition,
+    chain_bound_reached,
+    next_pass,
+    plan_after_pass,
+)
 from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
+from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
 from lcm.outbox import WakeCompaction, request_job
-from lcm.settings import CompactionSettings, Settings
+from lcm.settings import CompactionSettings, Settings, TenantSettings
 from lcm.tenants.service import effective_settings
 
 log = logging.getLogger(__name__)
 
-Action = Literal["noop", "pass", "done", "retry", "failed"]
+Action = Literal["noop", "pass", "done", "retry", "failed", "paused"]
+
+# Debt reason of a doctor repair chain (``lcm/doctor``): re-summarize the
+# conversation's degraded summaries, then go on as a sweep.
+REPAIR = "repair"
 
 # Picks per fair wake-up before it settles for the conversation it was sent
 # for: each lost race means another worker claimed that tenant's debt.
@@ -53,7 +63,7 @@ class Step:
 
     action: Action
     conversation_id: int
-    kind: str | None = None  # "leaf" | "condensed" when action == "pass"
+    kind: str | None = None  # "leaf" | "condensed" | "repair" when action == "pass"
     fencing_token: int | None = None
     countdown: float = 0.0
     follow_up: bool = False  # debt re-armed meanwhile: send a wake-up
@@ -69,7 +79,7 @@ class SweepReport:
     passes: tuple[PassOutcome, ...]
     tokens_before: int
     tokens_after: int
-    ended: Action  # done | failed | retry (a pass failed; the debt retries later)
+    ended: Action  # done | failed | retry (a pass failed; the debt retries later) | paused
 
 
 def owe_compaction(
@@ -126,7 +136,11 @@ def record_debt(
         return True
     debt.token_budget = token_budget or debt.token_budget
     debt.updated_at = now
-    if reason == "manual" or target_tokens is not None:
+    if reason == REPAIR:
+        # Whatever the row's state: the running or pending chain (or the
+        # follow-up) starts with the repair and keeps any target it had.
+        debt.reason = reason
+    elif reason in ("manual", "overflow") or target_tokens is not None:
         debt.reason, debt.target_tokens = reason, target_tokens
     if debt.status == RUNNING:
         # Coalesce: however many turns arrive during a sweep, one follow-up.
@@ -169,6 +183,7 @@ class CompactionJobs:
         self.owner = owner
         self.clock = clock
         self.lease = timedelta(seconds=settings.lease_seconds)
+        self.repairs = SummaryRepair(engine)
 
     def wake(self, conversation_id: int, kind: str | None = None) -> Step:
         """Claim pending (or abandoned) debt and run the sweep's first pass."""
@@ -194,7 +209,8 @@ class CompactionJobs:
         claim, settings, before = read
         if claim.attempts >= self.settings.max_attempts:
             return self._fail(claim, "gave up: the lease expired too many times")
-        step = self._run(claim, settings, before, kind, ChainPosition.start(before))
+        start = ChainPosition.start(before, self.clock().timestamp())
+        step = self._run(claim, settings, before, kind, start)
         if claim.enqueued_at is None:
             return step
         lag = max(0.0, (self.clock() - claim.enqueued_at).total_seconds())
@@ -216,7 +232,9 @@ class CompactionJobs:
         if read is None:
             return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
         claim, settings, before = read
-        return self._run(claim, settings, before, kind, position or ChainPosition.start(before))
+        if position is None:
+            position = ChainPosition.start(before, self.clock().timestamp())
+        return self._run(claim, settings, before, kind, position)
 
     def _claim(
         self, conversation_id: int, successor_of: int | None
@@ -251,7 +269,7 @@ class CompactionJobs:
 
     def _read(
         self, session: Session, claim: Claim
-    ) -> tuple[Claim, CompactionSettings, list[ContextEntry]]:
+    ) -> tuple[Claim, TenantSettings, list[ContextEntry]]:
         settings = effective_settings(session, claim.tenant_id, self.settings)
         # The rule of model_overrides the conversation's latest turn matched.
         settings = for_model(
@@ -269,13 +287,20 @@ class CompactionJobs:
         position: ChainPosition,
     ) -> Step:
         """One pass under ``claim``. A job of another ``kind`` hands the lease over instead."""
+        if claim.reason == REPAIR:
+            repaired = self._repair(claim, settings, kind, position)
+            if repaired is not None:
+                return repaired
         conversation_id = claim.conversation_id
-        budget = claim.token_budget or self.settings.default_token_budget
+        budget = settings.capped_budget(claim.token_budget or self.settings.default_token_budget)
         plan = next_pass(before, settings, budget, target_tokens=claim.target_tokens)
         if plan is None or (kind is not None and plan.kind != kind):
             # Nothing left, or a condense pass reached by a leaf job (or the
             # reverse): the right job runs it, so Flower's labels stay true.
             return self._after(claim, plan, None, position)
+        wait = self._rate_limited(claim, settings)
+        if wait is not None:
+            return self._pause(claim, wait)
         try:
             outcome = self.engine.run_pass(
                 claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
@@ -300,6 +325,20 @@ class CompactionJobs:
             if outcome.entry is None
             else applied(before, plan, outcome.entry)
         )
+        return self._next(claim, settings, budget, before, after, outcome, position.counted())
+
+    def _next(
+        self,
+        claim: Claim,
+        settings: CompactionSettings,
+        budget: int,
+        before: list[ContextEntry],
+        after: list[ContextEntry],
+        outcome: PassOutcome,
+        position: ChainPosition,
+    ) -> Step:
+        """After a committed pass: the chain's next pass, or its end (bounds included)."""
+        now = self.clock().timestamp()
         following, position = plan_after_pass(
             context_tokens(before),
             after,
@@ -307,8 +346,57 @@ class CompactionJobs:
             budget,
             position,
             target_tokens=claim.target_tokens,
+            now=now,
         )
+        bound = chain_bound_reached(position, settings, now)
+        if bound is not None and following is None:
+            log.warning(
+                "conversation %s (tenant %s): sweep chain stopped by sweep_max_%s after %d "
+                "passes in %.1f s; the next turn over the threshold resumes it",
+                claim.conversation_id,
+                claim.tenant_id,
+                bound,
+                position.passes,
+                now - position.started_at if position.started_at else 0.0,
+            )
         return self._after(claim, following, outcome, position)
+
+    def _rate_limited(self, claim: Claim, settings: CompactionSettings) -> float | None:
+        """Seconds to wait when the conversation used its summarization calls for the window."""
+        limit = settings.summary_max_calls_per_window
+        if limit is None:
+            return None
+        now = self.clock()
+        window = timedelta(seconds=settings.summary_call_window_seconds)
+        with self.transaction() as session:
+            oldest = CompactionRepository(session).nth_newest_run_since(
+                claim.conversation_id, now - window, limit
+            )
+        if oldest is None:
+            return None  # fewer than ``limit`` calls in the window
+        # The call budget frees up when the oldest counted call leaves the window.
+        return max(0.5, (oldest + window - now).total_seconds())
+
+    def _pause(self, claim: Claim, wait: float) -> Step:
+        """Give the lease back and ask for a wake-up in ``wait`` seconds (no attempt spent).
+
+        The debt stays pending with ``enqueued_at`` in the future, so neither
+        the reconciler nor a fair wake-up claims it before then: the chain
+        waits instead of spinning on a rate limit.
+        """
+        now = self.clock()
+        log.warning(
+            "conversation %s (tenant %s): summarization call rate limit reached; "
+            "compaction pauses for %.0f s",
+            claim.conversation_id,
+            claim.tenant_id,
+            wait,
+        )
+        with self.transaction() as session:
+            paused = DebtRepository(session).defer(claim, now, now + timedelta(seconds=wait))
+        if not paused:
+            return Step("noop", claim.conversation_id)  # the lease was lost meanwhile
+        return Step("paused", claim.conversation_id, countdown=wait)
 
     def run_inline(
         self, conversation_id: int, on_pass: Callable[[PassOutcome], None] | None = None
@@ -351,6 +439,47 @@ class CompactionJobs:
         with self.transaction() as session:
             record_debt(session, tenant_id, conversation_id, "manual", token_budget, target_tokens)
         return self.run_inline(conversation_id, on_pass)
+
+    def _repair(
+        self,
+        claim: Claim,
+        settings: CompactionSettings,
+        kind: str | None,
+        position: ChainPosition,
+    ) -> Step | None:
+        """One repair under ``claim``; ``None`` once none is left (the chain sweeps on).
+
+        A job of another kind hands the lease to a repair job, so Flower shows
+        repairs as ``compaction.repair``.
+        """
+        target = self.repairs.next_target(claim.conversation_id)
+        if target is None or chain_bound_reached(position, settings, self.clock().timestamp()):
+            return None
+        if kind is not None and kind != REPAIR:
+            return Step(
+                "pass", claim.conversation_id, REPAIR, claim.fencing_token, position=position
+            )
+        try:
+            outcome = self.repairs.repair(
+                claim.tenant_id, claim.conversation_id, target, settings, self._fence(claim)
+            )
+        except StaleLease as exc:
+            log.info("repair for conversation %s dropped: %s", claim.conversation_id, exc)
+            return Step("noop", claim.conversation_id)
+        except ContextChanged:
+            outcome = None  # repaired by someone else meanwhile: look again
+        except Exception as exc:
+            # The LLM still down (or the budget spent): retried with backoff.
+            log.warning("repair for conversation %s failed: %s", claim.conversation_id, exc)
+            return self._fail(claim, f"repair: {type(exc).__name__}: {exc}")
+        return Step(
+            "pass",
+            claim.conversation_id,
+            REPAIR,
+            claim.fencing_token,
+            outcome=outcome,
+            position=position.counted(),
+        )
 
     # --- helpers ------------------------------------------------------------
 

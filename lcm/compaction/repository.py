@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Select, Table, and_, delete, func, insert, select, update
@@ -240,6 +241,25 @@ class CompactionRepository:
             .values(context_version=Conversation.context_version + 1)
         )
         self.session.flush()
+
+    def nth_newest_run_since(
+        self, conversation_id: int, since: datetime, n: int
+    ) -> datetime | None:
+        """When the ``n``-th newest pass since ``since`` ran; None if fewer ran.
+
+        Every pass (a summary, a repair, a failure) is one summarization call
+        for the per-conversation rate limit.
+        """
+        return self.session.scalar(
+            select(CompactionRun.created_at)
+            .where(
+                CompactionRun.conversation_id == conversation_id,
+                CompactionRun.created_at >= since,
+            )
+            .order_by(CompactionRun.created_at.desc(), CompactionRun.id.desc())
+            .offset(n - 1)
+            .limit(1)
+        )
 
     def record_run(self, run: CompactionRun) -> None:
         self.session.add(run)

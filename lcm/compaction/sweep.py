@@ -25,7 +25,7 @@ at most ``max_rounds`` rounds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lcm.compaction.planning import (
     PassPlan,
@@ -103,19 +103,52 @@ def continue_after_pass(
 
 @dataclass(frozen=True, slots=True)
 class ChainPosition:
-    """Where a sweep chain stands: its round (1-based) and the tokens the round began with.
+    """Where a sweep chain stands: its round, its passes, and when it started.
 
     A round is a sweep: passes until none is eligible or one saves nothing.
-    Travels with each chained job, so every job decides from the committed
-    context plus these two numbers.
+    ``round_start_tokens`` is what the round began with; ``passes`` counts the
+    chain's committed passes over all rounds; ``started_at`` is the wall clock
+    (epoch seconds) of its first job, wall clock because the jobs of one chain
+    run on any worker host. Travels with each chained job, so every job
+    decides from the committed context plus these numbers.
     """
 
     round: int
     round_start_tokens: int
+    passes: int = 0
+    started_at: float = 0.0  # 0: unknown (a job sent before chains carried it)
 
     @classmethod
-    def start(cls, entries: Sequence[ContextEntry]) -> ChainPosition:
-        return cls(1, context_tokens(entries))
+    def start(cls, entries: Sequence[ContextEntry], now: float = 0.0) -> ChainPosition:
+        return cls(1, context_tokens(entries), 0, now)
+
+    def counted(self) -> ChainPosition:
+        """This position after one more committed pass."""
+        return replace(self, passes=self.passes + 1)
+
+    def as_args(self) -> list[float]:
+        """The Celery task argument that carries it to the next job."""
+        return [self.round, self.round_start_tokens, self.passes, self.started_at]
+
+    @classmethod
+    def from_args(cls, args: Sequence[float]) -> ChainPosition:
+        """Inverse of :meth:`as_args`; a two-number list comes from an older sender."""
+        passes = int(args[2]) if len(args) > 2 else 0
+        started = float(args[3]) if len(args) > 3 else 0.0
+        return cls(int(args[0]), int(args[1]), passes, started)
+
+
+def chain_bound_reached(
+    position: ChainPosition, settings: CompactionSettings, now: float | None
+) -> str | None:
+    """Which bound of the chain (``passes`` or ``seconds``) stops it now, if any."""
+    if settings.sweep_max_passes is not None and position.passes >= settings.sweep_max_passes:
+        return "passes"
+    limit = settings.sweep_max_seconds
+    elapsed = None if now is None or not position.started_at else now - position.started_at
+    if limit is not None and elapsed is not None and elapsed >= limit:
+        return "seconds"
+    return None
 
 
 def plan_after_pass(
@@ -126,6 +159,7 @@ def plan_after_pass(
     position: ChainPosition,
     *,
     target_tokens: int | None = None,
+    now: float | None = None,
 ) -> tuple[PassPlan | None, ChainPosition]:
     """The chain's next pass after one took the context from ``tokens_before`` to ``after``.
 
@@ -136,8 +170,13 @@ def plan_after_pass(
     (DESIGN: compact until under, up to ``max_rounds`` sweeps). A summarizer
     is not deterministic, so the next round's summaries may shrink again; a
     round that saved nothing at all ends the chain, since the next would
-    only spend LLM calls on the same plans.
+    only spend LLM calls on the same plans. Whatever the plan, the chain
+    ends once it ran ``sweep_max_passes`` passes or ``sweep_max_seconds``
+    (at ``now``, epoch seconds): a slow or rate-limited summarizer cannot
+    keep one conversation's chain going for ever.
     """
+    if chain_bound_reached(position, settings, now) is not None:
+        return None, position
     tokens_after = context_tokens(after)
     if continue_after_pass(tokens_before, tokens_after, target_tokens):
         plan = next_pass(after, settings, token_budget, target_tokens=target_tokens)
@@ -151,4 +190,4 @@ def plan_after_pass(
     if not another_round:
         return None, position
     plan = next_pass(after, settings, token_budget, target_tokens=target_tokens)
-    return plan, ChainPosition(position.round + 1, tokens_after)
+    return plan, replace(position, round=position.round + 1, round_start_tokens=tokens_after)

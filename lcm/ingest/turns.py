@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from lcm.compaction.jobs import context_token_total, owe_compaction
 from lcm.compaction.overrides import ModelInfo, for_model
-from lcm.compaction.planning import evaluate_threshold
+from lcm.compaction.planning import ThresholdCheck, evaluate_threshold
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.repository import ConversationRepository
 from lcm.files.extraction import LargeFileExtractor
@@ -23,11 +23,35 @@ from lcm.tenants.quota import StorageQuota
 @dataclass(frozen=True, slots=True)
 class TurnResult:
     ingest: IngestResult | None  # None when the session's writes are skipped
-    context_tokens: int
+    context_tokens: int  # what the threshold was checked against (live count when given)
     threshold_tokens: int
-    over_threshold: bool
+    over_threshold: bool  # or overflow reported: compaction is owed either way
     mode: str  # deferred (a wake-up is in the outbox) | inline (the caller runs the sweep)
+    token_budget: int  # as used: the requested one, capped by max_assembly_token_budget
+    target_tokens: int | None = None  # overflow: what the stored context is compacted to
     skipped: WriteSkip | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LivePrompt:
+    """What the host reports about its own prompt on this turn."""
+
+    # The host's prompt tokens: the context plus its system prompt and tool
+    # schemas. Checked against the threshold instead of the stored estimate.
+    current_token_count: int | None = None
+    # The provider refused the prompt as too long: compact under the budget
+    # before the host retries.
+    overflow: bool = False
+
+
+def overflow_target(threshold_tokens: int, stored_tokens: int, live_tokens: int | None) -> int:
+    """The stored context's target after an overflow: the threshold, less the host's overhead.
+
+    The overhead (system prompt, tool schemas) is the live count beyond the
+    stored context; without a live count it is taken as nothing.
+    """
+    overhead = max(0, (live_tokens or stored_tokens) - stored_tokens)
+    return max(1, threshold_tokens - overhead)
 
 
 def after_turn(
@@ -40,6 +64,7 @@ def after_turn(
     settings: Settings,
     storage: FileStorage,
     model: ModelInfo | None = None,
+    live: LivePrompt | None = None,
 ) -> TurnResult:
     """Ingest ``batch`` and, at or over the threshold, record (coalesced) threshold debt.
 
@@ -48,13 +73,16 @@ def after_turn(
     is sent only after that commit. Below the threshold no debt is written.
     ``settings`` are the tenant's effective settings; the ``model_overrides``
     rule matching ``model`` (or the conversation's last named model) applies
-    on top, and the conversation remembers ``model`` for its sweeps. An
-    ignored or stateless session writes nothing.
+    on top, and the conversation remembers ``model`` for its sweeps. With
+    ``live``, the host's own prompt count is what the threshold is checked
+    against, and an overflow records ``overflow`` debt with a target under
+    the budget. An ignored or stateless session writes nothing.
     """
+    token_budget = settings.capped_budget(token_budget)
     skip = write_skip(settings, session_key)
     if skip is not None:
-        return TurnResult(None, 0, 0, False, settings.compaction_mode, skip)
-    model = model or ModelInfo()
+        return TurnResult(None, 0, 0, False, settings.compaction_mode, token_budget, skipped=skip)
+    model, live = model or ModelInfo(), live or LivePrompt()
     ingest = ingest_messages(
         session,
         tenant_id,
@@ -66,21 +94,50 @@ def after_turn(
         quota=StorageQuota.of(settings),
         replay_limits=ReplayFloodLimits.of(settings),
     )
+    conversation_id = ingest.conversation_id
     conversations = ConversationRepository(session)
-    conversations.remember_model(ingest.conversation_id, model.model, model.context_window)
+    conversations.remember_model(conversation_id, model.model, model.context_window)
     # What this turn named, else what an earlier one did: the sweep uses the same.
-    settings = for_model(settings, *conversations.model_of(ingest.conversation_id))
-    tokens = context_token_total(session, ingest.conversation_id)
+    settings = for_model(settings, *conversations.model_of(conversation_id))
+    stored = context_token_total(session, conversation_id)
+    tokens = stored if live.current_token_count is None else live.current_token_count
     check = evaluate_threshold(tokens, token_budget, settings)
-    if check.over_threshold:
+    target = _owe_if_due(
+        session, tenant_id, conversation_id, check, stored, live, token_budget, settings
+    )
+    return TurnResult(
+        ingest,
+        tokens,
+        check.threshold_tokens,
+        check.over_threshold or live.overflow,
+        settings.compaction_mode,
+        token_budget,
+        target,
+    )
+
+
+def _owe_if_due(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    check: ThresholdCheck,
+    stored: int,
+    live: LivePrompt,
+    token_budget: int,
+    settings: Settings,
+) -> int | None:
+    """Record threshold or overflow debt when due; the overflow's target, if any."""
+    target = None
+    if live.overflow:
+        target = overflow_target(check.threshold_tokens, stored, live.current_token_count)
+    if check.over_threshold or live.overflow:
         owe_compaction(
             session,
             tenant_id,
-            ingest.conversation_id,
-            "threshold",
+            conversation_id,
+            "overflow" if live.overflow else "threshold",
             token_budget,
+            target,
             mode=settings.compaction_mode,
         )
-    return TurnResult(
-        ingest, tokens, check.threshold_tokens, check.over_threshold, settings.compaction_mode
-    )
+    return target

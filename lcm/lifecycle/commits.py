@@ -23,7 +23,7 @@ from lcm.conversations.service import resolve_for_write
 from lcm.db.models import TurnCommit
 from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage
-from lcm.ingest.turns import TurnResult, after_turn
+from lcm.ingest.turns import LivePrompt, TurnResult, after_turn
 from lcm.lifecycle.repository import LifecycleRepository
 from lcm.settings import Settings
 from lcm.tenants.service import effective_settings
@@ -48,6 +48,7 @@ def commit_turn(
     base: Settings,
     storage: FileStorage,
     model: ModelInfo | None = None,
+    live: LivePrompt | None = None,
 ) -> CommitResult:
     """Store the turn and its key, or report ``duplicate`` if the key is known; caller commits."""
     settings = effective_settings(session, tenant_id, base)
@@ -66,7 +67,16 @@ def commit_turn(
     if repo.find_commit(conversation.id, advancement_key) is not None:
         return CommitResult(conversation.id, "duplicate", None)
     turn = after_turn(
-        session, tenant_id, session_key, session_id, batch, token_budget, settings, storage, model
+        session,
+        tenant_id,
+        session_key,
+        session_id,
+        batch,
+        token_budget,
+        settings,
+        storage,
+        model,
+        live,
     )
     repo.add_commit(
         TurnCommit(

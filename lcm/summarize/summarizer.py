@@ -51,13 +51,71 @@ class CallUsage:
 
 @dataclass(frozen=True, slots=True)
 class SummaryResult:
-    """A finished summary, how it was reached, and every call it took."""
+    """A finished summary, how it was reached, and every call it took.
+
+    ``degraded`` says why no LLM wrote it although one is configured:
+    ``llm_error`` (the provider failed; truncation) or ``budget`` (the
+    caller asked for the offline summarizer: the tenant's LLM budget is
+    spent). ``None`` for a summary the configured provider wrote.
+    """
 
     text: str
     token_count: int
     escalation: Escalation
     model: str
     usage: tuple[CallUsage, ...]
+    degraded: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryCall:
+    """One summary's input and the tenant's effective knobs for it."""
+
+    source_text: str
+    depth: int
+    target_tokens: int
+    previous_context: str | None
+    custom_instructions: str
+    models: tuple[str, ...]
+    truncate_to: int
+    # A summary over ``max_overage_factor`` x its target escalates even when
+    # smaller than its input (None: only "smaller than the input" counts).
+    max_overage_factor: float | None
+
+    @property
+    def input_tokens(self) -> int:
+        return estimate_tokens(self.source_text)
+
+    def steps(self) -> tuple[tuple[Escalation, SummaryRequest], ...]:
+        """normal, then aggressive: the requests escalation tries in order."""
+        input_tokens = self.input_tokens
+        common = {
+            "source_text": self.source_text,
+            "depth": self.depth,
+            "previous_context": self.previous_context,
+            "custom_instructions": self.custom_instructions,
+            "models": self.models,
+        }
+        normal = SummaryRequest(
+            # Asking for more than the input holds invites an output that saves nothing.
+            target_tokens=max(_MIN_TARGET_TOKENS, min(self.target_tokens, input_tokens * 3 // 4)),
+            temperature=NORMAL_TEMPERATURE,
+            **common,  # type: ignore[arg-type]
+        )
+        aggressive = SummaryRequest(
+            target_tokens=max(_MIN_TARGET_TOKENS, min(self.target_tokens, input_tokens) // 2),
+            temperature=AGGRESSIVE_TEMPERATURE,
+            aggressive=True,
+            **common,  # type: ignore[arg-type]
+        )
+        return (("normal", normal), ("aggressive", aggressive))
+
+    def usable(self, tokens: int, request: SummaryRequest) -> bool:
+        """Smaller than its input and, with an overage factor, not far over its target."""
+        if tokens >= self.input_tokens:
+            return False
+        factor = self.max_overage_factor
+        return factor is None or tokens <= factor * request.target_tokens
 
 
 class Summarizer:
@@ -74,6 +132,7 @@ class Summarizer:
         custom_instructions: str = "",
     ) -> None:
         self._provider = provider
+        self._offline = ExtractiveProvider()
         self._truncation_tokens = truncation_tokens
         self._custom_instructions = custom_instructions
 
@@ -86,6 +145,11 @@ class Summarizer:
             custom_instructions=settings.custom_instructions,
         )
 
+    @property
+    def uses_llm(self) -> bool:
+        """False when the deployment has no LLM (every summary is extractive by design)."""
+        return not isinstance(self._provider, ExtractiveProvider)
+
     def summarize(
         self,
         source_text: str,
@@ -96,72 +160,71 @@ class Summarizer:
         custom_instructions: str | None = None,
         models: Sequence[str] = (),
         truncation_tokens: int | None = None,
+        max_overage_factor: float | None = None,
+        offline: bool = False,
     ) -> SummaryResult:
         """Summarize ``source_text`` (depth 0 = leaf) into about ``target_tokens`` tokens.
 
-        ``custom_instructions``, ``models`` (primary then fallbacks) and
-        ``truncation_tokens`` are the tenant's effective settings, passed per
-        call; ``None`` / empty keeps the summarizer's defaults (the deployment's).
+        ``custom_instructions``, ``models`` (primary then fallbacks),
+        ``truncation_tokens`` and ``max_overage_factor`` are the tenant's
+        effective settings, passed per call; ``None`` / empty keeps the
+        summarizer's defaults (the deployment's). ``offline`` uses the
+        extractive summarizer instead of the LLM (the spend guard); the
+        result is then marked degraded with reason ``budget``.
         """
-        if custom_instructions is None:
-            custom_instructions = self._custom_instructions
-        truncate_to = truncation_tokens or self._truncation_tokens
-        input_tokens = estimate_tokens(source_text)
-        usage: list[CallUsage] = []
+        call = SummaryCall(
+            source_text=source_text,
+            depth=depth,
+            target_tokens=target_tokens,
+            previous_context=previous_context,
+            custom_instructions=(
+                self._custom_instructions if custom_instructions is None else custom_instructions
+            ),
+            models=tuple(models),
+            truncate_to=truncation_tokens or self._truncation_tokens,
+            max_overage_factor=max_overage_factor,
+        )
         if not source_text.strip():
-            return self._truncated(source_text, usage, truncate_to)  # nothing an LLM could shorten
-        normal = SummaryRequest(
-            source_text=source_text,
-            depth=depth,
-            # Asking for more than the input holds invites an output that saves nothing.
-            target_tokens=max(_MIN_TARGET_TOKENS, min(target_tokens, input_tokens * 3 // 4)),
-            previous_context=previous_context,
-            temperature=NORMAL_TEMPERATURE,
-            custom_instructions=custom_instructions,
-            models=tuple(models),
-        )
-        aggressive = SummaryRequest(
-            source_text=source_text,
-            depth=depth,
-            target_tokens=max(_MIN_TARGET_TOKENS, min(target_tokens, input_tokens) // 2),
-            previous_context=previous_context,
-            temperature=AGGRESSIVE_TEMPERATURE,
-            aggressive=True,
-            custom_instructions=custom_instructions,
-            models=tuple(models),
-        )
-        steps: tuple[tuple[Escalation, SummaryRequest], ...] = (
-            ("normal", normal),
-            ("aggressive", aggressive),
-        )
-        for escalation, request in steps:
-            completion = self._attempt(request, escalation, usage)
+            return _truncated(call, [], None)  # nothing an LLM could shorten
+        if offline and self.uses_llm:
+            return self._escalate(call, self._offline, "budget")
+        return self._escalate(call, self._provider, None)
+
+    def _escalate(
+        self, call: SummaryCall, provider: SummaryProvider, degraded: str | None
+    ) -> SummaryResult:
+        """normal -> aggressive -> truncation; a failing provider goes straight to truncation."""
+        usage: list[CallUsage] = []
+        for escalation, request in call.steps():
+            completion = self._attempt(provider, request, escalation, usage)
             if completion is None:
-                break  # the provider is failing: a second call would only wait again
-            text = ensure_footer(completion.text, source_text) if completion.text else ""
+                # The provider is failing: a second call would only wait again.
+                return _truncated(call, usage, degraded or "llm_error")
+            text = ensure_footer(completion.text, call.source_text) if completion.text else ""
             tokens = estimate_tokens(text)
-            if text and tokens < input_tokens:
-                return SummaryResult(text, tokens, escalation, completion.model, tuple(usage))
+            if text and call.usable(tokens, request):
+                return SummaryResult(
+                    text, tokens, escalation, completion.model, tuple(usage), degraded
+                )
             logger.info(
-                "%s summary unusable (%d tokens for %d input tokens); escalating",
+                "%s summary unusable (%d tokens for %d input tokens, target %d); escalating",
                 escalation,
                 tokens,
-                input_tokens,
+                call.input_tokens,
+                request.target_tokens,
             )
-        return self._truncated(source_text, usage, truncate_to)
+        return _truncated(call, usage, degraded)
 
-    def _truncated(self, source_text: str, usage: list[CallUsage], tokens: int) -> SummaryResult:
-        text = truncate_source(source_text, tokens)
-        return SummaryResult(
-            text, estimate_tokens(text), "fallback", TRUNCATION_MODEL, tuple(usage)
-        )
-
+    @staticmethod
     def _attempt(
-        self, request: SummaryRequest, escalation: Escalation, usage: list[CallUsage]
+        provider: SummaryProvider,
+        request: SummaryRequest,
+        escalation: Escalation,
+        usage: list[CallUsage],
     ) -> Completion | None:
         """One provider call, its usage recorded; ``None`` when the provider failed."""
         try:
-            completion = self._provider.complete(request)
+            completion = provider.complete(request)
         except SummarizerError as err:
             logger.warning("summary provider failed (%s); falling back to truncation", err)
             return None
@@ -171,6 +234,13 @@ class Summarizer:
             )
         )
         return completion
+
+
+def _truncated(call: SummaryCall, usage: list[CallUsage], degraded: str | None) -> SummaryResult:
+    text = truncate_source(call.source_text, call.truncate_to)
+    return SummaryResult(
+        text, estimate_tokens(text), "fallback", TRUNCATION_MODEL, tuple(usage), degraded
+    )
 
 
 def build_provider(settings: Settings, llm: LlmClients | None) -> SummaryProvider:

@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from lcm.db.models import LlmUsage, Summary
+from lcm.summarize.extractive import EXTRACTIVE_MODEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,23 @@ class UsageRepository:
             .group_by(day, LlmUsage.model)
         )
         return [TokenRow(str(d), str(m), int(c), int(i), int(o)) for d, m, c, i, o in rows]
+
+    def llm_tokens_since(self, tenant_id: str, since: datetime) -> int:
+        """Input plus output tokens the tenant's LLM calls used from ``since`` on.
+
+        The offline extractive summarizer records its calls too (model
+        ``extractive``); they cost nothing and do not count.
+        """
+        total = self.session.scalar(
+            select(
+                func.coalesce(func.sum(LlmUsage.input_tokens + LlmUsage.output_tokens), 0)
+            ).where(
+                LlmUsage.tenant_id == tenant_id,
+                LlmUsage.created_at >= since,
+                LlmUsage.model != EXTRACTIVE_MODEL,
+            )
+        )
+        return int(total or 0)
 
     def passes_by_day_and_model(
         self, tenant_id: str, since: datetime

@@ -80,6 +80,8 @@ class SummaryRecord(_Record):
     created_at: datetime
     escalation: str = Field(max_length=16)
     model: str = Field(max_length=100)
+    # Why no LLM wrote it (``lcm doctor``); absent in exports made before it existed.
+    degraded: str | None = Field(None, max_length=16)
     message_seqs: list[int] = Field(default_factory=list)  # a leaf's sources, in order
     parent_ids: list[str] = Field(default_factory=list)  # a condensed summary's, in order
 

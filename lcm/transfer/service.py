@@ -132,6 +132,7 @@ def _summary_record(
         created_at=summary.created_at,
         escalation=summary.escalation,
         model=summary.model,
+        degraded=summary.degraded,
         message_seqs=message_seqs,
         parent_ids=parent_ids,
     )

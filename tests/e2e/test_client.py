@@ -205,6 +205,9 @@ def scenario(call: Call, key: str) -> None:
     assert changed.overrides == {"fresh_tail_count": 9}
     assert call("settings").effective["fresh_tail_count"] == 9
     assert call("update_settings", {"fresh_tail_count": None}).overrides == {}
+    # Offline (no API key) summaries are extractive by design: nothing to repair.
+    assert call("doctor").degraded == 0
+    assert call("doctor_apply").status == "none"
 
     # Typed errors carry the server's code.
     with pytest.raises(BadRequest) as bad:

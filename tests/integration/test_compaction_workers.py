@@ -307,3 +307,38 @@ def test_reconciler_recovers_debts_after_redis_is_flushed(
     workers.start_beat()
     wait_until(all_done(pg_db, 10), 90, "the reconciler to recover 10 debts", workers.tail)
     assert_each_range_replaced_once(pg_db)
+
+
+def test_doctor_apply_repairs_on_a_worker_once_the_llm_is_back(
+    pg_db: Database, workers: Workers, api: TestClient, llm: FakeAnthropicServer
+) -> None:
+    tenant = new_tenant(pg_db)
+    workers.env["LCM_LLM_BREAKER_RESET_SECONDS"] = "0.5"  # closes again soon after the outage
+    workers.start(1, concurrency=2)
+    llm.set_default("500")
+    assert post_turn(api, tenant, "outage", 0, 30) == "scheduled"
+    wait_until(all_done(pg_db, 1), 60, "the sweep during the outage", workers.tail)
+
+    def degraded() -> set[str]:
+        with pg_db.session() as s:
+            return set(s.scalars(select(Summary.id).where(Summary.degraded.is_not(None))))
+
+    broken = degraded()
+    assert broken
+    with pg_db.session() as s:
+        before = set(s.scalars(select(Summary.id)))
+        cid = s.scalars(select(Summary.conversation_id)).first()
+    assert cid is not None
+    llm.set_default("ok")
+    time.sleep(0.6)
+    r = api.post("/v1/tenant/doctor/apply", json={}, headers=auth(tenant))
+    assert r.status_code == 200, r.text
+    assert r.json() == {"status": "scheduled", "conversations": [cid]}
+    wait_until(lambda: not degraded() and all_done(pg_db, 1)(), 60, "the repair job", workers.tail)
+    with pg_db.session() as s:
+        after = {row.id: row for row in s.scalars(select(Summary))}
+    assert before <= set(after)
+    assert all(after[sid].model != "truncation" for sid in broken)
+    logs = "".join(f.read_text() for f in workers.logs.glob("*.log"))
+    assert "Task compaction.repair" in logs  # the repair ran as its own task kind
+    assert_lossless(pg_db, cid)

@@ -91,6 +91,7 @@ def shape(db: Database, storage: LocalFileStorage, conversation_id: int) -> dict
                 x.file_ids,
                 x.escalation,
                 x.model,
+                x.degraded,
             )
             for x in s.scalars(select(Summary).where(Summary.conversation_id == conversation_id))
         }
@@ -160,7 +161,12 @@ def test_export_erase_import_round_trip(
         db, api, world_settings, tenant.tenant_id, tenant.api_key, "rt", "roundtrip"
     )
     post(api, "rt", tenant.api_key, TOOL_TURN)
+    with db.transaction() as s:  # one summary as an LLM outage leaves it (lcm doctor)
+        first = s.scalars(select(Summary).where(Summary.conversation_id == cid)).first()
+        assert first is not None
+        first.degraded = "llm_error"
     original = shape(db, storage, cid)
+    assert any(summary[-1] == "llm_error" for summary in original["summaries"].values())
     assert original["parent_links"]
     assert original["leaf_links"]
     assert len(original["files"]) == 2

@@ -23,6 +23,10 @@ def _follow(step: Step) -> str:
     """Enqueue what the step asks for (its transactions have committed) and record it."""
     if step.outcome is not None:
         metrics.PASSES.labels(step.outcome.kind, step.outcome.escalation).inc()
+        if step.outcome.degraded is not None:
+            metrics.DEGRADED_SUMMARIES.labels(step.outcome.degraded).inc()
+        if step.outcome.degraded == "budget":
+            metrics.LLM_BUDGET_EXHAUSTED.labels(step.outcome.tenant_id, "summary").inc()
         metrics.PASS_SECONDS.labels(step.outcome.kind).observe(step.outcome.duration_ms / 1000)
         metrics.count_llm_tokens(
             step.outcome.tenant_id, step.outcome.llm_input_tokens, step.outcome.llm_output_tokens
@@ -35,10 +39,14 @@ def _follow(step: Step) -> str:
             step.conversation_id,
             step.kind,
             step.fencing_token,
-            chain=None if position is None else (position.round, position.round_start_tokens),
+            chain=None if position is None else position.as_args(),
         )
     elif step.action == "retry":
         metrics.FAILURES.labels("false").inc()
+        sender.wake(step.conversation_id, countdown=step.countdown)
+    elif step.action == "paused":
+        # The per-conversation call rate limit: a delayed wake-up, not a spin.
+        metrics.RATE_LIMIT_PAUSES.inc()
         sender.wake(step.conversation_id, countdown=step.countdown)
     elif step.action == "failed":
         metrics.FAILURES.labels("true").inc()
@@ -51,34 +59,42 @@ def _follow(step: Step) -> str:
 
 @app.task(name="compaction.leaf")
 def leaf(
-    conversation_id: int, fencing_token: int | None = None, chain: list[int] | None = None
+    conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
 ) -> str:
     """One leaf pass (raw messages -> a depth-0 summary).
 
     Without a token this is a sweep's first job, a wake-up: it claims the debt
     row of the tenant that waited longest (``conversation_id`` if none is due).
-    ``chain`` is the sweep chain's [round, tokens the round began with].
+    ``chain`` is the sweep chain's position (``ChainPosition.as_args``).
     """
     return _run(conversation_id, fencing_token, "leaf", chain)
 
 
 @app.task(name="compaction.condense")
 def condense(
-    conversation_id: int, fencing_token: int | None = None, chain: list[int] | None = None
+    conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
 ) -> str:
     """One condensed pass (summaries -> a deeper summary)."""
     return _run(conversation_id, fencing_token, "condensed", chain)
 
 
+@app.task(name="compaction.repair")
+def repair(
+    conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
+) -> str:
+    """One doctor repair: a degraded summary re-summarized in place (``lcm doctor --apply``)."""
+    return _run(conversation_id, fencing_token, "repair", chain)
+
+
 def _run(
-    conversation_id: int, fencing_token: int | None, kind: str, chain: list[int] | None
+    conversation_id: int, fencing_token: int | None, kind: str, chain: list[float] | None
 ) -> str:
     jobs = runtime.compaction_jobs()
     if fencing_token is None:
         # A queued wake-up serves tenants round-robin, not the FIFO order of
         # the queue (lcm/compaction/fairness_repository.py).
         return _follow(jobs.wake_fairly(conversation_id, kind))
-    position = None if not chain else ChainPosition(int(chain[0]), int(chain[1]))
+    position = None if not chain else ChainPosition.from_args(chain)
     return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))
 
 

@@ -59,7 +59,11 @@ class MessagePart(Base):
 
 class Summary(Base):
     __tablename__ = "summaries"
-    __table_args__ = (Index("ix_summaries_conversation_depth", "conversation_id", "depth"),)
+    __table_args__ = (
+        Index("ix_summaries_conversation_depth", "conversation_id", "depth"),
+        # The doctor's listing: a tenant's degraded summaries.
+        Index("ix_summaries_degraded", "tenant_id", "degraded"),
+    )
 
     id: Mapped[str] = mapped_column(String(24), primary_key=True)  # sum_ + 16 hex
     tenant_id: Mapped[str] = tenant_fk()
@@ -76,6 +80,11 @@ class Summary(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     escalation: Mapped[str] = mapped_column(String(16))  # normal | aggressive | fallback
     model: Mapped[str] = mapped_column(String(100))
+    # Why no LLM wrote it although one is configured: ``llm_error`` (the
+    # provider failed: truncation), ``budget`` (the tenant's daily LLM budget
+    # was spent: extractive). NULL for a normal summary. ``lcm doctor --apply``
+    # re-summarizes these in place once the LLM answers again.
+    degraded: Mapped[str | None] = mapped_column(String(16), default=None)
 
 
 class SummaryMessage(Base):

@@ -272,3 +272,27 @@ def test_plan_after_pass_counts_rounds() -> None:
     plan, position = plan_after_pass(tokens, entries, config, BIG_BUDGET, position, target_tokens=0)
     assert plan is None
     assert position.round == 2
+
+
+def test_the_chain_stops_at_its_pass_and_time_bounds() -> None:
+    entries = summaries_then_tail(0, 0, 0, 0, 0, 0)
+    tokens = context_tokens(entries)
+    bounded = settings(**SWEEP, sweep_max_passes=5, sweep_max_seconds=60)
+    running = ChainPosition(1, tokens + 500, passes=4, started_at=1_000.0)
+    # Within both bounds the pressure phase goes on...
+    plan, _ = plan_after_pass(
+        tokens + 50, entries, bounded, BIG_BUDGET, running, target_tokens=0, now=1_059.0
+    )
+    assert plan is not None
+    # ...the fifth pass ends it, and so does the sixtieth second.
+    for position, now in ((running.counted(), 1_001.0), (running, 1_060.0)):
+        plan, _ = plan_after_pass(
+            tokens + 50, entries, bounded, BIG_BUDGET, position, target_tokens=0, now=now
+        )
+        assert plan is None
+
+
+def test_the_chain_position_travels_as_task_arguments() -> None:
+    position = ChainPosition(2, 5_000, passes=7, started_at=1_700_000_000.5)
+    assert ChainPosition.from_args(position.as_args()) == position
+    assert ChainPosition.from_args([3, 900]) == ChainPosition(3, 900)  # an older sender's

@@ -1,7 +1,7 @@
 """the model and context window a conversation's turns last named (model_overrides in sweeps)
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-23
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,1 @@
+"""The doctor: broken, truncated and degraded summaries, listed and repaired in place."""
