@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compaction, drain, erase, grep, ingest, transcripts, waits
+from bench import compaction, drain, erase, gateway, grep, ingest, transcripts, waits
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -16,6 +16,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "grep": grep.run,
     "waits": waits.run,
     "erase": erase.run,
+    "gateway": gateway.run,
 }
 
 
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="source tree the waits scenario runs lcm serve from (a before figure)",
     )
+    gateway.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)
