@@ -283,6 +283,7 @@ async def _conversation(
         try:
             started = time.perf_counter()
             accepted = await target.ingest(tenant, key, _messages(key, stored, step.inputs))
+            drive.sent[(tenant, key)] += accepted
             drive.latencies[name].append((time.perf_counter() - started) * 1000)
             name = "assemble"
             started = time.perf_counter()
@@ -291,13 +292,13 @@ async def _conversation(
             name = "turns"
             started = time.perf_counter()
             replies = _messages(key, stored + len(step.inputs), step.outputs)
-            accepted += await target.turn(tenant, key, replies)
+            replied = await target.turn(tenant, key, replies)
+            drive.sent[(tenant, key)] += replied
             drive.latencies[name].append((time.perf_counter() - started) * 1000)
         except (LcmClientError, httpx.HTTPError) as exc:
             drive.errors[f"{name}: {type(exc).__name__}: {str(exc)[:120]}"] += 1
             return  # the conversation's ids would be out of step: stop it
-        drive.sent[(tenant, key)] += accepted
-        drive.messages += accepted
+        drive.messages += accepted + replied
         stored += len(step.inputs) + len(step.outputs)
         drive.turns += 1
         if interval:
