@@ -354,6 +354,8 @@ class Outcome:
     failed_debt: int = 0
     audit: list[str] = field(default_factory=list)
     conversations_audited: int = 0
+    stored_messages: int = 0
+    stored_bytes: int = 0  # tables, indexes and TOAST of every tenant table
 
 
 @dataclass(frozen=True)
@@ -541,6 +543,8 @@ def run_lcm(
     url = fresh_database(srv.admin_url, name)
     try:
         upgrade(url)
+        with psycopg.connect(url) as conn:
+            empty_bytes = storage(conn)[1]  # the migrated schema's own pages, not data
         database = Database(Settings(database_url=url, broker_url="memory://"))
         issued = []
         with database.transaction() as session:
@@ -562,6 +566,7 @@ def run_lcm(
                 row = conn.execute(
                     "SELECT count(*) FROM compaction_debt WHERE status = 'failed'"
                 ).fetchone()
+                stored = storage(conn)
             outcome = Outcome(
                 shape.label,
                 drive,
@@ -571,10 +576,24 @@ def run_lcm(
                 failed_debt=int(row[0]) if row else 0,
                 audit=problems,
                 conversations_audited=count,
+                stored_messages=stored[0],
+                stored_bytes=stored[1] - empty_bytes,
             )
         return outcome
     finally:
         drop_database(srv.admin_url, name)
+
+
+def storage(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    """Messages stored, and the bytes on disk of every table holding a tenant's data."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM messages),"
+        " (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
+        "  JOIN pg_namespace n ON n.oid = c.relnamespace"
+        "  WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname <> 'alembic_version')"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1] or 0)
 
 
 def run_reference(srv: Servers, load: Load, steps: list[Step], api_processes: int) -> Outcome:
@@ -732,6 +751,22 @@ def run(args: argparse.Namespace) -> None:
     for outcome in outcomes[:-1]:
         rate = outcome.drive.turns / outcome.drive.seconds
         print(f"  {outcome.label}: {rate / ref_rate:5.1%} of the reference's turns/s")
+    per_core(outcomes[0], os.cpu_count() or 1)
+
+
+def per_core(outcome: Outcome, cores: int) -> None:
+    """The capacity model's inputs (docs/scaling.md): one deployment's figures per core."""
+    d = outcome.drive
+    per_message = outcome.stored_bytes / max(1, outcome.stored_messages)
+    print(
+        f"  per core ({outcome.label}, {cores} cores for everything: load, API, workers, "
+        f"Postgres, Redis): {d.turns / d.seconds / cores:.1f} turns/s, "
+        f"{d.messages / d.seconds / cores:.1f} messages/s, "
+        f"{outcome.llm_calls / d.seconds / cores:.2f} LLM passes/s; storage "
+        f"{per_message:,.0f} bytes per message ({outcome.stored_messages} messages, "
+        f"{outcome.stored_bytes / 1e6:.1f} MB incl. indexes) = "
+        f"{per_message * 1e6 / 1e9:.2f} GB per million messages"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
