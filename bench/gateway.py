@@ -356,6 +356,7 @@ class Outcome:
     conversations_audited: int = 0
     stored_messages: int = 0
     stored_bytes: int = 0  # tables, indexes and TOAST of every tenant table
+    cores: dict[str, float] = field(default_factory=dict)  # CPU used during the load, by part
 
 
 @dataclass(frozen=True)
@@ -363,6 +364,7 @@ class Servers:
     admin_url: str
     redis_url: str  # a base URL; each deployment takes its own database number
     workdir: Path
+    redis_pid: int | None = None  # None: a Redis this run does not own (its CPU is not counted)
 
 
 def fresh_database(admin_url: str, name: str) -> str:
@@ -422,8 +424,8 @@ def _wait_ready(base_url: str, processes: list[subprocess.Popen[bytes]], log: Pa
 @contextmanager
 def lcm_deployment(
     srv: Servers, url: str, redis_url: str, llm_url: str, shape: Shape, tag: str
-) -> Iterator[str]:
-    """``lcm api``, the workers and beat on ``url``; yields the API's base URL."""
+) -> Iterator[tuple[str, dict[str, list[int]]]]:
+    """``lcm api``, the workers and beat on ``url``; yields the API's URL and their pids."""
     env = {
         **DEPLOYMENT_ENV,
         "LCM_DATABASE_URL": url,
@@ -451,9 +453,71 @@ def lcm_deployment(
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_ready(base, processes, log)
-        yield base
+        yield base, {"api": [api.pid], "workers": [w.pid for w in workers], "beat": [beat.pid]}
     finally:
         _stop(processes)
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int) -> tuple[int, float, float] | None:
+    """Parent pid, own CPU seconds, and CPU seconds of children it has reaped."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None  # exited meanwhile
+    fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    own = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+    reaped = (int(fields[13]) + int(fields[14])) / TICKS  # cutime, cstime
+    return int(fields[1]), own, reaped
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds of ``roots`` and all their descendants, live or already reaped."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _proc_stat(int(entry))) is not None:
+            stats[int(entry)] = stat
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (ppid, _, _) in stats.items():
+        children[ppid].append(pid)
+    total, stack = 0.0, list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid in stats:
+            total += stats[pid][1] + stats[pid][2]
+            stack.extend(children[pid])
+    return total
+
+
+def postmaster_pid(url: str) -> int:
+    """The Postgres server process (parent of every backend): its tree is Postgres's CPU."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        stat = _proc_stat(int(row[0]))  # while the backend lives: it exits with the connection
+    assert stat is not None
+    return stat[0]
+
+
+class CpuMeter:
+    """CPU cores each part of the deployment used from now until :meth:`cores`."""
+
+    def __init__(self, roots: dict[str, list[int]]) -> None:
+        self.roots = roots
+        self._started = time.perf_counter()
+        self._before = {name: tree_cpu_seconds(pids) for name, pids in roots.items()}
+        self._load_before = time.process_time()  # this process: the clients and the fake LLM
+
+    def cores(self) -> dict[str, float]:
+        seconds = time.perf_counter() - self._started
+        used = {
+            name: (tree_cpu_seconds(pids) - self._before[name]) / seconds
+            for name, pids in self.roots.items()
+        }
+        used["load"] = (time.process_time() - self._load_before) / seconds
+        return used
 
 
 class Sampler:
@@ -552,11 +616,16 @@ def run_lcm(
                 issued.append(create_tenant(session, f"gateway-{t}"))
         database.dispose()
         redis_url = srv.redis_url.rsplit("/", 1)[0] + f"/{index + 1}"
-        with lcm_deployment(srv, url, redis_url, llm.base_url, shape, f"d{index}") as base:
+        with lcm_deployment(srv, url, redis_url, llm.base_url, shape, f"d{index}") as (base, pids):
+            roots = {**pids, "postgres": [postmaster_pid(url)]}
+            if srv.redis_pid is not None:
+                roots["redis"] = [srv.redis_pid]
+            meter = CpuMeter(roots)
             target = LcmTarget(base, [i.api_key for i in issued], load.token_budget)
             calls_before = llm.calls
             with Sampler(url, llm) as sampler:
                 drive = asyncio.run(drive_load(target, steps, load))
+                cores = meter.cores()
                 count, problems = audit(
                     url,
                     [i.tenant_id for i in issued],
@@ -578,6 +647,7 @@ def run_lcm(
                 conversations_audited=count,
                 stored_messages=stored[0],
                 stored_bytes=stored[1] - empty_bytes,
+                cores=cores,
             )
         return outcome
     finally:
@@ -619,10 +689,11 @@ def run_reference(srv: Servers, load: Load, steps: list[Step], api_processes: in
                         f"reference did not start: {log.read_text()[-2000:]}"
                     ) from None
                 time.sleep(0.1)
+        meter = CpuMeter({"api": [server.pid], "postgres": [postmaster_pid(url)]})
         drive = asyncio.run(
             drive_load(ReferenceTarget(base, load.tenants, load.token_budget), steps, load)
         )
-        return Outcome(f"reference N={api_processes}", drive)
+        return Outcome(f"reference N={api_processes}", drive, cores=meter.cores())
     finally:
         _stop([server])
         drop_database(srv.admin_url, name)
@@ -690,6 +761,8 @@ def measure(
             print_backlog(outcome)
             print(HEADER)
             print(row(outcome), flush=True)
+            used = ", ".join(f"{name} {c:.2f}" for name, c in outcome.cores.items())
+            print(f"    CPU cores used: {used}", flush=True)
             for problem in outcome.audit[:10]:
                 print(f"    audit: {problem}")
             for error, count in outcome.drive.errors.most_common(5):
@@ -712,7 +785,8 @@ def bench_servers() -> Iterator[Servers]:
     try:
         # The benchmark keeps Postgres's durable defaults (fsync on).
         handle = servers.start_postgres(workdir, fast=False)
-        yield Servers(handle.admin_url, redis.url, workdir)
+        pid = redis.process.pid if redis.process is not None else None
+        yield Servers(handle.admin_url, redis.url, workdir, pid)
         handle.drop()
     finally:
         redis.stop()
@@ -752,11 +826,19 @@ def run(args: argparse.Namespace) -> None:
         rate = outcome.drive.turns / outcome.drive.seconds
         print(f"  {outcome.label}: {rate / ref_rate:5.1%} of the reference's turns/s")
     per_core(outcomes[0], os.cpu_count() or 1)
+    used = ", ".join(f"{name} {c:.2f}" for name, c in outcomes[-1].cores.items())
+    print(f"  CPU cores used by the reference: {used}")
 
 
 def per_core(outcome: Outcome, cores: int) -> None:
     """The capacity model's inputs (docs/scaling.md): one deployment's figures per core."""
     d = outcome.drive
+    turns_per_s = d.turns / d.seconds
+    parts = ", ".join(
+        f"{name} {used:.2f} ({used * 1000 / turns_per_s:.1f} ms/turn)"
+        for name, used in outcome.cores.items()
+    )
+    print(f"  CPU cores used during the load ({outcome.label}): {parts}")
     per_message = outcome.stored_bytes / max(1, outcome.stored_messages)
     print(
         f"  per core ({outcome.label}, {cores} cores for everything: load, API, workers, "
