@@ -6,7 +6,17 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compaction, drain, erase, gateway, grep, ingest, transcripts, waits
+from bench import (
+    compaction,
+    drain,
+    erase,
+    gateway,
+    grep,
+    ingest,
+    search_cost,
+    transcripts,
+    waits,
+)
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -17,6 +27,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "waits": waits.run,
     "erase": erase.run,
     "gateway": gateway.run,
+    "search_cost": search_cost.run,
 }
 
 
