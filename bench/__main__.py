@@ -12,6 +12,7 @@ from bench import (
     erase,
     gateway,
     grep,
+    hot_paths,
     ingest,
     search_cost,
     transcripts,
@@ -28,6 +29,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "erase": erase.run,
     "gateway": gateway.run,
     "search_cost": search_cost.run,
+    "hot_paths": hot_paths.run,
 }
 
 
