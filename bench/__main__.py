@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         "--drain-concurrency", type=int, default=25, help="threads per worker process (drain)"
     )
     parser.add_argument(
+        "--drain-tenants",
+        type=int,
+        default=1,
+        help="tenants the drain's conversations are spread over (round-robin)",
+    )
+    parser.add_argument(
         "--waits-source",
         default=None,
         help="source tree the waits scenario runs lcm serve from (a before figure)",
