@@ -64,6 +64,17 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
         yield session
 
 
+def get_snapshot_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
+    """A read-only session seeing one snapshot, for routes reading a context in several queries.
+
+    On Postgres each statement of an ordinary session sees the commits made
+    before it: a compaction pass committing between the context items query
+    and the messages query would leave an item whose message is gone.
+    """
+    with database.snapshot_session() as session:
+        yield session
+
+
 class RequireScope:
     """Dependency: the calling tenant's id, if its key is valid (401), holds ``scope``
     (403) and its tenant is within its request rate (429)."""
@@ -138,6 +149,7 @@ DatabaseDep = Annotated[Database, Depends(get_database)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
+SnapshotSessionDep = Annotated[Session, Depends(get_snapshot_session)]
 IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
 ReadTenant = Annotated[str, Depends(RequireScope("read"))]
 AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

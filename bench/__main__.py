@@ -6,7 +6,19 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compaction, console, drain, erase, grep, ingest, transcripts, waits
+from bench import (
+    compaction,
+    console,
+    drain,
+    erase,
+    gateway,
+    grep,
+    hot_paths,
+    ingest,
+    search_cost,
+    transcripts,
+    waits,
+)
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -17,6 +29,9 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "waits": waits.run,
     "erase": erase.run,
     "console": console.run,
+    "gateway": gateway.run,
+    "search_cost": search_cost.run,
+    "hot_paths": hot_paths.run,
 }
 
 
@@ -41,10 +56,17 @@ def main(argv: list[str] | None = None) -> int:
         "--drain-concurrency", type=int, default=25, help="threads per worker process (drain)"
     )
     parser.add_argument(
+        "--drain-tenants",
+        type=int,
+        default=1,
+        help="tenants the drain's conversations are spread over (round-robin)",
+    )
+    parser.add_argument(
         "--waits-source",
         default=None,
         help="source tree the waits scenario runs lcm serve from (a before figure)",
     )
+    gateway.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

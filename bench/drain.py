@@ -44,10 +44,14 @@ LOOP = {
 }
 
 
-def _seed(db: Database, tenant_id: str, round_: int) -> list[int]:
-    """Conversations of 8 messages: one leaf pass of 4 leaves the fresh tail of 4."""
+def _seed(db: Database, tenant_ids: list[str], round_: int) -> list[int]:
+    """Conversations of 8 messages: one leaf pass of 4 leaves the fresh tail of 4.
+
+    Spread round-robin over ``tenant_ids``.
+    """
     ids = []
     for n in range(CONVERSATIONS):
+        tenant_id = tenant_ids[n % len(tenant_ids)]
         batch = [
             IncomingMessage(
                 "user" if i % 2 == 0 else "assistant",
@@ -127,6 +131,10 @@ def run(args: argparse.Namespace) -> None:
         db = Database(settings)
         with db.transaction() as s:
             issued = create_tenant(s, "bench")
+            others = [
+                create_tenant(s, f"bench-{n}").tenant_id for n in range(1, args.drain_tenants)
+            ]
+        tenant_ids = [issued.tenant_id, *others]
         port = servers.free_port()
         api = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "api", "--port", str(port)],
@@ -138,7 +146,7 @@ def run(args: argparse.Namespace) -> None:
         try:
             _wait_http(base)
             for processes in (1, 2):
-                ids = _seed(db, issued.tenant_id, processes)
+                ids = _seed(db, tenant_ids, processes)
                 workers = [
                     servers.start_celery_worker(
                         {**env, "LCM_DB_POOL_SIZE": str(concurrency)},
@@ -151,7 +159,8 @@ def run(args: argparse.Namespace) -> None:
                 time.sleep(4)  # let the workers connect before the clock starts
                 latencies: list[float] = []
                 stop = threading.Event()
-                keys = [f"r{processes}-c{n}" for n in range(CONVERSATIONS)]
+                # The first tenant's conversations (the key the load sends is its own).
+                keys = [f"r{processes}-c{n}" for n in range(0, CONVERSATIONS, len(tenant_ids))]
                 load = threading.Thread(
                     target=_assemble_load, args=(base, issued.api_key, keys, stop, latencies)
                 )
@@ -175,7 +184,8 @@ def run(args: argparse.Namespace) -> None:
                     else float("nan")
                 )
                 print(
-                    f"  {processes} worker process(es) x {concurrency} threads: drained "
+                    f"  {len(tenant_ids)} tenant(s), {processes} worker process(es) x "
+                    f"{concurrency} threads: drained "
                     f"{CONVERSATIONS} in {elapsed:5.1f} s; bound {bound:4.1f} s; efficiency "
                     f"{bound / elapsed:5.1%}; assemble over HTTP p50 {p50:.1f} ms, "
                     f"p99 {p99:.1f} ms ({len(latencies)} requests)",

@@ -26,6 +26,7 @@ from api.deps import (
     ServicesDep,
     SessionDep,
     SettingsDep,
+    SnapshotSessionDep,
 )
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
@@ -126,7 +127,7 @@ def post_assemble(
     key: SessionKey,
     body: AssembleIn,
     tenant_id: ReadTenant,
-    session: ReadSessionDep,
+    session: SnapshotSessionDep,
     settings: SettingsDep,
 ) -> AssembleOut:
     conversation = resolve_for_read(session, tenant_id, key, body.session_id)

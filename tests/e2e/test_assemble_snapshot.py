@@ -1,0 +1,70 @@
+"""Assemble reads one snapshot: a compaction committing in the middle of it changes nothing.
+
+Found by ``python -m bench gateway``: under load, ``POST …/assemble`` on
+Postgres answered 500 now and then. Assembly reads the context items, then
+their messages, in separate statements; under READ COMMITTED a pass
+committing between the two had replaced an item's message by a summary, and
+the message was not found. Here the pass is made to commit at exactly that
+point, from inside the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from lcm.db.engine import Database
+from tests.conftest import RecordingSender, auth, new_tenant
+from tests.integration.retrieval_data import compact, ingest
+
+
+@pytest.fixture
+def pg_client(pg_db: Database) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    app = create_app(
+        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
+    )
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def test_a_pass_committing_mid_assemble_does_not_break_it(
+    pg_db: Database, pg_client: TestClient
+) -> None:
+    tenant = new_tenant(pg_db)
+    texts = [f"message {i}: deployed build {i} to staging" for i in range(30)]
+    cid = ingest(pg_db, tenant.tenant_id, "agent:main", texts)
+    armed = {"on": True}
+
+    def compact_before_messages_are_read(
+        conn: Any, cursor: Any, statement: str, *args: object
+    ) -> None:
+        if armed["on"] and "FROM messages" in statement and "context_items" in statement:
+            armed["on"] = False
+            compact(pg_db, tenant.tenant_id, cid)  # commits on another connection
+
+    event.listen(pg_db.engine, "before_cursor_execute", compact_before_messages_are_read)
+    try:
+        r = pg_client.post(
+            "/v1/conversations/agent:main/assemble",
+            json={"token_budget": 100_000},
+            headers=auth(tenant),
+        )
+    finally:
+        event.remove(pg_db.engine, "before_cursor_execute", compact_before_messages_are_read)
+    assert not armed["on"], "the pass never ran inside the request"
+    assert r.status_code == 200, r.text
+    # The snapshot the request began with: 30 raw messages, no summary yet.
+    assert r.json()["summary_count"] == 0
+    assert len(r.json()["messages"]) == 30
+    after = pg_client.post(
+        "/v1/conversations/agent:main/assemble",
+        json={"token_budget": 100_000},
+        headers=auth(tenant),
+    )
+    assert after.json()["summary_count"] > 0

@@ -1,0 +1,30 @@
+"""A short run of ``python -m bench gateway``: the scaled deployment under a gateway's load.
+
+Real processes throughout (``lcm api``, a Celery worker, beat, Postgres,
+Redis); only the model is the fake server, answering after a lognormal
+delay. Asserts what the benchmark promises besides its timings: no errors,
+compaction really ran during the load, and the audit read every conversation
+and found each message stored once and reachable once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.gateway import Load, Servers, Shape, measure, synthetic_steps
+from tests.servers import PostgresHandle, RedisHandle
+
+
+def test_short_gateway_run_is_error_free_and_lossless(
+    pg_server: PostgresHandle, redis_server: RedisHandle, tmp_path: Path
+) -> None:
+    srv = Servers(pg_server.admin_url, redis_server.url, tmp_path)
+    # A small budget: the synthetic turns pass its threshold within seconds.
+    load = Load(tenants=2, conversations=2, seconds=10, token_budget=4_000)
+    [outcome] = measure(srv, [Shape(1, 1)], load, synthetic_steps(), reference=False)
+    assert dict(outcome.drive.errors) == {}
+    assert outcome.failed_debt == 0
+    assert outcome.drive.turns > 0
+    assert outcome.llm_calls > 0, "no compaction pass reached the model during the load"
+    assert outcome.conversations_audited == 4
+    assert outcome.audit == []
