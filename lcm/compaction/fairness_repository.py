@@ -30,7 +30,13 @@ chained passes of a sweep stay bound to their conversation and token.
 
 Lock order. The claim stamps the tenant row before it claims the debt row,
 the same order as ingest (the quota charge locks the tenant row, then the
-threshold debt locks the debt row), so the two never deadlock.
+threshold debt locks the debt row), so the two never deadlock. A worker holds
+at most one tenant row: a claim that loses a race retries the same tenant's
+next due debt under the lock it already holds (which also queues the other
+workers behind it instead of letting them collide again), and only when that
+tenant has nothing due does it roll its pick back, releasing the row, before
+it picks another tenant. Two workers holding one tenant each and waiting for
+the other's cannot happen.
 
 Cost. Choosing the tenant is one indexed probe per tenant with pending debt
 (``ix_compaction_debt_fair``: tenant, status, enqueued_at); choosing its
@@ -41,7 +47,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import exists, or_, select, update
+from sqlalchemy import ColumnElement, exists, or_, select, update
 from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import PENDING
@@ -56,9 +62,7 @@ class FairQueueRepository:
 
     def next_due(self, now: datetime) -> tuple[str, int] | None:
         """(tenant, conversation) whose pending debt should be claimed next, if any is due."""
-        due = (CompactionDebt.status == PENDING) & or_(
-            CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= now
-        )
+        due = _due(now)
         tenant_id = self.session.scalar(
             select(Tenant.id)
             .where(exists().where(CompactionDebt.tenant_id == Tenant.id, due))
@@ -67,16 +71,28 @@ class FairQueueRepository:
         )
         if tenant_id is None:
             return None
+        conversation_id = self.oldest_due(tenant_id, now)
+        return None if conversation_id is None else (tenant_id, conversation_id)
+
+    def oldest_due(self, tenant_id: str, now: datetime) -> int | None:
+        """The tenant's pending debt that waited longest and is due, if any."""
         conversation_id = self.session.scalar(
             select(CompactionDebt.conversation_id)
-            .where(CompactionDebt.tenant_id == tenant_id, due)
+            .where(CompactionDebt.tenant_id == tenant_id, _due(now))
             .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
             .limit(1)
         )
-        return None if conversation_id is None else (tenant_id, int(conversation_id))
+        return None if conversation_id is None else int(conversation_id)
 
     def mark_served(self, tenant_id: str, now: datetime) -> None:
         """Send the tenant to the back of the round (locks its row until the claim commits)."""
         self.session.execute(
             update(Tenant).where(Tenant.id == tenant_id).values(compaction_claimed_at=now)
         )
+
+
+def _due(now: datetime) -> ColumnElement[bool]:
+    """Pending, and not held back by a retry delay (``enqueued_at`` is "not before")."""
+    return (CompactionDebt.status == PENDING) & or_(
+        CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= now
+    )

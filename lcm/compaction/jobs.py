@@ -252,18 +252,28 @@ class CompactionJobs:
         """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``."""
         with self.transaction() as session:
             debts, queue = DebtRepository(session), FairQueueRepository(session)
-            # A lost race (another worker claimed the same debt first) picks
-            # again: that tenant is stamped by now, so the next pick moves on.
+            # Each pick is a savepoint holding one tenant row (stamped before
+            # its debt row: ingest's order). A claim that loses a race tries
+            # the same tenant's next due debt under that lock; a tenant with
+            # nothing left rolls back, releasing its row before another is
+            # locked, so no two workers can each hold a tenant the other wants
+            # (see ``fairness_repository``).
             for _ in range(FAIR_CLAIM_TRIES):
                 now = self.clock()
                 due = queue.next_due(now)
                 if due is None:
                     break
                 tenant_id, conversation_id = due
-                queue.mark_served(tenant_id, now)  # tenant row before debt row: ingest's order
+                pick = session.begin_nested()
+                queue.mark_served(tenant_id, now)
                 claim = debts.claim(conversation_id, self.owner, now, self.lease)
-                if claim is not None:
-                    return self._read(session, claim)
+                while claim is None and (nxt := queue.oldest_due(tenant_id, now)) is not None:
+                    claim = debts.claim(nxt, self.owner, now, self.lease)
+                if claim is None:
+                    pick.rollback()
+                    continue
+                pick.commit()
+                return self._read(session, claim)
             claim = debts.claim(fallback, self.owner, self.clock(), self.lease)
             return None if claim is None else self._read(session, claim)
 

@@ -57,7 +57,7 @@ class Flood:
 
     def run(self, n: int) -> None:
         headers = {"Authorization": f"Bearer {self.key}"}
-        batch = [{"role": "user", "content": "flood " * 200} for _ in range(20)]
+        batch = [{"role": "user", "content": f"flood {j} " * 200} for j in range(20)]
         with httpx.Client(base_url=self.base_url, headers=headers, timeout=60) as http:
             while not self.stop.is_set():
                 r = http.post(f"/v1/conversations/a-{n}/messages", json={"messages": batch})

@@ -170,3 +170,48 @@ def test_the_fair_queue_rotates_tenants_and_skips_delayed_retries(db: Database) 
     with db.transaction() as session:
         assert FairQueueRepository(session).next_due(now) is None  # t3 only, not due
         assert FairQueueRepository(session).next_due(now + timedelta(minutes=6)) is not None
+
+
+def test_racing_fair_claims_over_many_tenants_do_not_deadlock(pg_db: Database) -> None:
+    """Eight workers claiming at once over 20 tenants: no deadlock, every debt claimed once.
+
+    A losing pick used to keep its tenant row locked while picking again, so
+    two workers could each hold one tenant and wait for the other's. The
+    claims here are the wake-up's first step alone (no pass), so they collide.
+    """
+    import threading
+
+    from lcm.compaction.engine import CompactionEngine
+    from lcm.compaction.jobs import CompactionJobs
+    from lcm.summarize.extractive import ExtractiveProvider
+    from lcm.summarize.summarizer import Summarizer
+
+    expected: set[int] = set()
+    for n in range(20):
+        tenant = new_tenant(pg_db, f"racer-{n}")
+        expected |= set(owe(pg_db, tenant.tenant_id, [f"r{n}-{i}" for i in range(5)]))
+    engine = CompactionEngine(pg_db.transaction, Summarizer(ExtractiveProvider()))
+    errors: list[BaseException] = []
+    claimed: list[int] = []
+    start = threading.Barrier(8)
+    fallback = min(expected)
+
+    def worker(index: int) -> None:
+        jobs = CompactionJobs(pg_db.transaction, engine, pg_db.settings, owner=f"w{index}")
+        start.wait()
+        try:
+            while True:
+                read = jobs._claim_fairly(fallback)
+                if read is None:
+                    return
+                claimed.append(read[0].conversation_id)
+        except BaseException as exc:  # a deadlock surfaces here as OperationalError
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert sorted(claimed) == sorted(expected)  # each claimed exactly once
