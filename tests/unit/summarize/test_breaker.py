@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,51 @@ def test_concurrent_failures_are_all_counted(clock: FakeClock) -> None:
 def test_rejects_a_zero_threshold() -> None:
     with pytest.raises(ValueError, match="failure_threshold must be >= 1"):
         CircuitBreaker(0, 1.0)
+
+
+def test_racing_threads_share_one_breaker_per_model() -> None:
+    """Pool threads asking for a model's breaker at once all get the same one."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from lcm.summarize.llm import Breakers
+
+    breakers = Breakers(3, 10.0)
+    start = Barrier(16)
+
+    def ask(_: int) -> CircuitBreaker:
+        start.wait()
+        return breakers.for_model("claude-x")
+
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(ask, range(16)))
+    assert len({id(b) for b in got}) == 1
+    assert list(breakers.states()) == ["claude-x"]
+
+
+def test_racing_threads_build_the_llm_side_of_services_once(tmp_path: Path) -> None:
+    """The first summaries of a worker's pool threads share one client and one summarizer."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from lcm.services import Services
+    from lcm.settings import Settings
+
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'x.db'}",
+        files_dir=tmp_path / "files",
+        ANTHROPIC_API_KEY="sk-test",
+    )
+    services = Services.build(settings)
+    start = Barrier(8)
+
+    def first_use(_: int) -> tuple[int, int]:
+        start.wait()
+        return id(services.summarizer), id(services.llm)
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            got = set(pool.map(first_use, range(8)))
+    finally:
+        services.close()
+    assert len(got) == 1
