@@ -23,7 +23,7 @@ import httpx
 from sqlalchemy import func, select
 
 from bench.servers import postgres
-from lcm.compaction.jobs import record_debt
+from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt
 from lcm.ingest.content import IncomingMessage

@@ -133,7 +133,7 @@ def export_command(
     ] = None,
 ) -> None:
     """Write a conversation (default: the family's latest) as JSONL."""
-    from lcm.transfer.service import export_lines
+    from lcm.transfer.export import export_lines
 
     with open_services() as services, services.database.snapshot_session() as session:
         tenant_id = tenant_id_for(session, tenant)

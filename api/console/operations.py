@@ -11,8 +11,8 @@ from api.console.auth import CheckedForm, ConsoleUser
 from api.console.rendering import render
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
 from lcm.compaction.debt_repository import FAILED, PENDING, RUNNING
-from lcm.compaction.jobs import owe_compaction
 from lcm.compaction.reconcile import retry_failed_debt
+from lcm.compaction.service import owe_compaction
 from lcm.console.repository import ConsoleRepository
 from lcm.console.views import conversation_of
 from lcm.errors import InvalidInput

@@ -33,8 +33,8 @@ from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.assembly.service import assemble
-from lcm.compaction.jobs import context_token_total, owe_compaction, wait_for_debt
 from lcm.compaction.overrides import ModelInfo, settings_for_call
+from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read
 from lcm.conversations.status import conversation_status

@@ -32,7 +32,8 @@ from lcm.errors import InvalidInput, NotFound
 from lcm.files.storage import FileStorage
 from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
-from lcm.transfer.service import export_lines, import_conversation, parse_export
+from lcm.transfer.export import export_lines
+from lcm.transfer.service import import_conversation, parse_export
 
 router = APIRouter(prefix="/v1/conversations", tags=["data"])
 

@@ -32,6 +32,9 @@ from lcm.db.models import CompactionDebt, Conversation, Tenant
 from lcm.errors import StaleLease
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+# Debt reason of a doctor repair chain (``lcm/doctor``): re-summarize the
+# conversation's degraded summaries, then go on as a sweep.
+REPAIR = "repair"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,6 @@
-"""The service loop's domain: debt on the way in, one leased pass per job on the way out.
+"""What workers run with compaction debt: one leased pass per job, chained.
+
+Debt on the way in (recording it, waiting for it) is :mod:`lcm.compaction.service`.
 
 A sweep is a chain of jobs (DESIGN §7), one pass each. The first job (a
 wake-up from the API or the reconciler) claims the debt row; every later job
@@ -13,7 +15,6 @@ call, and nothing here commits: ``transaction`` is the entrypoint's.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -21,26 +22,25 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import DONE, FAILED, PENDING, RUNNING, Claim, DebtRepository
+from lcm.compaction.debt_repository import FAILED, REPAIR, Claim, DebtRepository
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.overrides import for_model
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
+from lcm.compaction.service import record_debt
 from lcm.compaction.sweep import (
     ChainPosition,
     chain_bound_reached,
     next_pass,
     plan_after_pass,
 )
-from lcm.completions import Completions, debt_key
 from lcm.context import ContextEntry, context_tokens
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
-from lcm.db.models import CompactionDebt, CompactionRun, utcnow
+from lcm.db.models import CompactionRun, utcnow
 from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
-from lcm.outbox import WakeCompaction, request_job
 from lcm.settings import CompactionSettings, Settings, TenantSettings
 from lcm.tenants.service import effective_settings
 
@@ -48,9 +48,6 @@ log = logging.getLogger(__name__)
 
 Action = Literal["noop", "pass", "done", "retry", "failed", "paused"]
 
-# Debt reason of a doctor repair chain (``lcm/doctor``): re-summarize the
-# conversation's degraded summaries, then go on as a sweep.
-REPAIR = "repair"
 
 # Picks per fair wake-up before it settles for the conversation it was sent
 # for: each lost race means another worker claimed that tenant's debt.
@@ -80,90 +77,6 @@ class SweepReport:
     tokens_before: int
     tokens_after: int
     ended: Action  # done | failed | retry (a pass failed; the debt retries later) | paused
-
-
-def owe_compaction(
-    session: Session,
-    tenant_id: str,
-    conversation_id: int,
-    reason: str,
-    token_budget: int | None,
-    target_tokens: int | None = None,
-    *,
-    mode: str,
-) -> None:
-    """Record debt and, in deferred mode, ask the unit of work for a wake-up.
-
-    Inline mode asks for none: the request runs the sweep itself once it has
-    committed, and a worker already holding the lease finds the coalesced
-    follow-up (``rearmed``) when it releases.
-    """
-    wake = record_debt(session, tenant_id, conversation_id, reason, token_budget, target_tokens)
-    if wake and mode == "deferred":
-        request_job(session, WakeCompaction(conversation_id))
-
-
-def record_debt(
-    session: Session,
-    tenant_id: str,
-    conversation_id: int,
-    reason: str,
-    token_budget: int | None,
-    target_tokens: int | None = None,
-) -> bool:
-    """Upsert the one debt row; True when a wake-up should be sent after commit.
-
-    Runs in the ingest transaction, which holds the conversation row lock, so
-    two turns of one conversation never race here. Workers change the row with
-    single conditional UPDATEs, which this row lock also orders.
-    """
-    debts = DebtRepository(session)
-    now = utcnow()
-    debt = debts.get(conversation_id, lock=True)
-    if debt is None:
-        debts.add(
-            CompactionDebt(
-                conversation_id=conversation_id,
-                tenant_id=tenant_id,
-                reason=reason,
-                status=PENDING,
-                token_budget=token_budget,
-                target_tokens=target_tokens,
-                enqueued_at=now,
-                updated_at=now,
-            )
-        )
-        return True
-    debt.token_budget = token_budget or debt.token_budget
-    debt.updated_at = now
-    if reason == REPAIR:
-        # Whatever the row's state: the running or pending chain (or the
-        # follow-up) starts with the repair and keeps any target it had.
-        debt.reason = reason
-    elif reason in ("manual", "overflow") or target_tokens is not None:
-        debt.reason, debt.target_tokens = reason, target_tokens
-    if debt.status == RUNNING:
-        # Coalesce: however many turns arrive during a sweep, one follow-up.
-        debt.rearmed = True
-        if debt.lease_expires_at is not None and debt.lease_expires_at < now:
-            # The holder died or stalled past its lease (a killed `lcm serve`
-            # takes its in-memory wake-ups with it): nobody will release the
-            # row, so this turn sends a wake-up. Safe: the wake-up's claim
-            # takes the expired lease over by bumping the fencing token, and
-            # the old holder, if it is only slow, can then never commit
-            # (check_fence refuses a stale token or an expired lease). Were
-            # it to release first, ``rearmed`` turns that into a follow-up.
-            debt.enqueued_at = now
-            return True
-        return False
-    if debt.status == PENDING:
-        return False  # a wake-up is already on its way (the reconciler covers its loss)
-    debt.status, debt.reason, debt.attempts, debt.enqueued_at = PENDING, reason, 0, now
-    return True
-
-
-def context_token_total(session: Session, conversation_id: int) -> int:
-    return CompactionRepository(session).context_token_total(conversation_id)
 
 
 class CompactionJobs:
@@ -564,46 +477,4 @@ def applied(entries: list[ContextEntry], plan: PassPlan, entry: ContextEntry) ->
     return [*entries[:first], entry, *entries[last:]]
 
 
-def wait_for_debt(
-    transaction: Transaction,
-    conversation_id: int,
-    since: datetime,
-    timeout: float,
-    completions: Completions | None = None,
-    recheck: float = 0.1,
-) -> str | None:
-    """Wait until the debt settles (done or failed) after ``since``; its status either way.
-
-    Woken by ``completions`` (the worker notifies :func:`debt_key` once the
-    debt settled) and, as a safety net for a lost wake-up, re-reads the row
-    every ``recheck`` seconds; the row is the answer, the wake-up only a hint.
-    A sweep that was already running when the caller asked re-arms the debt
-    (pending again) when it ends, so "done after ``since``" means a sweep
-    that saw the caller's request has finished.
-    """
-    deadline = time.monotonic() + timeout
-    with (completions or Completions()).watch(debt_key(conversation_id)) as woken:
-        while True:
-            woken.clear()  # before the read: a notify after it is not lost
-            with transaction() as session:
-                debt = DebtRepository(session).get(conversation_id)
-                status = None if debt is None else debt.status
-                settled = (
-                    debt is not None
-                    and debt.status in (DONE, FAILED)
-                    and (debt.updated_at >= since)
-                )
-            left = deadline - time.monotonic()
-            if settled or left <= 0:
-                return status
-            woken.wait(min(recheck, left))
-
-
-__all__ = [
-    "CompactionJobs",
-    "Step",
-    "SweepReport",
-    "context_token_total",
-    "record_debt",
-    "wait_for_debt",
-]
+__all__ = ["CompactionJobs", "Step", "SweepReport"]

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.jobs import REPAIR, owe_compaction
+from lcm.compaction.debt_repository import REPAIR
+from lcm.compaction.service import owe_compaction
 from lcm.doctor.repository import DoctorRepository
 
 DOCTOR_LIMIT = 10_000

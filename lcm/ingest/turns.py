@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.jobs import context_token_total, owe_compaction
 from lcm.compaction.overrides import ModelInfo, for_model
 from lcm.compaction.planning import ThresholdCheck, evaluate_threshold
+from lcm.compaction.service import context_token_total, owe_compaction
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.repository import ConversationRepository
 from lcm.files.extraction import LargeFileExtractor

@@ -1,9 +1,4 @@
-"""Export a conversation as JSONL, and import such a file into an empty conversation.
-
-Export streams: messages are read a batch at a time, so memory does not grow
-with the conversation. The caller gives it a session that sees one snapshot
-(a SQLite read transaction; REPEATABLE READ on Postgres), so a pass
-committing meanwhile cannot tear the DAG between two batches.
+"""Import a conversation exported as JSONL (:mod:`lcm.transfer.export`) into an empty one.
 
 Import writes everything in the caller's one transaction and gives back the
 same messages (seq, role, content, parts, timestamps) and the same DAG
@@ -24,9 +19,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -37,14 +31,13 @@ from lcm.db.models import (
     ContextItem,
     Conversation,
     LargeFile,
-    Message,
     MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
     utcnow,
 )
-from lcm.errors import Conflict, InvalidInput, NotFound
+from lcm.errors import Conflict, InvalidInput
 from lcm.files.storage import FileStorage
 from lcm.storable import find_unstorable
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
@@ -54,121 +47,9 @@ from lcm.transfer.records import (
     ConversationRecord,
     FileRecord,
     MessageRecord,
-    PartRecord,
     SummaryRecord,
 )
 from lcm.transfer.repository import TransferRepository
-
-EXPORT_BATCH = 500
-
-
-def export_lines(
-    session: Session, storage: FileStorage, tenant_id: str, conversation_id: int
-) -> Iterator[str]:
-    """The conversation as JSONL lines (each ends with a newline)."""
-    conversation = ConversationRepository(session).get(tenant_id, conversation_id)
-    if conversation is None:
-        raise NotFound(f"no conversation {conversation_id}")
-    repo = TransferRepository(session)
-    yield _line(
-        ConversationRecord(
-            session_key=conversation.session_key,
-            session_id=conversation.session_id,
-            archived_at=conversation.archived_at,
-            created_at=conversation.created_at,
-        )
-    )
-    for batch in repo.message_batches(conversation_id, EXPORT_BATCH):
-        for message, parts in batch:
-            yield _line(_message_record(message, parts))
-    seqs = repo.seqs_by_id(conversation_id)
-    for file in repo.files(conversation_id):
-        yield _line(_file_record(file, storage.get(file.storage_uri), seqs))
-    message_links = repo.message_links(conversation_id)
-    parent_links = repo.parent_links(conversation_id)
-    for summary in repo.summaries(conversation_id):
-        seqs_of = [seqs[m] for m in message_links.get(summary.id, [])]
-        yield _line(_summary_record(summary, seqs_of, parent_links.get(summary.id, [])))
-    for item in repo.context_items(conversation_id):
-        yield _line(_context_record(item, seqs))
-
-
-def _message_record(message: Message, parts: Sequence[MessagePart]) -> MessageRecord:
-    return MessageRecord(
-        seq=message.seq,
-        role=message.role,
-        content=message.content,
-        content_shape=message.content_shape,
-        token_count=message.token_count,
-        created_at=message.created_at,
-        client_id=message.client_id,
-        parts=[
-            PartRecord(
-                ordinal=p.ordinal,
-                part_type=p.part_type,
-                text=p.text,
-                tool_call_id=p.tool_call_id,
-                payload=p.payload,
-            )
-            for p in parts
-        ],
-    )
-
-
-def _summary_record(
-    summary: Summary, message_seqs: list[int], parent_ids: list[str]
-) -> SummaryRecord:
-    return SummaryRecord(
-        id=summary.id,
-        kind=summary.kind,
-        depth=summary.depth,
-        content=summary.content,
-        token_count=summary.token_count,
-        source_token_count=summary.source_token_count,
-        earliest_at=summary.earliest_at,
-        latest_at=summary.latest_at,
-        descendant_count=summary.descendant_count,
-        file_ids=list(summary.file_ids or []),
-        created_at=summary.created_at,
-        escalation=summary.escalation,
-        model=summary.model,
-        degraded=summary.degraded,
-        message_seqs=message_seqs,
-        parent_ids=parent_ids,
-    )
-
-
-def _context_record(item: ContextItem, seqs: dict[int, int]) -> ContextItemRecord:
-    return ContextItemRecord(
-        ordinal=item.ordinal,
-        item_type=item.item_type,
-        message_seq=seqs[item.message_id] if item.message_id is not None else None,
-        summary_id=item.summary_id,
-        token_count=item.token_count,
-    )
-
-
-def _line(record: Any) -> str:
-    return record.model_dump_json() + "\n"
-
-
-def _file_record(file: LargeFile, data: bytes, seqs: dict[int, int]) -> FileRecord:
-    try:
-        content, encoding = data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        content, encoding = base64.b64encode(data).decode("ascii"), "base64"
-    return FileRecord(
-        id=file.id,
-        message_seq=seqs.get(file.message_id) if file.message_id is not None else None,
-        name=file.name,
-        mime=file.mime,
-        ext=file.ext,
-        token_count=file.token_count,
-        exploration_summary=file.exploration_summary,
-        created_at=file.created_at,
-        encoding=encoding,
-        content=content,
-    )
 
 
 @dataclass

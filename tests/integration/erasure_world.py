@@ -22,7 +22,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.jobs import CompactionJobs, owe_compaction
+from lcm.compaction.jobs import CompactionJobs
+from lcm.compaction.service import owe_compaction
 from lcm.db.engine import Database
 from lcm.db.models import Base, LlmUsage, Message, Summary, utcnow
 from lcm.retrieval.grants import issue_grant

@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
-from lcm.compaction.jobs import Step, owe_compaction
+from lcm.compaction.jobs import Step
+from lcm.compaction.service import owe_compaction
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, LargeFile
 from lcm.files.storage import LocalFileStorage

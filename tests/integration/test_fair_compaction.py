@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from lcm.compaction.debt_repository import DONE, PENDING
 from lcm.compaction.fairness_repository import FairQueueRepository
-from lcm.compaction.jobs import record_debt
+from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
 from lcm.ingest.content import IncomingMessage

@@ -22,8 +22,9 @@ from sqlalchemy import func, select
 
 from lcm.compaction.debt_repository import DebtRepository
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.jobs import CompactionJobs, Step, record_debt, wait_for_debt
+from lcm.compaction.jobs import CompactionJobs, Step
 from lcm.compaction.reconcile import overdue_debts
+from lcm.compaction.service import record_debt, wait_for_debt
 from lcm.completions import Completions, debt_key
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
