@@ -64,6 +64,33 @@ class PassOutcome:
     entry: ContextEntry | None = None
 
 
+def record_pass(
+    repo: CompactionRepository,
+    tenant_id: str,
+    conversation_id: int,
+    summary: Summary,
+    tokens_in: int,
+    tokens_out: int,
+    result: SummaryResult,
+    duration_ms: int,
+) -> None:
+    """The pass's run and its LLM usage, in the pass's commit (a pass or a repair)."""
+    repo.record_run(
+        CompactionRun(
+            tenant_id=tenant_id,
+            conversation_id=conversation_id,
+            summary_id=summary.id,
+            kind=summary.kind,
+            depth=summary.depth,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            duration_ms=duration_ms,
+            escalation=result.escalation,
+        )
+    )
+    repo.record_usage(LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage))
+
+
 def new_summary_id() -> str:
     return "sum_" + secrets.token_hex(8)
 
@@ -193,20 +220,16 @@ class CompactionEngine:
             summary.id,
             item_tokens,
         )
-        repo.record_run(
-            CompactionRun(
-                tenant_id=tenant_id,
-                conversation_id=conversation_id,
-                summary_id=summary.id,
-                kind=plan.kind,
-                depth=plan.depth,
-                tokens_in=plan.source_tokens,
-                tokens_out=item_tokens,
-                duration_ms=duration_ms,
-                escalation=result.escalation,
-            )
+        record_pass(
+            repo,
+            tenant_id,
+            conversation_id,
+            summary,
+            plan.source_tokens,
+            item_tokens,
+            result,
+            duration_ms,
         )
-        repo.record_usage(LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage))
         return PassOutcome(
             tenant_id,
             summary.id,

@@ -21,11 +21,11 @@ from lcm.compaction.engine import (
     CompactionEngine,
     FenceCheck,
     PassOutcome,
+    record_pass,
     render_messages,
     render_summaries,
 )
 from lcm.compaction.repository import CompactionRepository, summary_view
-from lcm.db.models import CompactionRun, LlmUsage
 from lcm.doctor.repository import DoctorRepository
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
 from lcm.settings import CompactionSettings
@@ -127,21 +127,15 @@ class SummaryRepair:
         item_tokens = summary_context_tokens(summary_view(summary, repo.parent_ids(summary.id)))
         if repo.set_item_tokens(summary.id, item_tokens):
             repo.bump_context_version(conversation_id)  # what assembly shows has changed
-        compaction.record_run(
-            CompactionRun(
-                tenant_id=tenant_id,
-                conversation_id=conversation_id,
-                summary_id=summary.id,
-                kind=summary.kind,
-                depth=summary.depth,
-                tokens_in=target.source_tokens,
-                tokens_out=result.token_count,
-                duration_ms=duration_ms,
-                escalation=result.escalation,
-            )
-        )
-        compaction.record_usage(
-            LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage)
+        record_pass(
+            compaction,
+            tenant_id,
+            conversation_id,
+            summary,
+            target.source_tokens,
+            result.token_count,
+            result,
+            duration_ms,
         )
         return PassOutcome(
             tenant_id,
