@@ -5,6 +5,13 @@ Postgres: the generated ``content_tsv`` column (GIN) with
 CJK queries (substring ``ILIKE``) and the literal prefilter of regex mode.
 SQLite: FTS5 ``*_fts`` tables (unicode61, bm25) and ``*_trigram`` tables.
 Both rank with the same formula (see :mod:`lcm.retrieval.ranking_sql`).
+
+SQLite indexes messages after their ingest commits (``search_backlog``,
+:mod:`lcm.retrieval.search_backlog`), so every message query there also reads
+the backlog's rows with plain predicates: ``instr`` / ``LIKE`` where the
+trigram table would answer, and for full text a substring match of the
+query's terms (ranked by occurrences instead of bm25: approximate, and only
+until the drain indexes them). The backlog is usually empty or a few rows.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from sqlalchemy import (
     select,
     table,
     text,
+    union_all,
 )
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -127,6 +135,22 @@ class SearchRepository:
         """The best ``limit`` rows of ``target`` for ``query``, ordered as ``sort`` says."""
         base: Any = Message.__table__ if target == "message" else Summary.__table__
         source: Any = base
+        backlog: list[SearchRow] = []
+        if self.dialect == "sqlite" and target == "message" and not query.cjk:
+            # Committed but not in messages_fts yet: matched by substring.
+            plain_match, plain_relevance = self._substring_match(target, query, plain=True)
+            backlog = self._ranked(
+                target,
+                base,
+                plain_match,
+                plain_relevance,
+                bounds,
+                sort,
+                limit,
+                now,
+                half_life_seconds,
+                in_backlog=True,
+            )
         if query.cjk:
             match, relevance = self._substring_match(target, query)
         elif self.dialect == "postgresql":
@@ -137,6 +161,28 @@ class SearchRepository:
             key = fts.c.rowid if target == "message" else fts.c.summary_id
             # The FTS table drives the query: bm25() exists only in its scan.
             source = fts.join(base, key == row_id(target))
+        rows = self._ranked(
+            target, source, match, relevance, bounds, sort, limit, now, half_life_seconds
+        )
+        if not backlog:
+            return rows
+        merged = sorted(rows + backlog, key=_order_key(sort), reverse=True)
+        return merged[:limit]
+
+    def _ranked(
+        self,
+        target: Target,
+        source: Any,
+        match: Any,
+        relevance: ColumnElement[float],
+        bounds: Bounds,
+        sort: Sort,
+        limit: int,
+        now: datetime,
+        half_life_seconds: float,
+        *,
+        in_backlog: bool = False,
+    ) -> list[SearchRow]:
         if self.dialect == "sqlite" and sort == "hybrid":
             raw: Any = self.session.connection().connection.driver_connection
             raw.create_function("lcm_exp", 1, math.exp, deterministic=True)
@@ -150,23 +196,33 @@ class SearchRepository:
         if sort != "recency":
             order.insert(0, score.desc())
         stmt = _row_select(target, score).select_from(source)
-        stmt = stmt.where(match, *_bounds(target, bounds)).order_by(*order).limit(limit)
-        return self._rows(target, stmt)
+        stmt = stmt.where(match, *_bounds(target, bounds))
+        if in_backlog:
+            stmt = stmt.where(Message.id.in_(select(BACKLOG.c.message_id)))
+        return self._rows(target, stmt.order_by(*order).limit(limit))
 
     def _substring_match(
-        self, target: Target, query: TextQuery
+        self, target: Target, query: TextQuery, *, plain: bool = False
     ) -> tuple[ColumnElement[bool], ColumnElement[float]]:
-        """CJK queries: every term is a substring, found through the trigram indexes."""
+        """Every term is a substring: through the trigram indexes, or ``plain`` (a row scan).
+
+        CJK queries go this way; so do SQLite's backlog rows (``plain``: the
+        caller limits the rows to the backlog, which the indexes do not hold).
+        """
         content = _content(target)
-        groups = [or_(*[self._contains(target, t.text) for t in g]) for g in query.groups]
-        excluded = [not_(self._contains(target, t.text)) for t in query.excluded]
+
+        def contains(needle: str) -> ColumnElement[bool]:
+            return _instr(content, needle) if plain else self._contains(target, needle)
+
+        groups = [or_(*[contains(t.text) for t in g]) for g in query.groups]
+        excluded = [not_(contains(t.text)) for t in query.excluded]
         occurrences: Any = sum(
             (func.length(content) - func.length(func.replace(content, t.text, "")))
             / max(len(t.text), 1)
             for t in _words(query.positive_terms)
         )
         squashed = cast(occurrences, Float) / (cast(occurrences, Float) + 1.0)
-        phrase = case((self._contains(target, query.phrase_text), 1.0), else_=0.0)
+        phrase = case((contains(query.phrase_text), 1.0), else_=0.0)
         relevance = PHRASE_WEIGHT * phrase + (1 - PHRASE_WEIGHT) * squashed
         return and_(*groups, *excluded), relevance
 
@@ -177,7 +233,7 @@ class SearchRepository:
             return content.ilike(f"%{_escape_like(needle)}%")
         if len(needle) < 3:
             # An FTS5 trigram table matches nothing shorter than a trigram.
-            return func.instr(func.lower(content), needle.lower()) > 0
+            return _instr(content, needle)
         fts = f"{table_name(target)}_trigram"
         key = "rowid" if target == "message" else "summary_id"
         self._binds += 1
@@ -191,6 +247,8 @@ class SearchRepository:
                 )
             )
         )
+        if target == "message":
+            ids = union_all(ids, _backlog_ids(_instr(_BACKLOG_MESSAGE.c.content, needle)))
         return row_id(target).in_(ids)
 
     # --- regex candidates ---------------------------------------------------------
@@ -224,6 +282,9 @@ class SearchRepository:
             .select_from(table(fts))
             .where(column("content").like(f"%{literal}%"))
         )
+        if target == "message":
+            # The same LIKE (ASCII case folded, like the trigram table's) over the backlog.
+            ids = union_all(ids, _backlog_ids(_BACKLOG_MESSAGE.c.content.like(f"%{literal}%")))
         return row_id(target).in_(ids)
 
     def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
@@ -231,6 +292,33 @@ class SearchRepository:
 
 
 # --- building blocks ----------------------------------------------------------------
+
+# SQLite's messages committed but not indexed yet (migration 0010).
+BACKLOG = table("search_backlog", column("message_id"))
+# Aliased: a subquery naming ``messages`` itself would be correlated with the outer query's.
+_BACKLOG_MESSAGE: Any = Message.__table__.alias("backlog_message")
+
+
+def _backlog_ids(condition: ColumnElement[bool]) -> Any:
+    """Ids of backlog messages meeting ``condition`` (on :data:`_BACKLOG_MESSAGE`)."""
+    return (
+        select(BACKLOG.c.message_id)
+        .join(_BACKLOG_MESSAGE, _BACKLOG_MESSAGE.c.id == BACKLOG.c.message_id)
+        .where(condition)
+    )
+
+
+def _instr(content: Any, needle: str) -> ColumnElement[bool]:
+    """Case-insensitive (ASCII) substring test by scanning the text itself."""
+    return func.instr(func.lower(content), needle.lower()) > 0
+
+
+def _order_key(sort: Sort) -> Any:
+    def key(row: SearchRow) -> tuple[Any, ...]:
+        recency = (row.at, int(row.id))
+        return recency if sort == "recency" else (row.score or 0.0, *recency)
+
+    return key
 
 
 def _at(target: Target) -> Any:

@@ -1,0 +1,76 @@
+"""All SQL of the search backlog: SQLite messages committed but not in the FTS5 tables yet.
+
+Migration 0010 makes inserting a message record its id in ``search_backlog``
+instead of indexing it inside the ingest transaction; this repository moves
+backlog rows into ``messages_fts`` and ``messages_trigram``, a chunk per
+transaction. Postgres has no backlog (its GIN indexes are on the write path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+# The two external-content FTS5 tables of messages (migration 0002).
+MESSAGE_INDEXES = ("messages_fts", "messages_trigram")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedChunk:
+    messages: int  # backlog rows taken (their messages are now indexed)
+    more: bool  # backlog rows remain after this chunk
+
+
+class SearchBacklogRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def in_use(self) -> bool:
+        """True on SQLite, the one database whose search indexing is deferred."""
+        return self.session.get_bind().dialect.name == "sqlite"
+
+    def index_chunk(self, max_messages: int, max_chars: int) -> IndexedChunk:
+        """Index the oldest backlog rows (at most ``max_messages``, about ``max_chars``).
+
+        Must run in a write transaction (SQLite's ``BEGIN IMMEDIATE``): the
+        select, both inserts and the delete then see one state of the
+        backlog that no other writer can change, so two drains running at
+        once take turns chunk by chunk and never index a row twice (FTS5
+        would keep a duplicate entry) nor delete a row the other indexed.
+        """
+        rows = self.session.execute(
+            text(
+                "SELECT b.message_id, coalesce(length(m.content), 0) FROM search_backlog b "
+                "LEFT JOIN messages m ON m.id = b.message_id "
+                "ORDER BY b.message_id LIMIT :n"
+            ),
+            {"n": max_messages + 1},
+        ).all()
+        if not rows:
+            return IndexedChunk(0, False)
+        taken, chars = 0, 0
+        for _message_id, length in rows[:max_messages]:
+            if taken and chars + int(length) > max_chars:
+                break  # at least one row per chunk, however long it is
+            taken, chars = taken + 1, chars + int(length)
+        last = int(rows[taken - 1][0])
+        for fts in MESSAGE_INDEXES:
+            self.session.execute(
+                text(
+                    f"INSERT INTO {fts} (rowid, content) SELECT m.id, m.content "
+                    "FROM search_backlog b JOIN messages m ON m.id = b.message_id "
+                    "WHERE b.message_id <= :last"
+                ),
+                {"last": last},
+            )
+        self.session.execute(
+            text("DELETE FROM search_backlog WHERE message_id <= :last"), {"last": last}
+        )
+        return IndexedChunk(taken, len(rows) > taken)
+
+    def pending(self) -> int:
+        """How many messages wait to be indexed."""
+        return int(self.session.scalar(text("SELECT count(*) FROM search_backlog")) or 0)
