@@ -32,8 +32,8 @@ class SearchBacklogRepository:
         """True on SQLite, the one database whose search indexing is deferred."""
         return self.session.get_bind().dialect.name == "sqlite"
 
-    def index_chunk(self, max_messages: int, max_chars: int) -> IndexedChunk:
-        """Index the oldest backlog rows (at most ``max_messages``, about ``max_chars``).
+    def index_chunk(self, max_messages: int, max_tokens: int) -> IndexedChunk:
+        """Index the oldest backlog rows (at most ``max_messages``, about ``max_tokens``).
 
         Must run in a write transaction (SQLite's ``BEGIN IMMEDIATE``): the
         select, both inserts and the delete then see one state of the
@@ -41,9 +41,11 @@ class SearchBacklogRepository:
         once take turns chunk by chunk and never index a row twice (FTS5
         would keep a duplicate entry) nor delete a row the other indexed.
         """
+        # Sized by the stored token estimate: length(content) would read every
+        # candidate's whole text (overflow pages) just to measure it.
         rows = self.session.execute(
             text(
-                "SELECT b.message_id, coalesce(length(m.content), 0) FROM search_backlog b "
+                "SELECT b.message_id, coalesce(m.token_count, 0) FROM search_backlog b "
                 "LEFT JOIN messages m ON m.id = b.message_id "
                 "ORDER BY b.message_id LIMIT :n"
             ),
@@ -51,11 +53,11 @@ class SearchBacklogRepository:
         ).all()
         if not rows:
             return IndexedChunk(0, False)
-        taken, chars = 0, 0
-        for _message_id, length in rows[:max_messages]:
-            if taken and chars + int(length) > max_chars:
+        taken, tokens = 0, 0
+        for _message_id, count in rows[:max_messages]:
+            if taken and tokens + int(count) > max_tokens:
                 break  # at least one row per chunk, however long it is
-            taken, chars = taken + 1, chars + int(length)
+            taken, tokens = taken + 1, tokens + int(count)
         last = int(rows[taken - 1][0])
         for fts in MESSAGE_INDEXES:
             self.session.execute(
