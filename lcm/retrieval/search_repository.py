@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +42,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import UnaryExpression
+from sqlalchemy.sql.operators import custom_op
 
 from lcm.db.models import Message, Summary
 from lcm.errors import InvalidInput
@@ -99,6 +101,7 @@ class SearchRepository:
         self.session = session
         self.dialect = session.get_bind().dialect.name
         self._binds = 0  # unique bind names for repeated trigram subqueries
+        self._has_backlog: bool | None = None  # SQLite: read once (one snapshot)
 
     @contextmanager
     def statement_deadline(self, milliseconds: int) -> Iterator[None]:
@@ -131,25 +134,27 @@ class SearchRepository:
         limit: int,
         now: datetime,
         half_life_seconds: float,
+        *,
+        by_id: bool = False,
     ) -> list[SearchRow]:
         """The best ``limit`` rows of ``target`` for ``query``, ordered as ``sort`` says."""
         base: Any = Message.__table__ if target == "message" else Summary.__table__
         source: Any = base
         backlog: list[SearchRow] = []
-        if self.dialect == "sqlite" and target == "message" and not query.cjk:
+        if target == "message" and not query.cjk and self._backlog_exists():
             # Committed but not in messages_fts yet: matched by substring.
             plain_match, plain_relevance = self._substring_match(target, query, plain=True)
             backlog = self._ranked(
                 target,
                 base,
-                plain_match,
+                and_(plain_match, Message.id.in_(select(BACKLOG.c.message_id))),
                 plain_relevance,
                 bounds,
                 sort,
                 limit,
                 now,
                 half_life_seconds,
-                in_backlog=True,
+                by_id=True,
             )
         if query.cjk:
             match, relevance = self._substring_match(target, query)
@@ -181,7 +186,7 @@ class SearchRepository:
         now: datetime,
         half_life_seconds: float,
         *,
-        in_backlog: bool = False,
+        by_id: bool = False,
     ) -> list[SearchRow]:
         if self.dialect == "sqlite" and sort == "hybrid":
             raw: Any = self.session.connection().connection.driver_connection
@@ -196,10 +201,21 @@ class SearchRepository:
         if sort != "recency":
             order.insert(0, score.desc())
         stmt = _row_select(target, score).select_from(source)
-        stmt = stmt.where(match, *_bounds(target, bounds))
-        if in_backlog:
-            stmt = stmt.where(Message.id.in_(select(BACKLOG.c.message_id)))
+        stmt = stmt.where(match, *_bounds(target, bounds, indexed=not by_id))
         return self._rows(target, stmt.order_by(*order).limit(limit))
+
+    def _backlog_exists(self) -> bool:
+        """True on SQLite while some committed message is not indexed yet.
+
+        Read once per repository: grep runs in one transaction (one
+        snapshot), which then reads the indexes too. Usually False, and then
+        no query pays for the backlog at all.
+        """
+        if self._has_backlog is None:
+            self._has_backlog = self.dialect == "sqlite" and bool(
+                self.session.scalar(select(BACKLOG.c.message_id).limit(1))
+            )
+        return self._has_backlog
 
     def _substring_match(
         self, target: Target, query: TextQuery, *, plain: bool = False
@@ -247,8 +263,8 @@ class SearchRepository:
                 )
             )
         )
-        if target == "message":
-            ids = union_all(ids, _backlog_ids(_instr(_BACKLOG_MESSAGE.c.content, needle)))
+        if target == "message" and self._backlog_exists():
+            ids = union_all(ids, _backlog_ids(lambda content: _instr(content, needle)))
         return row_id(target).in_(ids)
 
     # --- regex candidates ---------------------------------------------------------
@@ -282,9 +298,9 @@ class SearchRepository:
             .select_from(table(fts))
             .where(column("content").like(f"%{literal}%"))
         )
-        if target == "message":
+        if target == "message" and self._backlog_exists():
             # The same LIKE (ASCII case folded, like the trigram table's) over the backlog.
-            ids = union_all(ids, _backlog_ids(_BACKLOG_MESSAGE.c.content.like(f"%{literal}%")))
+            ids = union_all(ids, _backlog_ids(lambda content: content.like(f"%{literal}%")))
         return row_id(target).in_(ids)
 
     def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
@@ -299,13 +315,19 @@ BACKLOG = table("search_backlog", column("message_id"))
 _BACKLOG_MESSAGE: Any = Message.__table__.alias("backlog_message")
 
 
-def _backlog_ids(condition: ColumnElement[bool]) -> Any:
-    """Ids of backlog messages meeting ``condition`` (on :data:`_BACKLOG_MESSAGE`)."""
-    return (
-        select(BACKLOG.c.message_id)
-        .join(_BACKLOG_MESSAGE, _BACKLOG_MESSAGE.c.id == BACKLOG.c.message_id)
-        .where(condition)
+def _backlog_ids(condition: Callable[[Any], ColumnElement[bool]]) -> Any:
+    """Ids of backlog messages whose content meets ``condition``, walking the backlog.
+
+    The content is a subquery per backlog row, not a join: without table
+    statistics SQLite may otherwise walk every message and test it against
+    the (small) backlog, reading all their text.
+    """
+    content = (
+        select(_BACKLOG_MESSAGE.c.content)
+        .where(_BACKLOG_MESSAGE.c.id == BACKLOG.c.message_id)
+        .scalar_subquery()
     )
+    return select(BACKLOG.c.message_id).where(condition(content))
 
 
 def _instr(content: Any, needle: str) -> ColumnElement[bool]:
@@ -381,16 +403,27 @@ def _to_row(target: Target, m: Any) -> SearchRow:
     )
 
 
-def _bounds(target: Target, bounds: Bounds) -> list[ColumnElement[bool]]:
+def _bounds(target: Target, bounds: Bounds, *, indexed: bool = True) -> list[ColumnElement[bool]]:
+    """The rows ``bounds`` allows; ``indexed=False`` keeps the planner off their indexes.
+
+    SQLite has no table statistics here and takes ``tenant_id = ?`` for a
+    handful of rows, so a query meant to fetch a few rows by id (the search
+    backlog's) would walk all the tenant's messages instead. A unary ``+``
+    (a no-op in SQLite) stops a term from using an index; the rowid stays usable.
+    """
     model: Any = Message if target == "message" else Summary
-    conditions = [model.tenant_id == bounds.tenant_id]
+
+    def col(c: Any) -> Any:
+        return c if indexed else UnaryExpression(c, operator=custom_op("+"), type_=c.type)
+
+    start = Message.created_at if target == "message" else Summary.earliest_at
+    conditions = [col(model.tenant_id) == bounds.tenant_id]
     if bounds.conversation_ids is not None:
-        conditions.append(model.conversation_id.in_(bounds.conversation_ids))
+        conditions.append(col(model.conversation_id).in_(bounds.conversation_ids))
     if bounds.since is not None:
-        conditions.append(_at(target) >= bounds.since)
+        conditions.append(col(_at(target)) >= bounds.since)
     if bounds.before is not None:
-        start = Message.created_at if target == "message" else Summary.earliest_at
-        conditions.append(start < bounds.before)
+        conditions.append(col(start) < bounds.before)
     return conditions
 
 

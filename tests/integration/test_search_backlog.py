@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import Session
 
@@ -294,3 +294,40 @@ def test_beat_indexes_the_backlog_on_sqlite_only() -> None:
     assert index_backlog.name == "search.index_backlog"
     postgres = beat_schedule(Settings(database_url="postgresql://u@localhost/lcm"))
     assert "search-index-backlog" not in postgres
+
+
+def test_backlog_queries_walk_the_backlog_not_the_tenants_messages(
+    sqlite_db: Database, sqlite_tenant: IssuedKey
+) -> None:
+    """Without table statistics SQLite would walk every message of the tenant (reading its
+    text) to test it against a backlog of a few rows; each backlog query must start from the
+    backlog (or the rowids it names) instead."""
+    tid = sqlite_tenant.tenant_id
+    ingest(sqlite_db, tid, "agent:main", [f"old {i} wallaby notes" for i in range(200)])
+    ingest(sqlite_db, tid, "agent:main", ["new wallaby notes"], index=False)
+    statements: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(sqlite_db.engine, "before_cursor_execute", record)
+    try:
+        for pattern, mode in (("wallaby notes", "full_text"), ("wallaby notes", "regex")):
+            assert run(sqlite_db, tid, GrepQuery(pattern, mode, "messages", limit=200))  # type: ignore[arg-type]
+    finally:
+        event.remove(sqlite_db.engine, "before_cursor_execute", record)
+    plans = []
+    raw = sqlite_db.engine.raw_connection()
+    try:
+        for statement, parameters in statements:
+            if "search_backlog" in statement and ("instr" in statement or "LIKE" in statement):
+                cursor = raw.cursor()
+                cursor.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+                plans.append(" / ".join(str(row[3]) for row in cursor.fetchall()))
+    finally:
+        raw.close()
+    assert len(plans) == 2, statements
+    full_text, regex = plans
+    assert "SEARCH messages USING INTEGER PRIMARY KEY" in full_text, full_text
+    assert "SCAN backlog_message" not in regex, regex
+    assert "SCAN search_backlog" in regex, regex
