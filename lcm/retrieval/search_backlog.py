@@ -17,9 +17,13 @@ Who drains: every unit of work that inserts messages asks for an
 :class:`~lcm.outbox.IndexSearchBacklog` job (:func:`request_indexing`), sent
 only after it commits; in embedded mode the in-process worker runs it, so
 the request that wrote the batch answers without waiting for its indexing.
+(An outbox job rather than a hook in ``Database``'s after-commit: the engine
+stays free of domain code, a rolled-back batch asks for nothing, and the
+indexing runs on a worker thread instead of delaying the response.)
 Beat runs the same job periodically on SQLite (and embedded mode's beat at
-start), which indexes what a crash, a lost job or another process (``lcm
-import``) left behind. Draining is idempotent and safe to run concurrently.
+start), which indexes what a crash or a lost job left behind; the ``lcm
+import`` commands, which run no worker, drain after their own commits.
+Draining is idempotent and safe to run concurrently.
 """
 
 from __future__ import annotations

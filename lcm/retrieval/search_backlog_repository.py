@@ -8,13 +8,40 @@ transaction. Postgres has no backlog (its GIN indexes are on the write path).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import ColumnElement, column, select, table, text
 from sqlalchemy.orm import Session
+
+from lcm.db.models import Message
 
 # The two external-content FTS5 tables of messages (migration 0002).
 MESSAGE_INDEXES = ("messages_fts", "messages_trigram")
+BACKLOG = table("search_backlog", column("message_id"))
+# Aliased: a subquery naming ``messages`` itself would be correlated with an outer query's.
+_BACKLOG_MESSAGE: Any = Message.__table__.alias("backlog_message")
+
+
+def backlog_ids() -> Any:
+    """The ids of messages not indexed yet, for ``IN`` (grep reads them apart)."""
+    return select(BACKLOG.c.message_id)
+
+
+def backlog_ids_where(condition: Callable[[Any], ColumnElement[bool]]) -> Any:
+    """Ids of backlog messages whose content meets ``condition``, walking the backlog.
+
+    The content is a subquery per backlog row, not a join: without table
+    statistics SQLite may otherwise walk every message and test it against
+    the (small) backlog, reading all their text.
+    """
+    content = (
+        select(_BACKLOG_MESSAGE.c.content)
+        .where(_BACKLOG_MESSAGE.c.id == BACKLOG.c.message_id)
+        .scalar_subquery()
+    )
+    return select(BACKLOG.c.message_id).where(condition(content))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +100,5 @@ class SearchBacklogRepository:
         )
         return IndexedChunk(taken, len(rows) > taken)
 
-    def pending(self) -> int:
-        """How many messages wait to be indexed."""
-        return int(self.session.scalar(text("SELECT count(*) FROM search_backlog")) or 0)
+    def any_pending(self) -> bool:
+        return self.session.scalar(select(BACKLOG.c.message_id).limit(1)) is not None

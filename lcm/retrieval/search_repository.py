@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,6 +56,11 @@ from lcm.retrieval.ranking_sql import (
     row_id,
     table_name,
     tsvector_match,
+)
+from lcm.retrieval.search_backlog_repository import (
+    SearchBacklogRepository,
+    backlog_ids,
+    backlog_ids_where,
 )
 
 Sort = Literal["recency", "relevance", "hybrid"]
@@ -147,7 +152,7 @@ class SearchRepository:
             backlog = self._ranked(
                 target,
                 base,
-                and_(plain_match, Message.id.in_(select(BACKLOG.c.message_id))),
+                and_(plain_match, Message.id.in_(backlog_ids())),
                 plain_relevance,
                 bounds,
                 sort,
@@ -212,8 +217,8 @@ class SearchRepository:
         no query pays for the backlog at all.
         """
         if self._has_backlog is None:
-            self._has_backlog = self.dialect == "sqlite" and bool(
-                self.session.scalar(select(BACKLOG.c.message_id).limit(1))
+            self._has_backlog = (
+                self.dialect == "sqlite" and SearchBacklogRepository(self.session).any_pending()
             )
         return self._has_backlog
 
@@ -264,7 +269,7 @@ class SearchRepository:
             )
         )
         if target == "message" and self._backlog_exists():
-            ids = union_all(ids, _backlog_ids(lambda content: _instr(content, needle)))
+            ids = union_all(ids, backlog_ids_where(lambda content: _instr(content, needle)))
         return row_id(target).in_(ids)
 
     # --- regex candidates ---------------------------------------------------------
@@ -300,7 +305,7 @@ class SearchRepository:
         )
         if target == "message" and self._backlog_exists():
             # The same LIKE (ASCII case folded, like the trigram table's) over the backlog.
-            ids = union_all(ids, _backlog_ids(lambda content: content.like(f"%{literal}%")))
+            ids = union_all(ids, backlog_ids_where(lambda content: content.like(f"%{literal}%")))
         return row_id(target).in_(ids)
 
     def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
@@ -308,26 +313,6 @@ class SearchRepository:
 
 
 # --- building blocks ----------------------------------------------------------------
-
-# SQLite's messages committed but not indexed yet (migration 0010).
-BACKLOG = table("search_backlog", column("message_id"))
-# Aliased: a subquery naming ``messages`` itself would be correlated with the outer query's.
-_BACKLOG_MESSAGE: Any = Message.__table__.alias("backlog_message")
-
-
-def _backlog_ids(condition: Callable[[Any], ColumnElement[bool]]) -> Any:
-    """Ids of backlog messages whose content meets ``condition``, walking the backlog.
-
-    The content is a subquery per backlog row, not a join: without table
-    statistics SQLite may otherwise walk every message and test it against
-    the (small) backlog, reading all their text.
-    """
-    content = (
-        select(_BACKLOG_MESSAGE.c.content)
-        .where(_BACKLOG_MESSAGE.c.id == BACKLOG.c.message_id)
-        .scalar_subquery()
-    )
-    return select(BACKLOG.c.message_id).where(condition(content))
 
 
 def _instr(content: Any, needle: str) -> ColumnElement[bool]:
