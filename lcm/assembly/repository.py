@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVarTuple, cast
+from typing import NamedTuple, TypeVarTuple, cast
 
 from sqlalchemy import ColumnElement, Result, Select, and_, func, select
 from sqlalchemy.orm import Session
@@ -44,8 +44,7 @@ _Row = TypeVarTuple("_Row")
 FIRST_SPAN = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class ItemRef:
+class ItemRef(NamedTuple):
     """A ``context_items`` row without what it refers to."""
 
     ordinal: int
@@ -76,45 +75,58 @@ class AssemblyRepository:
         """The newest items, up to and including the one that takes the total past the budget.
 
         At least ``min_items`` items (when the conversation has them). Reads
-        ranges of ordinals from the newest end; ordinals have gaps where
-        compaction replaced a range by one summary, so after the first range
-        the next is sized to what the tokens seen so far predict the rest of
-        the budget needs (at least doubling), which keeps the number of
-        queries small for a sparse, compacted context too.
+        ranges of ordinals from the newest end, the first found by the index
+        in the same query. Ordinals have gaps where compaction replaced a
+        range by one summary, so each later range is sized to what the tokens
+        seen so far predict the rest of the budget needs (at least doubling):
+        a sparse, compacted context takes few queries too.
         """
         in_conversation = ContextItem.conversation_id == conversation_id
-        lowest, highest = self._rows(
-            select(func.min(ContextItem.ordinal), func.max(ContextItem.ordinal)).where(
-                in_conversation
-            )
-        ).one()
-        newest_first: list[ItemRef] = []
-        if highest is None:
+        newest = select(func.max(ContextItem.ordinal)).where(in_conversation).scalar_subquery()
+        rows = self._items(in_conversation, ContextItem.ordinal > newest - FIRST_SPAN)
+        if not rows:
             return Window([], whole=True)
-        total, upper, span = 0, int(highest) + 1, FIRST_SPAN
-        while upper > lowest:
-            lower = upper - span
-            rows = self._rows(
+        newest_first: list[ItemRef] = []
+        highest, span, total = rows[0].ordinal, FIRST_SPAN, 0
+        upper = highest + 1 - span  # the next range ends below this ordinal
+        lowest: int | None = None
+        while True:
+            for item in rows:
+                newest_first.append(item)
+                total += item.token_count
+                if total > token_budget and len(newest_first) >= min_items:
+                    newest_first.reverse()
+                    return Window(newest_first, whole=False)
+            if lowest is None:  # only asked once the first range did not hold the budget
+                lowest = self._rows(
+                    select(func.min(ContextItem.ordinal)).where(in_conversation)
+                ).scalar_one()
+            if upper <= lowest:
+                break
+            wanted = (highest + 1 - upper) * (token_budget - total) // total + 1 if total else 0
+            span = max(2 * span, wanted + wanted // 4)
+            rows = self._items(
+                in_conversation, ContextItem.ordinal >= upper - span, ContextItem.ordinal < upper
+            )
+            upper -= span
+        newest_first.reverse()
+        return Window(newest_first, whole=True)
+
+    def _items(self, *where: ColumnElement[bool]) -> list[ItemRef]:
+        """Items matching ``where``, newest first."""
+        return [
+            ItemRef._make(row)
+            for row in self._rows(
                 select(
                     ContextItem.ordinal,
                     ContextItem.token_count,
                     ContextItem.message_id,
                     ContextItem.summary_id,
                 )
-                .where(in_conversation, ContextItem.ordinal >= lower, ContextItem.ordinal < upper)
+                .where(*where)
                 .order_by(ContextItem.ordinal.desc())
             )
-            for ordinal, tokens, message_id, summary_id in rows:
-                newest_first.append(ItemRef(ordinal, tokens, message_id, summary_id))
-                total += tokens
-                if total > token_budget and len(newest_first) >= min_items:
-                    newest_first.reverse()
-                    return Window(newest_first, whole=False)
-            covered = int(highest) + 1 - lower
-            wanted = covered * (token_budget - total) // total + 1 if total else 0
-            upper, span = lower, max(2 * span, wanted + wanted // 4)
-        newest_first.reverse()
-        return Window(newest_first, whole=True)
+        ]
 
     def entries(self, conversation_id: int, items: Sequence[ItemRef]) -> list[ContextEntry]:
         """``items`` (a window: the newest items, oldest first) with what they refer to.
