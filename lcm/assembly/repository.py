@@ -114,19 +114,17 @@ class AssemblyRepository:
 
     def _items(self, *where: ColumnElement[bool]) -> list[ItemRef]:
         """Items matching ``where``, newest first."""
-        return [
-            ItemRef._make(row)
-            for row in self._rows(
-                select(
-                    ContextItem.ordinal,
-                    ContextItem.token_count,
-                    ContextItem.message_id,
-                    ContextItem.summary_id,
-                )
-                .where(*where)
-                .order_by(ContextItem.ordinal.desc())
+        rows = self._rows(
+            select(
+                ContextItem.ordinal,
+                ContextItem.token_count,
+                ContextItem.message_id,
+                ContextItem.summary_id,
             )
-        ]
+            .where(*where)
+            .order_by(ContextItem.ordinal.desc())
+        ).all()  # all at once: iterating the result fetches row by row
+        return [ItemRef._make(row) for row in rows]
 
     def entries(self, conversation_id: int, items: Sequence[ItemRef]) -> list[ContextEntry]:
         """``items`` (a window: the newest items, oldest first) with what they refer to.
