@@ -68,17 +68,6 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
         yield session
 
 
-def get_snapshot_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
-    """A read-only session seeing one snapshot, for routes reading a context in several queries.
-
-    On Postgres each statement of an ordinary session sees the commits made
-    before it: a compaction pass committing between the context items query
-    and the messages query would leave an item whose message is gone.
-    """
-    with database.snapshot_session() as session:
-        yield session
-
-
 @dataclass(frozen=True, slots=True)
 class Caller:
     """An authenticated request's tenant and that tenant's effective settings.
@@ -135,22 +124,34 @@ class RequireScope(ScopedKey):
             return self.caller(request, session, settings).tenant_id
 
 
-class RequireSnapshotCaller(ScopedKey):
-    """Dependency for read-only routes: the caller, looked up in the request's snapshot.
+@dataclass(frozen=True, slots=True)
+class SnapshotRead:
+    """An authenticated caller and the read-only snapshot session it was looked up in."""
 
-    The route's own snapshot session (``SnapshotSessionDep``, one per
-    request) is read-only, so the key lookup there takes no write lock, and
-    sharing it saves the round trips of a second session on the hot read
-    path (a connection check, BEGIN, ROLLBACK).
+    caller: Caller
+    session: Session
+
+
+class RequireSnapshotRead(ScopedKey):
+    """Dependency for routes reading a context in several queries: one read-only
+    session seeing one snapshot, and the caller looked up in it.
+
+    On Postgres each statement of an ordinary session sees the commits made
+    before it: a compaction pass committing between the context items query
+    and the messages query would leave an item whose message is gone. The
+    session is read-only, so the key lookup in it takes no write lock; one
+    session instead of two saves the round trips of a second one (a
+    connection check, BEGIN, ROLLBACK) and a thread-pool hop.
     """
 
     def __call__(
         self,
         request: Request,
-        session: Annotated[Session, Depends(get_snapshot_session)],
+        database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
-    ) -> Caller:
-        return self.caller(request, session, settings)
+    ) -> Iterator[SnapshotRead]:
+        with database.snapshot_session() as session:
+            yield SnapshotRead(self.caller(request, session, settings), session)
 
 
 def take_rate_token(limiter: RateLimiter, tenant_id: str, limit: BucketLimit) -> None:
@@ -195,8 +196,7 @@ DatabaseDep = Annotated[Database, Depends(get_database)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
-SnapshotSessionDep = Annotated[Session, Depends(get_snapshot_session)]
 IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
 ReadTenant = Annotated[str, Depends(RequireScope("read"))]
-ReadCaller = Annotated[Caller, Depends(RequireSnapshotCaller("read"))]
+SnapshotReadDep = Annotated[SnapshotRead, Depends(RequireSnapshotRead("read"))]
 AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

@@ -21,13 +21,12 @@ from api.contract import (
 from api.deps import (
     DatabaseDep,
     IngestTenant,
-    ReadCaller,
     ReadSessionDep,
     ReadTenant,
     ServicesDep,
     SessionDep,
     SettingsDep,
-    SnapshotSessionDep,
+    SnapshotReadDep,
 )
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
@@ -125,9 +124,8 @@ def post_turn(
 
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
-def post_assemble(
-    key: SessionKey, body: AssembleIn, caller: ReadCaller, session: SnapshotSessionDep
-) -> Response:
+def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
+    session, caller = read.session, read.caller
     conversation = resolve_for_read(session, caller.tenant_id, key, body.session_id)
     effective = settings_for_call(
         caller.settings, conversation, ModelInfo(body.model, body.context_window)
