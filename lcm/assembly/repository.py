@@ -44,6 +44,14 @@ _Row = TypeVarTuple("_Row")
 FIRST_SPAN = 1024
 
 
+ITEM_COLUMNS = (
+    ContextItem.ordinal,
+    ContextItem.token_count,
+    ContextItem.message_id,
+    ContextItem.summary_id,
+)
+
+
 class ItemRef(NamedTuple):
     """A ``context_items`` row without what it refers to."""
 
@@ -76,20 +84,27 @@ class AssemblyRepository:
 
         At least ``min_items`` items (when the conversation has them). Reads
         ranges of ordinals from the newest end, the first found by the index
-        in the same query. Ordinals have gaps where compaction replaced a
+        in the same query (which also asks for the oldest ordinal, where to
+        stop). Ordinals have gaps where compaction replaced a
         range by one summary, so each later range is sized to what the tokens
         seen so far predict the rest of the budget needs (at least doubling):
         a sparse, compacted context takes few queries too.
         """
         in_conversation = ContextItem.conversation_id == conversation_id
         newest = select(func.max(ContextItem.ordinal)).where(in_conversation).scalar_subquery()
-        rows = self._items(in_conversation, ContextItem.ordinal > newest - FIRST_SPAN)
-        if not rows:
+        oldest = select(func.min(ContextItem.ordinal)).where(in_conversation).scalar_subquery()
+        first = self._rows(
+            select(*ITEM_COLUMNS, oldest)
+            .where(in_conversation, ContextItem.ordinal > newest - FIRST_SPAN)
+            .order_by(ContextItem.ordinal.desc())
+        ).all()
+        if not first:
             return Window([], whole=True)
+        rows = [ItemRef(*row[:4]) for row in first]
+        lowest = first[0][4]
         newest_first: list[ItemRef] = []
         highest, span, total = rows[0].ordinal, FIRST_SPAN, 0
         upper = highest + 1 - span  # the next range ends below this ordinal
-        lowest: int | None = None
         while True:
             for item in rows:
                 newest_first.append(item)
@@ -97,10 +112,6 @@ class AssemblyRepository:
                 if total > token_budget and len(newest_first) >= min_items:
                     newest_first.reverse()
                     return Window(newest_first, whole=False)
-            if lowest is None:  # only asked once the first range did not hold the budget
-                lowest = self._rows(
-                    select(func.min(ContextItem.ordinal)).where(in_conversation)
-                ).scalar_one()
             if upper <= lowest:
                 break
             wanted = (highest + 1 - upper) * (token_budget - total) // total + 1 if total else 0
@@ -115,14 +126,7 @@ class AssemblyRepository:
     def _items(self, *where: ColumnElement[bool]) -> list[ItemRef]:
         """Items matching ``where``, newest first."""
         rows = self._rows(
-            select(
-                ContextItem.ordinal,
-                ContextItem.token_count,
-                ContextItem.message_id,
-                ContextItem.summary_id,
-            )
-            .where(*where)
-            .order_by(ContextItem.ordinal.desc())
+            select(*ITEM_COLUMNS).where(*where).order_by(ContextItem.ordinal.desc())
         ).all()  # all at once: iterating the result fetches row by row
         return [ItemRef._make(row) for row in rows]
 

@@ -16,10 +16,10 @@ from tests.conftest import auth, new_tenant
 from tests.integration.retrieval_data import compact, ingest
 
 # A raw conversation: the key with its tenant, the conversation, one range of
-# context items, the messages. A compacted one adds the range below the
-# first, the lowest ordinal, and the summaries with their parents.
+# context items, the messages. A compacted one adds the summaries and their
+# parents (its context here lies within the first range).
 RAW_SELECTS = 4
-COMPACTED_SELECTS = 8
+COMPACTED_SELECTS = 6
 
 
 @pytest.fixture
