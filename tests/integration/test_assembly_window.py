@@ -85,3 +85,13 @@ def test_window_of_an_empty_context(db: Database, tenant: IssuedKey) -> None:
         assert window.items == []
         assert window.whole
         assert AssemblyRepository(session).entries(cid, window.items) == []
+
+
+@pytest.mark.parametrize("extra", [1, 6])
+def test_window_reaches_the_items_just_below_the_first_range(
+    db: Database, tenant: IssuedKey, extra: int
+) -> None:
+    texts = [f"message {i}: checked the deploy logs" for i in range(FIRST_SPAN + extra)]
+    cid = ingest(db, tenant.tenant_id, "one-range-and-more", texts)
+    check_window(db, cid, 10_000_000, 5)
+    check_window(db, cid, 1, FIRST_SPAN + extra)
