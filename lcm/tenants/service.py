@@ -89,7 +89,11 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 def effective_settings(session: Session, tenant_id: str, base: S) -> S:
     """``base`` with the tenant's stored overrides on top."""
-    tenant = TenantRepository(session).get(tenant_id)
+    return with_overrides(TenantRepository(session).get(tenant_id), base)
+
+
+def with_overrides(tenant: Tenant | None, base: S) -> S:
+    """``base`` with ``tenant``'s stored overrides on top (a tenant already read)."""
     if tenant is None or not tenant.settings_overrides:
         return base
     update = dict(tenant.settings_overrides)
