@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, case, func, or_, select, update
+from sqlalchemy import ColumnElement, ScalarSelect, case, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from lcm.db.models import CompactionDebt, Conversation, Tenant
@@ -82,14 +82,19 @@ class DebtRepository:
 
     def claim(
         self,
-        conversation_id: int,
+        conversation_id: int | ScalarSelect[int],
         owner: str,
         now: datetime,
         lease: timedelta,
         *,
         successor_of: int | None = None,
     ) -> Claim | None:
-        """Take the lease, or return None when someone else holds it (or nothing is owed)."""
+        """Take the lease, or return None when someone else holds it (or nothing is owed).
+
+        ``conversation_id`` may be a subquery that picks the row
+        (``fairness_repository.oldest_due_free``): then choosing and claiming
+        are one statement.
+        """
         condition, attempts = _claim_rule(now, successor_of)
         row = self.session.execute(
             update(CompactionDebt)
@@ -103,6 +108,7 @@ class DebtRepository:
                 updated_at=now,
             )
             .returning(
+                CompactionDebt.conversation_id,
                 CompactionDebt.tenant_id,
                 CompactionDebt.fencing_token,
                 CompactionDebt.reason,
@@ -114,9 +120,9 @@ class DebtRepository:
         ).one_or_none()
         if row is None:
             return None
-        tenant_id, token, reason, budget, target, tries, created = row
+        claimed, tenant_id, token, reason, budget, target, tries, created = row
         return Claim(
-            conversation_id,
+            int(claimed),
             tenant_id,
             int(token),
             owner,
@@ -143,21 +149,31 @@ class DebtRepository:
         """Finish the sweep: done, or pending again if debt arrived meanwhile.
 
         Returns True when the row went back to pending (it needs a wake-up).
+        One conditional ``UPDATE``: it does nothing unless ``claim`` still
+        holds the token, and reads ``rearmed`` under the row lock it takes,
+        so a turn re-arming the debt concurrently is either seen here or
+        waits and then finds the row done (and makes it pending itself).
         """
-        debt = self.get(claim.conversation_id, lock=True)
-        if debt is None or debt.fencing_token != claim.fencing_token:
-            return False
-        follow_up = debt.rearmed
-        debt.status = PENDING if follow_up else DONE
-        debt.rearmed = False
-        debt.lease_owner = None
-        debt.lease_expires_at = None
-        debt.attempts = 0
-        debt.last_error = None
-        debt.updated_at = now
-        if follow_up:
-            debt.enqueued_at = now
-        return follow_up
+        rearmed = CompactionDebt.rearmed.is_(True)
+        status = self.session.scalar(
+            update(CompactionDebt)
+            .where(
+                CompactionDebt.conversation_id == claim.conversation_id,
+                CompactionDebt.fencing_token == claim.fencing_token,
+            )
+            .values(
+                status=case((rearmed, PENDING), else_=DONE),
+                rearmed=False,
+                lease_owner=None,
+                lease_expires_at=None,
+                attempts=0,
+                last_error=None,
+                updated_at=now,
+                enqueued_at=case((rearmed, now), else_=CompactionDebt.enqueued_at),
+            )
+            .returning(CompactionDebt.status)
+        )
+        return status == PENDING
 
     def fail(
         self, claim: Claim, error: str, now: datetime, max_attempts: int, retry_at: datetime

@@ -159,8 +159,9 @@ class CompactionEngine:
         )
         duration_ms = int((time.perf_counter() - started) * 1000)
         with self.transaction() as session:
-            _check_commit(session, conversation_id, plan, fence)
-            return self._commit(session, tenant_id, conversation_id, plan, result, duration_ms)
+            return self._commit(
+                session, tenant_id, conversation_id, plan, result, duration_ms, fence
+            )
 
     def summarize(
         self,
@@ -201,9 +202,15 @@ class CompactionEngine:
         plan: PassPlan,
         result: SummaryResult,
         duration_ms: int,
+        fence: FenceCheck | None,
     ) -> PassOutcome:
-        """Write the checked pass: the summary, its links, the context swap, run and usage."""
+        """Check, then write the pass: the summary, its links, the context swap, run and usage.
+
+        The checks come first and raise before anything is kept: the
+        transaction rolls back (``ContextChanged`` / ``StaleLease``).
+        """
         repo = CompactionRepository(session)
+        _check_commit(repo, session, conversation_id, plan, fence)
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
         repo.insert_summary(summary)
         if plan.kind == "leaf":
@@ -212,13 +219,8 @@ class CompactionEngine:
             repo.link_parents(tenant_id, summary.id, plan.summary_ids)
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
-        repo.replace_range(
-            tenant_id,
-            conversation_id,
-            plan.first_ordinal,
-            plan.last_ordinal,
-            summary.id,
-            item_tokens,
+        repo.add_summary_item(
+            tenant_id, conversation_id, plan.first_ordinal, summary.id, item_tokens
         )
         record_pass(
             repo,
@@ -301,13 +303,21 @@ class CompactionEngine:
 
 
 def _check_commit(
-    session: Session, conversation_id: int, plan: PassPlan, fence: FenceCheck | None
+    repo: CompactionRepository,
+    session: Session,
+    conversation_id: int,
+    plan: PassPlan,
+    fence: FenceCheck | None,
 ) -> None:
-    """Inside the commit transaction: the lease is still held and the range unchanged."""
-    repo = CompactionRepository(session)
-    # The row lock serializes this commit with ingest and with any other
-    # pass on the conversation; the checks below then see settled state.
-    if repo.lock_conversation(conversation_id) is None:
+    """Inside the commit transaction: the lease is still held and the range unchanged.
+
+    Leaves the planned range deleted and ``context_version`` bumped: the
+    caller writes the summary in its place, or the transaction rolls back.
+    """
+    # The row lock (taken by the version bump) serializes this commit with
+    # ingest and with any other pass on the conversation; the checks below
+    # then see settled state.
+    if not repo.bump_context_version(conversation_id):
         # Erased while the summarizer ran: the lease went with its debt row.
         raise StaleLease(f"conversation {conversation_id} was erased during the pass")
     if fence is not None:
@@ -316,7 +326,9 @@ def _check_commit(
         (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
         for e in plan.entries
     ]
-    if repo.range_items(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
+    # The range is deleted and what was there compared with the plan: one
+    # statement for the check and the removal (a mismatch rolls both back).
+    if repo.take_range(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
         raise ContextChanged(
             f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
         )

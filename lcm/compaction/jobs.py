@@ -152,7 +152,11 @@ class CompactionJobs:
     def _claim(
         self, conversation_id: int, successor_of: int | None
     ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the lease and, in the same short transaction, read what the pass needs."""
+        """Claim the lease and, in the same short transaction, read what the pass needs.
+
+        One transaction, not two: this claim locks only the conversation's
+        debt row, which nothing else waits for while the lease is being taken.
+        """
         with self.transaction() as session:
             claim = DebtRepository(session).claim(
                 conversation_id, self.owner, self.clock(), self.lease, successor_of=successor_of
@@ -162,7 +166,48 @@ class CompactionJobs:
     def _claim_fairly(
         self, fallback: int
     ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``."""
+        """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``.
+
+        The claim commits in its own short transaction before the context is
+        read in a second one: the claim stamps a tenant row, which ingest of
+        that tenant waits for, so it must not stay locked while a whole
+        context is read. The lease is held from the claim's commit on, and
+        the pass re-checks its range under the fence before it writes.
+        """
+        claim = self._claim_without_waiting()
+        if claim is None:
+            claim = self._claim_waiting(fallback)
+        if claim is None:
+            return None
+        with self.transaction() as session:
+            return self._read(session, claim)
+
+    def _claim_without_waiting(self) -> Claim | None:
+        """Claim due debt without waiting for any row lock; ``None`` does not mean none is due.
+
+        Rows other transactions hold are skipped (``SKIP LOCKED``), so
+        concurrent wake-ups of one tenant claim different debts side by side
+        instead of queueing on the tenant row. See ``fairness_repository``.
+        """
+        with self.transaction() as session:
+            queue, now = FairQueueRepository(session), self.clock()
+            tenant_id = queue.stamp_next_free(now)
+            if tenant_id is not None:
+                claim = queue.claim_oldest_due_free(tenant_id, self.owner, now, self.lease)
+                if claim is not None:
+                    return claim
+                # Its due debts are all being claimed right now: it is being
+                # served, so its stamp stands.
+            # Every tenant with due debt is held by a claimer serving it:
+            # take one of their debts no one holds (their holders stamp them).
+            for busy in queue.due_tenants(now, FAIR_CLAIM_TRIES):
+                claim = queue.claim_oldest_due_free(busy, self.owner, now, self.lease)
+                if claim is not None:
+                    return claim
+            return None
+
+    def _claim_waiting(self, fallback: int) -> Claim | None:
+        """The claim that waits for row locks: sees every committed debt, so nothing is lost."""
         with self.transaction() as session:
             debts, queue = DebtRepository(session), FairQueueRepository(session)
             # Each pick is a savepoint holding one tenant row (stamped before
@@ -186,9 +231,8 @@ class CompactionJobs:
                     pick.rollback()
                     continue
                 pick.commit()
-                return self._read(session, claim)
-            claim = debts.claim(fallback, self.owner, self.clock(), self.lease)
-            return None if claim is None else self._read(session, claim)
+                return claim
+            return debts.claim(fallback, self.owner, self.clock(), self.lease)
 
     def _read(
         self, session: Session, claim: Claim
