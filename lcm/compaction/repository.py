@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, delete, func, insert, select, update
+from sqlalchemy import Select, Table, and_, delete, func, insert, select, text, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
@@ -270,22 +270,43 @@ class CompactionRepository:
         _insert(self.session, [summary])
 
     def link_messages(self, tenant_id: str, summary_id: str, message_ids: Sequence[int]) -> None:
-        _insert_many(
-            self.session,
-            SUMMARY_MESSAGES,
-            [
-                {"summary_id": summary_id, "message_id": mid, "tenant_id": tenant_id, "ordinal": i}
-                for i, mid in enumerate(message_ids)
-            ],
-        )
+        self._link("summary_messages", "message_id", "BIGINT", tenant_id, summary_id, message_ids)
 
     def link_parents(self, tenant_id: str, summary_id: str, parent_ids: Sequence[str]) -> None:
-        _insert_many(
-            self.session,
-            SUMMARY_PARENTS,
+        self._link("summary_parents", "parent_id", "VARCHAR", tenant_id, summary_id, parent_ids)
+
+    def _link(
+        self,
+        table: str,
+        column: str,
+        sql_type: str,
+        tenant_id: str,
+        summary_id: str,
+        sources: Sequence[int] | Sequence[str],
+    ) -> None:
+        """The summary's links to its sources, in order.
+
+        On Postgres one ``INSERT … SELECT FROM unnest(array)``: one statement
+        of fixed text, whatever the count (a leaf links a hundred messages,
+        which ``executemany`` would send as a hundred statements). SQLite
+        runs in process, where ``executemany`` costs little.
+        """
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(
+                text(
+                    f"INSERT INTO {table} (summary_id, {column}, tenant_id, ordinal) "
+                    f"SELECT :summary_id, source, :tenant_id, position - 1 "
+                    f"FROM unnest(CAST(:sources AS {sql_type}[])) "
+                    f"WITH ORDINALITY AS s(source, position)"
+                ),
+                {"summary_id": summary_id, "tenant_id": tenant_id, "sources": list(sources)},
+            )
+            return
+        self.session.execute(
+            insert(SUMMARY_MESSAGES if table == "summary_messages" else SUMMARY_PARENTS),
             [
-                {"summary_id": summary_id, "parent_id": pid, "tenant_id": tenant_id, "ordinal": i}
-                for i, pid in enumerate(parent_ids)
+                {"summary_id": summary_id, column: source, "tenant_id": tenant_id, "ordinal": i}
+                for i, source in enumerate(sources)
             ],
         )
 
@@ -413,21 +434,6 @@ def load_message_views(
     return views
 
 
-# Rows per multi-row INSERT: well under the bound-parameter limits of
-# SQLite (32,766) and Postgres (65,535) at four columns a row.
-INSERT_CHUNK = 1000
-
-
-def _insert_many(session: Session, table: Table, rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` as multi-row ``INSERT … VALUES`` statements (one per chunk).
-
-    One statement instead of one per row (what ``executemany`` sends): a
-    leaf's links are a hundred rows.
-    """
-    for start in range(0, len(rows), INSERT_CHUNK):
-        session.execute(insert(table).values(rows[start : start + INSERT_CHUNK]))
-
-
 def _insert(session: Session, objects: Sequence[Base]) -> None:
     """Insert new ORM objects of one class with plain ``INSERT``s, not the unit of work.
 
@@ -469,8 +475,8 @@ def load_parts(
             Message.content_shape == "blocks"
         )
     parts: dict[int, list[PartView]] = defaultdict(list)
-    for message_id, part_type, payload, tool_call_id, text in session.execute(stmt):
-        parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
+    for message_id, part_type, payload, tool_call_id, plain in session.execute(stmt):
+        parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
     return parts
 
 
