@@ -4,11 +4,12 @@ A pass is three steps, and no database transaction spans the LLM call:
 
 1. read the context (a short read transaction) and plan the pass;
 2. summarize the planned range (no transaction open: this can take seconds);
-3. in one short write transaction: lock the conversation row, check the
-   caller's fence (a lease still held), check that the planned range is
-   still exactly what was read, then insert the summary and its links,
-   replace the range with one summary item, bump ``context_version`` and
-   record the run and its LLM usage.
+3. in one short write transaction: lock the conversation row (bumping
+   ``context_version``), check the caller's fence (a lease still held),
+   remove the planned range checking it is still exactly what was read,
+   then insert the summary, its links and the one summary item in the
+   range's place, and record the run and its LLM usage (and whatever the
+   caller settles with the pass, e.g. releasing a sweep's lease).
 
 If step 3's checks fail, nothing is written (``ContextChanged`` /
 ``StaleLease``): the summary is discarded and the next pass replans from the
@@ -43,6 +44,9 @@ from lcm.tenants.spend import llm_budget_exhausted
 
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
+
+Settle = Callable[[Session, ContextEntry], None]
+"""Runs last in a pass's commit transaction, given the entry that replaced the range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +146,14 @@ class CompactionEngine:
         settings: CompactionSettings | TenantSettings,
         *,
         fence: FenceCheck | None = None,
+        then: Settle | None = None,
     ) -> PassOutcome:
-        """Summarize ``plan``'s range and commit it if the range is unchanged."""
+        """Summarize ``plan``'s range and commit it if the range is unchanged.
+
+        ``then`` runs last inside the commit transaction with the entry that
+        replaced the range (a sweep releases its lease there when this was
+        its last pass), so it commits, or rolls back, with the pass.
+        """
         started = time.perf_counter()
         result = self.summarize(
             tenant_id,
@@ -159,9 +169,12 @@ class CompactionEngine:
         )
         duration_ms = int((time.perf_counter() - started) * 1000)
         with self.transaction() as session:
-            return self._commit(
+            outcome = self._commit(
                 session, tenant_id, conversation_id, plan, result, duration_ms, fence
             )
+            if then is not None and outcome.entry is not None:
+                then(session, outcome.entry)
+            return outcome
 
     def summarize(
         self,

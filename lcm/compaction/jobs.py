@@ -268,9 +268,26 @@ class CompactionJobs:
         wait = self._rate_limited(claim, settings)
         if wait is not None:
             return self._pause(claim, wait)
+        # Decided inside the pass's commit transaction (``settle``): the
+        # chain's next pass, or its end, whose release then commits with the
+        # summary: one transaction fewer for the last pass of every sweep.
+        settled: list[tuple[PassPlan | None, ChainPosition, bool]] = []
+
+        def settle(session: Session, entry: ContextEntry) -> None:
+            following, counted = self._following(
+                claim, settings, budget, before, applied(before, plan, entry), position.counted()
+            )
+            released = following is None and DebtRepository(session).release(claim, self.clock())
+            settled[:] = [(following, counted, released)]
+
         try:
             outcome = self.engine.run_pass(
-                claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
+                claim.tenant_id,
+                conversation_id,
+                plan,
+                settings,
+                fence=self._fence(claim),
+                then=settle,
             )
         except StaleLease as exc:
             # Another holder took over, or the conversation was erased: the
@@ -287,24 +304,27 @@ class CompactionJobs:
             after = self.engine.load(conversation_id)
             replanned = next_pass(after, settings, budget, target_tokens=claim.target_tokens)
             return self._after(claim, replanned, None, position)
-        after = (
-            self.engine.load(conversation_id)
-            if outcome.entry is None
-            else applied(before, plan, outcome.entry)
+        if settled:
+            following, counted, follow_up = settled[0]
+            if following is None:
+                return self._ended(claim, outcome, counted, follow_up)
+            return self._after(claim, following, outcome, counted)
+        after = self.engine.load(conversation_id)
+        following, counted = self._following(
+            claim, settings, budget, before, after, position.counted()
         )
-        return self._next(claim, settings, budget, before, after, outcome, position.counted())
+        return self._after(claim, following, outcome, counted)
 
-    def _next(
+    def _following(
         self,
         claim: Claim,
         settings: CompactionSettings,
         budget: int,
         before: list[ContextEntry],
         after: list[ContextEntry],
-        outcome: PassOutcome,
         position: ChainPosition,
-    ) -> Step:
-        """After a committed pass: the chain's next pass, or its end (bounds included)."""
+    ) -> tuple[PassPlan | None, ChainPosition]:
+        """After a pass: the chain's next pass (None: its end, bounds included)."""
         now = self.clock().timestamp()
         following, position = plan_after_pass(
             context_tokens(before),
@@ -326,7 +346,7 @@ class CompactionJobs:
                 position.passes,
                 now - position.started_at if position.started_at else 0.0,
             )
-        return self._after(claim, following, outcome, position)
+        return following, position
 
     def _rate_limited(self, claim: Claim, settings: CompactionSettings) -> float | None:
         """Seconds to wait when the conversation used its summarization calls for the window."""
@@ -472,14 +492,24 @@ class CompactionJobs:
                 outcome=outcome,
                 position=position,
             )
+        with self.transaction() as session:
+            follow_up = DebtRepository(session).release(claim, self.clock())
+        return self._ended(claim, outcome, position, follow_up)
+
+    def _ended(
+        self,
+        claim: Claim,
+        outcome: PassOutcome | None,
+        position: ChainPosition,
+        follow_up: bool,
+    ) -> Step:
+        """The chain ended and its lease was released (``follow_up``: debt re-armed meanwhile)."""
         if position.round > 1:
             log.info(
                 "conversation %s: sweep chain ended after %d rounds",
                 claim.conversation_id,
                 position.round,
             )
-        with self.transaction() as session:
-            follow_up = DebtRepository(session).release(claim, self.clock())
         return Step("done", claim.conversation_id, follow_up=follow_up, outcome=outcome)
 
     def _fail(self, claim: Claim, error: str, plan: PassPlan | None = None) -> Step:
