@@ -69,10 +69,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, ScalarSelect, exists, or_, select, update
+from sqlalchemy import BindParameter, ColumnElement, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import PENDING, Claim, DebtRepository
+from lcm.compaction.debt_repository import (
+    PENDING,
+    Claim,
+    DebtRepository,
+    claim_params,
+    claim_statement,
+)
 from lcm.db.models import CompactionDebt, Tenant
 
 
@@ -112,29 +118,15 @@ class FairQueueRepository:
         Never waits: a tenant row another transaction holds (a claimer
         serving that tenant, or ingest charging its quota) is skipped.
         """
-        free = (
-            select(Tenant.id)
-            .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(now)))
-            .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
-        tenant_id = self.session.scalar(
-            update(Tenant)
-            .where(Tenant.id == free)
-            .values(compaction_claimed_at=now)
-            .returning(Tenant.id)
-        )
+        tenant_id = self.session.connection().execute(_STAMP_NEXT_FREE, {"now": now}).scalar()
         return None if tenant_id is None else str(tenant_id)
 
     def claim_oldest_due_free(
         self, tenant_id: str, owner: str, now: datetime, lease: timedelta
     ) -> Claim | None:
         """Claim the tenant's oldest due debt that no one holds, in one statement; never waits."""
-        return DebtRepository(self.session).claim(
-            oldest_due_free(tenant_id, now), owner, now, lease
-        )
+        params = {**claim_params(owner, now, lease), "for_tenant": tenant_id}
+        return DebtRepository(self.session).claimed(_CLAIM_OLDEST_FREE, params, owner)
 
     def due_tenants(self, now: datetime, limit: int) -> list[str]:
         """Up to ``limit`` tenants with due debt, least recently served first (no lock)."""
@@ -155,20 +147,39 @@ class FairQueueRepository:
         )
 
 
-def oldest_due_free(tenant_id: str, now: datetime) -> ScalarSelect[int]:
-    """The tenant's oldest due debt that no other transaction holds (locked once chosen)."""
-    return (
-        select(CompactionDebt.conversation_id)
-        .where(CompactionDebt.tenant_id == tenant_id, _due(now))
-        .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-
-
-def _due(now: datetime) -> ColumnElement[bool]:
+def _due(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
     """Pending, and not held back by a retry delay (``enqueued_at`` is "not before")."""
     return (CompactionDebt.status == PENDING) & or_(
         CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= now
     )
+
+
+# Built once with bound parameters (see ``debt_repository``: every wake-up runs them).
+_NOW: BindParameter[datetime] = bindparam("now")
+
+_STAMP_NEXT_FREE = (
+    update(Tenant)
+    .where(
+        Tenant.id
+        == select(Tenant.id)
+        .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(_NOW)))
+        .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    .values(compaction_claimed_at=_NOW)
+    .returning(Tenant.id)
+)
+
+# The tenant's oldest due debt that no other transaction holds, chosen and
+# claimed in one statement (the row is locked once chosen).
+_CLAIM_OLDEST_FREE = claim_statement(
+    CompactionDebt.conversation_id
+    == select(CompactionDebt.conversation_id)
+    .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
+    .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
+    .limit(1)
+    .with_for_update(skip_locked=True)
+    .scalar_subquery()
+)

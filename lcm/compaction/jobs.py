@@ -36,13 +36,12 @@ from lcm.compaction.sweep import (
     plan_after_pass,
 )
 from lcm.context import ContextEntry, context_tokens
-from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, utcnow
 from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
 from lcm.settings import CompactionSettings, Settings, TenantSettings
-from lcm.tenants.service import effective_settings
+from lcm.tenants.service import with_overrides
 
 log = logging.getLogger(__name__)
 
@@ -237,12 +236,12 @@ class CompactionJobs:
     def _read(
         self, session: Session, claim: Claim
     ) -> tuple[Claim, TenantSettings, list[ContextEntry]]:
-        settings = effective_settings(session, claim.tenant_id, self.settings)
-        # The rule of model_overrides the conversation's latest turn matched.
-        settings = for_model(
-            settings, *ConversationRepository(session).model_of(claim.conversation_id)
-        )
-        entries = CompactionRepository(session).load_entries(claim.conversation_id)
+        repo = CompactionRepository(session)
+        overrides, model_id, context_window = repo.overrides_and_model(claim.conversation_id)
+        # The tenant's overrides, then the rule of model_overrides the
+        # conversation's latest turn matched.
+        settings = for_model(with_overrides(self.settings, overrides), model_id, context_window)
+        entries = repo.load_entries(claim.conversation_id)
         return claim, settings, entries
 
     def _run(

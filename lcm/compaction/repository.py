@@ -7,7 +7,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, delete, func, insert, select, text, update
+from sqlalchemy import (
+    Select,
+    Table,
+    TextClause,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
@@ -31,6 +43,7 @@ from lcm.db.models import (
     Summary,
     SummaryMessage,
     SummaryParent,
+    Tenant,
 )
 
 SUMMARY_MESSAGES: Table = SummaryMessage.__table__  # type: ignore[assignment]
@@ -53,37 +66,21 @@ class CompactionRepository:
         condensed summaries, each only when there are any. ``from_ordinal``
         limits them to a suffix of the context.
         """
-        window = ContextItem.conversation_id == conversation_id
-        if from_ordinal is not None:
-            window = and_(window, ContextItem.ordinal >= from_ordinal)
-        rows = self.session.execute(
-            select(
-                ContextItem.ordinal,
-                ContextItem.token_count,
-                ContextItem.message_id,
-                ContextItem.summary_id,
-                Message.seq,
-                Message.role,
-                Message.content,
-                Message.created_at,
-                Message.content_shape,
-                Summary.kind,
-                Summary.depth,
-                Summary.content,
-                Summary.token_count,
-                Summary.earliest_at,
-                Summary.latest_at,
-                Summary.descendant_count,
+        rows = (
+            self.session.connection()
+            .execute(
+                _LOAD_CONTEXT,
+                {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0},
             )
-            .outerjoin(Message, Message.id == ContextItem.message_id)
-            .outerjoin(Summary, Summary.id == ContextItem.summary_id)
-            .where(window)
-            .order_by(ContextItem.ordinal)
-        ).all()
+            .all()
+        )
         parts: dict[int, list[PartView]] = {}
         if any(r[8] == "blocks" for r in rows):
             # By subquery, not by a list of ids: a long raw history of tool
             # calls would exceed the bound-parameter limits.
+            window = ContextItem.conversation_id == conversation_id
+            if from_ordinal is not None:
+                window = and_(window, ContextItem.ordinal >= from_ordinal)
             in_window = select(ContextItem.message_id).where(
                 window, ContextItem.message_id.is_not(None)
             )
@@ -120,6 +117,20 @@ class CompactionRepository:
                 )
                 entries.append(ContextEntry(ordinal, tokens, summary=summary))
         return entries
+
+    def overrides_and_model(
+        self, conversation_id: int
+    ) -> tuple[dict[str, Any], str | None, int | None]:
+        """What a pass's settings depend on, in one read: the tenant's stored
+        overrides and the model (and context window) of the latest turn."""
+        row = (
+            self.session.connection()
+            .execute(_OVERRIDES_AND_MODEL, {"conversation_id": conversation_id})
+            .one_or_none()
+        )
+        if row is None:
+            return {}, None, None
+        return dict(row[0] or {}), row[1], row[2]
 
     def _parents(self, summary_ids: list[str]) -> dict[str, list[str]]:
         parents: dict[str, list[str]] = defaultdict(list)
@@ -238,15 +249,8 @@ class CompactionRepository:
         pass on the conversation, so the checks that follow see settled state.
         The bump is undone with the rest if a check then fails.
         """
-        return (
-            self.session.scalar(
-                update(Conversation)
-                .where(Conversation.id == conversation_id)
-                .values(context_version=Conversation.context_version + 1)
-                .returning(Conversation.id)
-            )
-            is not None
-        )
+        bumped = self.session.connection().execute(_BUMP, {"conversation_id": conversation_id})
+        return bumped.scalar() is not None
 
     def take_range(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
         """Delete the items in [first, last]; their (ordinal, message_id, summary_id) in order.
@@ -256,13 +260,8 @@ class CompactionRepository:
         compares what was deleted with what it planned (and rolls back if
         they differ), which spares a separate read of the range.
         """
-        rows = self.session.execute(
-            delete(ContextItem)
-            .where(
-                ContextItem.conversation_id == conversation_id,
-                ContextItem.ordinal.between(first, last),
-            )
-            .returning(ContextItem.ordinal, ContextItem.message_id, ContextItem.summary_id)
+        rows = self.session.connection().execute(
+            _TAKE_RANGE, {"conversation_id": conversation_id, "first": first, "last": last}
         )
         return sorted(tuple(r) for r in rows)
 
@@ -270,16 +269,15 @@ class CompactionRepository:
         _insert(self.session, [summary])
 
     def link_messages(self, tenant_id: str, summary_id: str, message_ids: Sequence[int]) -> None:
-        self._link("summary_messages", "message_id", "BIGINT", tenant_id, summary_id, message_ids)
+        self._link(SUMMARY_MESSAGES, "message_id", tenant_id, summary_id, message_ids)
 
     def link_parents(self, tenant_id: str, summary_id: str, parent_ids: Sequence[str]) -> None:
-        self._link("summary_parents", "parent_id", "VARCHAR", tenant_id, summary_id, parent_ids)
+        self._link(SUMMARY_PARENTS, "parent_id", tenant_id, summary_id, parent_ids)
 
     def _link(
         self,
-        table: str,
+        table: Table,
         column: str,
-        sql_type: str,
         tenant_id: str,
         summary_id: str,
         sources: Sequence[int] | Sequence[str],
@@ -292,18 +290,13 @@ class CompactionRepository:
         runs in process, where ``executemany`` costs little.
         """
         if self.session.get_bind().dialect.name == "postgresql":
-            self.session.execute(
-                text(
-                    f"INSERT INTO {table} (summary_id, {column}, tenant_id, ordinal) "
-                    f"SELECT :summary_id, source, :tenant_id, position - 1 "
-                    f"FROM unnest(CAST(:sources AS {sql_type}[])) "
-                    f"WITH ORDINALITY AS s(source, position)"
-                ),
+            self.session.connection().execute(
+                _LINK_MANY[table],
                 {"summary_id": summary_id, "tenant_id": tenant_id, "sources": list(sources)},
             )
             return
-        self.session.execute(
-            insert(SUMMARY_MESSAGES if table == "summary_messages" else SUMMARY_PARENTS),
+        self.session.connection().execute(
+            insert(table),
             [
                 {"summary_id": summary_id, column: source, "tenant_id": tenant_id, "ordinal": i}
                 for i, source in enumerate(sources)
@@ -434,6 +427,76 @@ def load_message_views(
     return views
 
 
+# Built once with bound parameters: every pass runs these, and building a
+# statement per call costs several times the CPU of executing it (see
+# ``debt_repository``). They run on the session's connection, past the ORM.
+
+_LOAD_CONTEXT = (
+    select(
+        ContextItem.ordinal,
+        ContextItem.token_count,
+        ContextItem.message_id,
+        ContextItem.summary_id,
+        Message.seq,
+        Message.role,
+        Message.content,
+        Message.created_at,
+        Message.content_shape,
+        Summary.kind,
+        Summary.depth,
+        Summary.content,
+        Summary.token_count,
+        Summary.earliest_at,
+        Summary.latest_at,
+        Summary.descendant_count,
+    )
+    .outerjoin(Message, Message.id == ContextItem.message_id)
+    .outerjoin(Summary, Summary.id == ContextItem.summary_id)
+    .where(
+        ContextItem.conversation_id == bindparam("conversation_id"),
+        ContextItem.ordinal >= bindparam("from_ordinal"),  # 0: all (ordinals start at 1)
+    )
+    .order_by(ContextItem.ordinal)
+)
+
+_OVERRIDES_AND_MODEL = (
+    select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
+    .join(Tenant, Tenant.id == Conversation.tenant_id)
+    .where(Conversation.id == bindparam("conversation_id"))
+)
+
+_BUMP = (
+    update(Conversation)
+    .where(Conversation.id == bindparam("conversation_id"))
+    .values(context_version=Conversation.context_version + 1)
+    .returning(Conversation.id)
+)
+
+_TAKE_RANGE = (
+    delete(ContextItem)
+    .where(
+        ContextItem.conversation_id == bindparam("conversation_id"),
+        ContextItem.ordinal.between(bindparam("first"), bindparam("last")),
+    )
+    .returning(ContextItem.ordinal, ContextItem.message_id, ContextItem.summary_id)
+)
+
+
+def _link_many(table: Table, column: str, sql_type: str) -> TextClause:
+    """Postgres: a summary's links from one array, in its order (``_link``)."""
+    return text(
+        f"INSERT INTO {table.name} (summary_id, {column}, tenant_id, ordinal) "
+        f"SELECT :summary_id, source, :tenant_id, position - 1 "
+        f"FROM unnest(CAST(:sources AS {sql_type}[])) WITH ORDINALITY AS s(source, position)"
+    )
+
+
+_LINK_MANY = {
+    SUMMARY_MESSAGES: _link_many(SUMMARY_MESSAGES, "message_id", "BIGINT"),
+    SUMMARY_PARENTS: _link_many(SUMMARY_PARENTS, "parent_id", "VARCHAR"),
+}
+
+
 def _insert(session: Session, objects: Sequence[Base]) -> None:
     """Insert new ORM objects of one class with plain ``INSERT``s, not the unit of work.
 
@@ -449,10 +512,7 @@ def _insert(session: Session, objects: Sequence[Base]) -> None:
         state = vars(obj)
         rows.append({column: state[key] for key, column in keys if key in state})
     table = cast(Table, mapper.local_table)
-    if len(rows) == 1:
-        session.execute(insert(table).values(rows[0]))
-    else:
-        session.execute(insert(table), rows)
+    session.connection().execute(insert(table), rows[0] if len(rows) == 1 else rows)
 
 
 def load_parts(
