@@ -176,7 +176,10 @@ def run(args: argparse.Namespace) -> None:
                     )
                     for i in range(processes)
                 ]
-                time.sleep(4)  # let the workers connect before the clock starts
+                # The clock starts once every worker is ready (connected, job
+                # runner built): under load a fixed pause was too short, and
+                # the drain time then included a worker's start-up.
+                _wait_ready([Path(workdir) / f"w{processes}{i}.log" for i in range(processes)])
                 latencies: list[float] = []
                 stop = threading.Event()
                 # The first tenant's conversations (the key the load sends is its own).
@@ -223,6 +226,16 @@ def run(args: argparse.Namespace) -> None:
             api.wait(20)
             db.dispose()
             redis_handle.stop()
+
+
+def _wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
+    """Wait until each worker's log says it is ready (``celery worker`` logs `` ready.``)."""
+    deadline = time.monotonic() + timeout
+    for log in logs:
+        while " ready." not in (log.read_text(errors="replace") if log.exists() else ""):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker not ready: {log}")
+            time.sleep(0.1)
 
 
 def _wait_http(base: str) -> None:
