@@ -257,7 +257,6 @@ class CompactionJobs:
             repaired = self._repair(claim, settings, kind, position)
             if repaired is not None:
                 return repaired
-        conversation_id = claim.conversation_id
         budget = settings.capped_budget(claim.token_budget or self.settings.default_token_budget)
         plan = next_pass(before, settings, budget, target_tokens=claim.target_tokens)
         if plan is None or (kind is not None and plan.kind != kind):
@@ -267,6 +266,19 @@ class CompactionJobs:
         wait = self._rate_limited(claim, settings)
         if wait is not None:
             return self._pause(claim, wait)
+        return self._pass(claim, settings, budget, before, plan, position)
+
+    def _pass(
+        self,
+        claim: Claim,
+        settings: CompactionSettings,
+        budget: int,
+        before: list[ContextEntry],
+        plan: PassPlan,
+        position: ChainPosition,
+    ) -> Step:
+        """Run ``plan`` and settle what comes next in its commit transaction."""
+        conversation_id = claim.conversation_id
         # Decided inside the pass's commit transaction (``settle``): the
         # chain's next pass, or its end, whose release then commits with the
         # summary: one transaction fewer for the last pass of every sweep.
@@ -294,15 +306,13 @@ class CompactionJobs:
             log.info("compaction pass for conversation %s dropped: %s", conversation_id, exc)
             return Step("noop", conversation_id)
         except ContextChanged:
-            outcome = None  # replanned below from the committed state
-        except Exception as exc:
-            log.exception("compaction pass failed for conversation %s", conversation_id)
-            return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
-        if outcome is None:
             # The range changed under the pass: replan from the committed state.
             after = self.engine.load(conversation_id)
             replanned = next_pass(after, settings, budget, target_tokens=claim.target_tokens)
             return self._after(claim, replanned, None, position)
+        except Exception as exc:
+            log.exception("compaction pass failed for conversation %s", conversation_id)
+            return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
         if settled:
             following, counted, follow_up = settled[0]
             if following is None:

@@ -87,36 +87,7 @@ class CompactionRepository:
             parts = load_parts(self.session, in_window, blocks_only=True)
         condensed = [r.summary_id for r in rows if r.summary_id is not None and r[9] != "leaf"]
         parents = self._parents(condensed) if condensed else {}
-        entries = []
-        for r in rows:
-            ordinal, tokens, message_id, summary_id = r[0], r[1], r[2], r[3]
-            if message_id is not None:
-                shape = r[8]
-                # Roles and shapes were validated on ingest; the casts only tell mypy.
-                message = MessageView(
-                    message_id,
-                    r[4],
-                    cast(Role, r[5]),
-                    r[6],
-                    r[7],
-                    tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(r[6]),
-                    cast(ContentShape, shape),
-                )
-                entries.append(ContextEntry(ordinal, tokens, message=message))
-            else:
-                summary = SummaryView(
-                    id=str(summary_id),
-                    kind=cast(SummaryKind, r[9]),
-                    depth=r[10],
-                    content=r[11],
-                    token_count=r[12],
-                    earliest_at=r[13],
-                    latest_at=r[14],
-                    descendant_count=r[15],
-                    parent_ids=tuple(parents.get(str(summary_id), ())),
-                )
-                entries.append(ContextEntry(ordinal, tokens, summary=summary))
-        return entries
+        return [_entry(r, parts, parents) for r in rows]
 
     def overrides_and_model(
         self, conversation_id: int
@@ -538,6 +509,38 @@ def load_parts(
     for message_id, part_type, payload, tool_call_id, plain in session.execute(stmt):
         parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
     return parts
+
+
+def _entry(
+    r: Sequence[Any], parts: dict[int, list[PartView]], parents: dict[str, list[str]]
+) -> ContextEntry:
+    """One row of ``_LOAD_CONTEXT`` as a context entry."""
+    ordinal, tokens, message_id, summary_id = r[0], r[1], r[2], r[3]
+    if message_id is not None:
+        shape = r[8]
+        # Roles and shapes were validated on ingest; the casts only tell mypy.
+        message = MessageView(
+            message_id,
+            r[4],
+            cast(Role, r[5]),
+            r[6],
+            r[7],
+            tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(r[6]),
+            cast(ContentShape, shape),
+        )
+        return ContextEntry(ordinal, tokens, message=message)
+    summary = SummaryView(
+        id=str(summary_id),
+        kind=cast(SummaryKind, r[9]),
+        depth=r[10],
+        content=r[11],
+        token_count=r[12],
+        earliest_at=r[13],
+        latest_at=r[14],
+        descendant_count=r[15],
+        parent_ids=tuple(parents.get(str(summary_id), ())),
+    )
+    return ContextEntry(ordinal, tokens, summary=summary)
 
 
 def _text_part(content: str) -> tuple[PartView, ...]:
