@@ -9,6 +9,7 @@ the tenant's request bucket (429) and hands the route the tenant id.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -22,23 +23,26 @@ from lcm.db.engine import Database
 from lcm.errors import RateLimited, Unauthenticated
 from lcm.services import Services
 from lcm.settings import Settings
-from lcm.tenants.keys import Scope, authenticate
-from lcm.tenants.service import effective_settings
+from lcm.tenants.keys import Scope, authenticate_with_tenant
+from lcm.tenants.service import with_overrides
+
+# The dependencies that only look something up are ``async``: FastAPI runs a
+# plain ``def`` dependency in its thread pool, a hop per dependency per request.
 
 
-def app_settings(request: Request) -> Settings:
+async def app_settings(request: Request) -> Settings:
     """The settings the app was built with (not re-read from the environment)."""
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     """The API process's shared parts (built once by ``create_app``)."""
     services: Services = request.app.state.services
     return services
 
 
-def get_database(request: Request) -> Database:
+async def get_database(request: Request) -> Database:
     database: Database = request.app.state.database
     return database
 
@@ -64,23 +68,51 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
         yield session
 
 
-def get_snapshot_session(database: Annotated[Database, Depends(get_database)]) -> Iterator[Session]:
-    """A read-only session seeing one snapshot, for routes reading a context in several queries.
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated request's tenant and that tenant's effective settings.
 
-    On Postgres each statement of an ordinary session sees the commits made
-    before it: a compaction pass committing between the context items query
-    and the messages query would leave an item whose message is gone.
+    The settings are the ones read with the key (one read per request): a
+    route taking a ``Caller`` does not read them again.
     """
-    with database.snapshot_session() as session:
-        yield session
+
+    tenant_id: str
+    settings: Settings
 
 
-class RequireScope:
-    """Dependency: the calling tenant's id, if its key is valid (401), holds ``scope``
-    (403) and its tenant is within its request rate (429)."""
+class ScopedKey:
+    """Base of the key dependencies: authenticates the key (401), checks that it
+    holds ``scope`` (403) and that its tenant is within its request rate (429)."""
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
+
+    def caller(self, request: Request, session: Session, settings: Settings) -> Caller:
+        """The caller, looked up in ``session`` (a read-only one: see the subclasses)."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
+        # On every request (no cache, so a revoked key is refused on its next
+        # request). The tenant's settings are read in the same session.
+        principal, tenant = authenticate_with_tenant(session, token.strip())
+        principal.require(self.scope)
+        effective = with_overrides(settings, tenant.settings_overrides)
+        limit = BucketLimit.of(effective)
+        if limit is not None:
+            # After authentication and the scope check: a bad or forbidden key
+            # spends nobody's bucket.
+            take_rate_token(request.app.state.rate_limiter, principal.tenant_id, limit)
+        return Caller(principal.tenant_id, effective)
+
+
+class RequireScope(ScopedKey):
+    """Dependency: the calling tenant's id (see :class:`ScopedKey`).
+
+    The key is looked up in a short read-only session of its own: looking a
+    key up must never wait for (or hold) the write lock, nor keep the
+    request's own transaction open.
+    """
 
     def __call__(
         self,
@@ -88,23 +120,38 @@ class RequireScope:
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
     ) -> str:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
-        # A short read-only session of its own, on every request (no cache, so
-        # a revoked key is refused on its next request): looking a key up must
-        # never wait for (or hold) the write lock, nor keep the request's
-        # transaction open. The tenant's limits are read in the same session.
         with database.read_session() as session:
-            principal = authenticate(session, token.strip())
-            principal.require(self.scope)
-            limit = BucketLimit.of(effective_settings(session, principal.tenant_id, settings))
-        if limit is not None:
-            # After authentication and the scope check: a bad or forbidden key
-            # spends nobody's bucket.
-            take_rate_token(request.app.state.rate_limiter, principal.tenant_id, limit)
-        return principal.tenant_id
+            return self.caller(request, session, settings).tenant_id
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRead:
+    """An authenticated caller and the read-only snapshot session it was looked up in."""
+
+    caller: Caller
+    session: Session
+
+
+class RequireSnapshotRead(ScopedKey):
+    """Dependency for routes reading a context in several queries: one read-only
+    session seeing one snapshot, and the caller looked up in it.
+
+    On Postgres each statement of an ordinary session sees the commits made
+    before it: a compaction pass committing between the context items query
+    and the messages query would leave an item whose message is gone. The
+    session is read-only, so the key lookup in it takes no write lock; one
+    session instead of two saves the round trips of a second one (a
+    connection check, BEGIN, ROLLBACK) and a thread-pool hop.
+    """
+
+    def __call__(
+        self,
+        request: Request,
+        database: Annotated[Database, Depends(get_database)],
+        settings: Annotated[Settings, Depends(app_settings)],
+    ) -> Iterator[SnapshotRead]:
+        with database.snapshot_session() as session:
+            yield SnapshotRead(self.caller(request, session, settings), session)
 
 
 def take_rate_token(limiter: RateLimiter, tenant_id: str, limit: BucketLimit) -> None:
@@ -138,7 +185,7 @@ def _required_scope(dependant: Dependant) -> Scope | None:
     pending = list(dependant.dependencies)
     while pending:
         current = pending.pop()
-        if isinstance(current.call, RequireScope):
+        if isinstance(current.call, ScopedKey):
             return current.call.scope
         pending.extend(current.dependencies)
     return None
@@ -149,7 +196,7 @@ DatabaseDep = Annotated[Database, Depends(get_database)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
-SnapshotSessionDep = Annotated[Session, Depends(get_snapshot_session)]
 IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
 ReadTenant = Annotated[str, Depends(RequireScope("read"))]
+SnapshotReadDep = Annotated[SnapshotRead, Depends(RequireSnapshotRead("read"))]
 AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

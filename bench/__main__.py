@@ -16,6 +16,7 @@ from bench import (
     hot_paths,
     ingest,
     search_cost,
+    search_lock,
     transcripts,
     waits,
 )
@@ -31,6 +32,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "console": console.run,
     "gateway": gateway.run,
     "search_cost": search_cost.run,
+    "search_lock": search_lock.run,
     "hot_paths": hot_paths.run,
 }
 

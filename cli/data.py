@@ -155,6 +155,7 @@ def import_command(
     session_id: SessionOpt = None,
 ) -> None:
     """Write an export into a new or empty conversation of KEY (session id: the export's)."""
+    from lcm.retrieval.search_backlog import index_search_backlog
     from lcm.transfer.service import import_conversation, parse_export
 
     with open_services() as services:
@@ -173,6 +174,8 @@ def import_command(
                 export,
             ),
         )
+        # No worker here: index for search now, after the import committed (SQLite).
+        index_search_backlog(database.transaction)
     out.print_json(json.dumps(asdict(imported)))
 
 

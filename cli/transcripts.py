@@ -129,6 +129,7 @@ class _Importer:
 
     def run(self, path: Path, key: str, compact: bool, token_budget: int | None) -> FileReport:
         from lcm.files.service import summarize_file
+        from lcm.retrieval.search_backlog import index_search_backlog
         from lcm.transcripts.importer import import_transcript
         from lcm.transcripts.parse import parse_transcript
         from lcm.transcripts.repository import TranscriptRepository
@@ -144,6 +145,9 @@ class _Importer:
         outcome = import_transcript(
             self.database.transaction, self.tenant_id, key, data, self.options, on_chunk=advance
         )
+        # No worker here: this command does the work it would (SQLite search indexing
+        # after the chunks committed, large-file summaries).
+        index_search_backlog(self.database.transaction)
         for file_id in outcome.file_ids:
             summarize_file(self.database.transaction, self.storage, self.summarizer, file_id)
         before = after = context_tokens(self.jobs.engine.load(outcome.conversation_id))

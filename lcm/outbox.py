@@ -33,7 +33,16 @@ class SummarizeFile:
     file_id: str
 
 
-Job = WakeCompaction | SummarizeFile
+@dataclass(frozen=True, slots=True)
+class IndexSearchBacklog:
+    """Index the messages SQLite has committed but not yet indexed for search.
+
+    No ids: the job drains the whole backlog (``lcm.retrieval.search_backlog``),
+    so any number of requests for it are one job's worth of work.
+    """
+
+
+Job = WakeCompaction | SummarizeFile | IndexSearchBacklog
 
 
 class JobSender(Protocol):

@@ -268,6 +268,9 @@ class Settings(TenantSettings):
     reconcile_batch: int = Field(500, ge=1)
     # Large files still without an exploration summary are re-sent this often.
     files_reconcile_interval_seconds: float = Field(300.0, gt=0)
+    # SQLite: how often beat indexes search backlog a lost job or a crash left
+    # behind (each ingest asks for its own indexing after commit).
+    search_backlog_interval_seconds: float = Field(60.0, gt=0)
     # Budget assumed for debt recorded without one (manual compaction).
     default_token_budget: int = Field(200_000, ge=1)
     # POST …/compact with "wait": true waits this long (a number waits that many seconds).

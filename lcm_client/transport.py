@@ -47,7 +47,9 @@ def answer(call: Call[Out], response: httpx.Response) -> Out:
             return call.out.model_validate({})
         if call.read == "text":
             return call.out.model_validate({"jsonl": response.text})
-        return call.out.model_validate(response.json())
+        # Parsed and validated in one pass by pydantic-core (an assembled
+        # context is half a megabyte of JSON).
+        return call.out.model_validate_json(response.content)
     except (ValueError, ValidationError) as exc:
         raise LcmClientError(
             f"{call.method} {call.path}: answer is not a {call.out.__name__}: {exc}"

@@ -25,6 +25,7 @@ app = Celery(
         "workers.tasks.files",
         "workers.tasks.expansion",
         "workers.tasks.retention",
+        "workers.tasks.search",
     ],
 )
 
@@ -35,6 +36,7 @@ TASK_ROUTES = {
     "expansion.*": {"queue": "expansion"},
     # Housekeeping shares the compaction queue: it is rare and short.
     "retention.*": {"queue": "compaction"},
+    "search.*": {"queue": "compaction"},
 }
 
 
@@ -118,6 +120,14 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             settings.retention_sweep_interval_seconds,
         ),
     }
+    if settings.is_sqlite:
+        # Postgres indexes on the write path; SQLite indexes after commit and
+        # this catches what a lost job or a crash left (lcm.retrieval.search_backlog).
+        jobs["search-index-backlog"] = (
+            "search.index_backlog",
+            "compaction",
+            settings.search_backlog_interval_seconds,
+        )
     schedule: dict[str, dict[str, Any]] = {}
     for name, (task, queue, every) in jobs.items():
         schedule[name] = {

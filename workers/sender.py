@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from lcm.outbox import Job, WakeCompaction
+from lcm.outbox import IndexSearchBacklog, Job, SummarizeFile, WakeCompaction
 from workers.celery_app import app
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,15 @@ class CelerySender:
         for job in jobs:
             if isinstance(job, WakeCompaction):
                 wake(job.conversation_id)
-            else:
+            elif isinstance(job, SummarizeFile):
                 summarize_files([job.file_id])
+            elif isinstance(job, IndexSearchBacklog):
+                index_search_backlog()
+
+
+def index_search_backlog() -> bool:
+    """Ask a worker to index SQLite's search backlog (beat resends it if this is lost)."""
+    return _send("search.index_backlog", [], "compaction", "search backlog indexing")
 
 
 def wake(conversation_id: int, countdown: float = 0.0) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from api.contract import (
     AssembleIn,
@@ -26,10 +26,11 @@ from api.deps import (
     ServicesDep,
     SessionDep,
     SettingsDep,
-    SnapshotSessionDep,
+    SnapshotReadDep,
 )
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
+from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.assembly.service import assemble
@@ -123,35 +124,29 @@ def post_turn(
 
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
-def post_assemble(
-    key: SessionKey,
-    body: AssembleIn,
-    tenant_id: ReadTenant,
-    session: SnapshotSessionDep,
-    settings: SettingsDep,
-) -> AssembleOut:
-    conversation = resolve_for_read(session, tenant_id, key, body.session_id)
+def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
+    session, caller = read.session, read.caller
+    conversation = resolve_for_read(session, caller.tenant_id, key, body.session_id)
     effective = settings_for_call(
-        effective_settings(session, tenant_id, settings),
-        conversation,
-        ModelInfo(body.model, body.context_window),
+        caller.settings, conversation, ModelInfo(body.model, body.context_window)
     )
     budget = effective.capped_budget(body.token_budget)
     result = assemble(session, conversation.id, budget, effective)
-    return AssembleOut(
-        conversation_id=conversation.id,
-        token_budget=budget,
-        messages=result.messages,
-        estimated_tokens=result.estimated_tokens,
-        summary_count=result.summary_count,
-        fresh_tail_count=result.fresh_tail_count,
-        fresh_tail_overflow=result.fresh_tail_overflow,
-        system_prompt_addition=recall_prompt(
-            result.summary_count,
-            frozenset(body.available_tools) if body.available_tools is not None else None,
+    tools = frozenset(body.available_tools) if body.available_tools is not None else None
+    # Built from the domain's typed result: not validated again (see model_response).
+    return model_response(
+        AssembleOut.model_construct(
+            conversation_id=conversation.id,
+            token_budget=budget,
+            messages=result.messages,
+            estimated_tokens=result.estimated_tokens,
+            summary_count=result.summary_count,
+            fresh_tail_count=result.fresh_tail_count,
+            fresh_tail_overflow=result.fresh_tail_overflow,
+            system_prompt_addition=recall_prompt(result.summary_count, tools)
+            if body.system_prompt
+            else None,
         )
-        if body.system_prompt
-        else None,
     )
 
 

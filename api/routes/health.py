@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.contract import Health, Readiness
-from api.deps import get_database
+from api.deps import DatabaseDep
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
@@ -25,10 +25,10 @@ def healthz() -> dict[str, str]:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "The database or the broker is down"}},
 )
-def readyz(request: Request) -> JSONResponse:
+def readyz(request: Request, database: DatabaseDep) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
-        get_database(request).ping()
+        database.ping()
         checks["database"] = "ok"
     except Exception as exc:
         log.warning("readiness: database unreachable: %s", exc)

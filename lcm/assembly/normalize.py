@@ -74,7 +74,10 @@ class _Normalizer:
             if turn.role != "user":
                 continue
             before = turns[index - 1] if index > 0 else None
-            offered = set(tool_use_ids(before)) if before is not None else set()
+            uses = tool_use_ids(before) if before is not None else []
+            if not uses and not any(b.get("type") == "tool_result" for b in turn.blocks):
+                continue  # no call to answer and no result to check: nothing changes
+            offered = set(uses)
             answered: set[str] = set()
             blocks: list[dict[str, Any]] = []
             for block in turn.blocks:
@@ -87,12 +90,11 @@ class _Normalizer:
                 else:
                     blocks.append(self._orphan_result_text(block))
             turn.blocks = blocks
-            if before is not None:
-                turn.blocks[:0] = [
-                    self._missing_result(call_id)
-                    for call_id in dict.fromkeys(tool_use_ids(before))
-                    if call_id not in answered
-                ]
+            turn.blocks[:0] = [
+                self._missing_result(call_id)
+                for call_id in dict.fromkeys(uses)
+                if call_id not in answered
+            ]
 
     def _missing_result(self, call_id: str) -> dict[str, Any]:
         self.added_tokens += estimate_tokens(MISSING_RESULT_TEXT) + 1

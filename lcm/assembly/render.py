@@ -125,10 +125,12 @@ def render_entry(entry: ContextEntry) -> RenderedEntry:
         return _wrapped(entry.token_count, message.content, "system_message")
     if message.role == "tool":
         return _tool_turn(entry.token_count, message)
-    if message.content_shape == "text":
-        blocks = [text_block(message.content)]
-    else:
-        blocks = [_block_for(message.role, part) for part in message.parts]
+    if message.content_shape == "text":  # most messages: one text block, or none if blank
+        if not message.content.strip():
+            return RenderedEntry(None, entry.token_count)
+        role: TurnRole = "assistant" if message.role == "assistant" else "user"
+        return RenderedEntry(Turn(role, [text_block(message.content)]), entry.token_count)
+    blocks = [_block_for(message.role, part) for part in message.parts]
     return RenderedEntry(_turn(message.role, blocks), entry.token_count)
 
 

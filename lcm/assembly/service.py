@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
+from lcm.assembly.repository import AssemblyRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
 from lcm.settings import CompactionSettings
@@ -25,10 +26,14 @@ def assemble(
     the fresh tail still fill the whole window, everything is read, so the
     tail is always complete.
     """
+    reader = AssemblyRepository(session)
+    window = reader.window(conversation_id, token_budget, settings.fresh_tail_count + 1)
+    entries = reader.entries(conversation_id, window.items)
+    if window.whole:
+        return assemble_context(entries, token_budget, settings)
     repo = CompactionRepository(session)
-    start = repo.recent_window_start(conversation_id, token_budget, settings.fresh_tail_count + 1)
-    entries = repo.load_entries(conversation_id, from_ordinal=start)
-    if start is not None and not any(_bounds_the_tail(e) for e in entries):
+    start = window.items[0].ordinal
+    if not any(_bounds_the_tail(e) for e in entries):
         # Raw messages all the way and no turn start in sight: the turn, and
         # so the tail, began before the window. Rare: one agent loop longer
         # than the whole budget.
@@ -36,7 +41,7 @@ def assemble(
         if turn is not None:
             entries = repo.load_entries(conversation_id, from_ordinal=turn)
     assembled = assemble_context(entries, token_budget, settings)
-    if start is not None and assembled.fresh_tail_count == len(entries):
+    if assembled.fresh_tail_count == len(entries):
         # The whole window is fresh tail: it may go on before the window.
         assembled = assemble_context(repo.load_entries(conversation_id), token_budget, settings)
     return assembled

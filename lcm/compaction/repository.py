@@ -113,36 +113,6 @@ class CompactionRepository:
             parents[summary_id].append(parent_id)
         return parents
 
-    def recent_window_start(
-        self, conversation_id: int, token_budget: int, min_items: int, page: int = 2048
-    ) -> int | None:
-        """The first ordinal of the newest items that hold more than ``token_budget``.
-
-        Assembly fills the budget newest-first, so nothing older than this
-        window can make it into the context; reading only the window keeps
-        assembly independent of how much raw history is still uncompacted.
-        Returns None when the whole context is within the budget.
-        """
-        total, count, before = 0, 0, None
-        while True:
-            stmt = (
-                select(ContextItem.ordinal, ContextItem.token_count)
-                .where(ContextItem.conversation_id == conversation_id)
-                .order_by(ContextItem.ordinal.desc())
-                .limit(page)
-            )
-            if before is not None:
-                stmt = stmt.where(ContextItem.ordinal < before)
-            rows = self.session.execute(stmt).all()
-            for ordinal, tokens in rows:
-                total += tokens
-                count += 1
-                if total > token_budget and count >= min_items:
-                    return int(ordinal)
-            if len(rows) < page:
-                return None
-            before = rows[-1][0]
-
     def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
         """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
 

@@ -19,6 +19,7 @@ from lcm.files.repository import LargeFileRepository
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.ingest.repository import MessageRepository
 from lcm.outbox import SummarizeFile, request_job
+from lcm.retrieval.search_backlog import request_indexing
 from lcm.settings import CompactionSettings
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 
@@ -120,6 +121,8 @@ def ingest_messages(
     charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
     for file_id in file_ids:  # after commit: the rows exist when a worker looks
         request_job(session, SummarizeFile(file_id))
+    # SQLite indexes the batch for search after it commits (not under its write lock).
+    request_indexing(session)
     return IngestResult(
         conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
     )

@@ -5,6 +5,13 @@ Postgres: the generated ``content_tsv`` column (GIN) with
 CJK queries (substring ``ILIKE``) and the literal prefilter of regex mode.
 SQLite: FTS5 ``*_fts`` tables (unicode61, bm25) and ``*_trigram`` tables.
 Both rank with the same formula (see :mod:`lcm.retrieval.ranking_sql`).
+
+SQLite indexes messages after their ingest commits (``search_backlog``,
+:mod:`lcm.retrieval.search_backlog`), so every message query there also reads
+the backlog's rows with plain predicates: ``instr`` / ``LIKE`` where the
+trigram table would answer, and for full text a substring match of the
+query's terms (ranked by occurrences instead of bm25: approximate, and only
+until the drain indexes them). The backlog is usually empty or a few rows.
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ from sqlalchemy import (
     select,
     table,
     text,
+    union_all,
 )
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import UnaryExpression
+from sqlalchemy.sql.operators import custom_op
 
 from lcm.db.models import Message, Summary
 from lcm.errors import InvalidInput
@@ -46,6 +56,11 @@ from lcm.retrieval.ranking_sql import (
     row_id,
     table_name,
     tsvector_match,
+)
+from lcm.retrieval.search_backlog_repository import (
+    SearchBacklogRepository,
+    backlog_ids,
+    backlog_ids_where,
 )
 
 Sort = Literal["recency", "relevance", "hybrid"]
@@ -91,6 +106,7 @@ class SearchRepository:
         self.session = session
         self.dialect = session.get_bind().dialect.name
         self._binds = 0  # unique bind names for repeated trigram subqueries
+        self._has_backlog: bool | None = None  # SQLite: read once (one snapshot)
 
     @contextmanager
     def statement_deadline(self, milliseconds: int) -> Iterator[None]:
@@ -123,10 +139,28 @@ class SearchRepository:
         limit: int,
         now: datetime,
         half_life_seconds: float,
+        *,
+        by_id: bool = False,
     ) -> list[SearchRow]:
         """The best ``limit`` rows of ``target`` for ``query``, ordered as ``sort`` says."""
         base: Any = Message.__table__ if target == "message" else Summary.__table__
         source: Any = base
+        backlog: list[SearchRow] = []
+        if target == "message" and not query.cjk and self._backlog_exists():
+            # Committed but not in messages_fts yet: matched by substring.
+            plain_match, plain_relevance = self._substring_match(target, query, plain=True)
+            backlog = self._ranked(
+                target,
+                base,
+                and_(plain_match, Message.id.in_(backlog_ids())),
+                plain_relevance,
+                bounds,
+                sort,
+                limit,
+                now,
+                half_life_seconds,
+                by_id=True,
+            )
         if query.cjk:
             match, relevance = self._substring_match(target, query)
         elif self.dialect == "postgresql":
@@ -137,6 +171,28 @@ class SearchRepository:
             key = fts.c.rowid if target == "message" else fts.c.summary_id
             # The FTS table drives the query: bm25() exists only in its scan.
             source = fts.join(base, key == row_id(target))
+        rows = self._ranked(
+            target, source, match, relevance, bounds, sort, limit, now, half_life_seconds
+        )
+        if not backlog:
+            return rows
+        merged = sorted(rows + backlog, key=_order_key(sort), reverse=True)
+        return merged[:limit]
+
+    def _ranked(
+        self,
+        target: Target,
+        source: Any,
+        match: Any,
+        relevance: ColumnElement[float],
+        bounds: Bounds,
+        sort: Sort,
+        limit: int,
+        now: datetime,
+        half_life_seconds: float,
+        *,
+        by_id: bool = False,
+    ) -> list[SearchRow]:
         if self.dialect == "sqlite" and sort == "hybrid":
             raw: Any = self.session.connection().connection.driver_connection
             raw.create_function("lcm_exp", 1, math.exp, deterministic=True)
@@ -150,23 +206,44 @@ class SearchRepository:
         if sort != "recency":
             order.insert(0, score.desc())
         stmt = _row_select(target, score).select_from(source)
-        stmt = stmt.where(match, *_bounds(target, bounds)).order_by(*order).limit(limit)
-        return self._rows(target, stmt)
+        stmt = stmt.where(match, *_bounds(target, bounds, indexed=not by_id))
+        return self._rows(target, stmt.order_by(*order).limit(limit))
+
+    def _backlog_exists(self) -> bool:
+        """True on SQLite while some committed message is not indexed yet.
+
+        Read once per repository: grep runs in one transaction (one
+        snapshot), which then reads the indexes too. Usually False, and then
+        no query pays for the backlog at all.
+        """
+        if self._has_backlog is None:
+            self._has_backlog = (
+                self.dialect == "sqlite" and SearchBacklogRepository(self.session).any_pending()
+            )
+        return self._has_backlog
 
     def _substring_match(
-        self, target: Target, query: TextQuery
+        self, target: Target, query: TextQuery, *, plain: bool = False
     ) -> tuple[ColumnElement[bool], ColumnElement[float]]:
-        """CJK queries: every term is a substring, found through the trigram indexes."""
+        """Every term is a substring: through the trigram indexes, or ``plain`` (a row scan).
+
+        CJK queries go this way; so do SQLite's backlog rows (``plain``: the
+        caller limits the rows to the backlog, which the indexes do not hold).
+        """
         content = _content(target)
-        groups = [or_(*[self._contains(target, t.text) for t in g]) for g in query.groups]
-        excluded = [not_(self._contains(target, t.text)) for t in query.excluded]
+
+        def contains(needle: str) -> ColumnElement[bool]:
+            return _instr(content, needle) if plain else self._contains(target, needle)
+
+        groups = [or_(*[contains(t.text) for t in g]) for g in query.groups]
+        excluded = [not_(contains(t.text)) for t in query.excluded]
         occurrences: Any = sum(
             (func.length(content) - func.length(func.replace(content, t.text, "")))
             / max(len(t.text), 1)
             for t in _words(query.positive_terms)
         )
         squashed = cast(occurrences, Float) / (cast(occurrences, Float) + 1.0)
-        phrase = case((self._contains(target, query.phrase_text), 1.0), else_=0.0)
+        phrase = case((contains(query.phrase_text), 1.0), else_=0.0)
         relevance = PHRASE_WEIGHT * phrase + (1 - PHRASE_WEIGHT) * squashed
         return and_(*groups, *excluded), relevance
 
@@ -177,7 +254,7 @@ class SearchRepository:
             return content.ilike(f"%{_escape_like(needle)}%")
         if len(needle) < 3:
             # An FTS5 trigram table matches nothing shorter than a trigram.
-            return func.instr(func.lower(content), needle.lower()) > 0
+            return _instr(content, needle)
         fts = f"{table_name(target)}_trigram"
         key = "rowid" if target == "message" else "summary_id"
         self._binds += 1
@@ -191,6 +268,8 @@ class SearchRepository:
                 )
             )
         )
+        if target == "message" and self._backlog_exists():
+            ids = union_all(ids, backlog_ids_where(lambda content: _instr(content, needle)))
         return row_id(target).in_(ids)
 
     # --- regex candidates ---------------------------------------------------------
@@ -224,6 +303,9 @@ class SearchRepository:
             .select_from(table(fts))
             .where(column("content").like(f"%{literal}%"))
         )
+        if target == "message" and self._backlog_exists():
+            # The same LIKE (ASCII case folded, like the trigram table's) over the backlog.
+            ids = union_all(ids, backlog_ids_where(lambda content: content.like(f"%{literal}%")))
         return row_id(target).in_(ids)
 
     def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
@@ -231,6 +313,19 @@ class SearchRepository:
 
 
 # --- building blocks ----------------------------------------------------------------
+
+
+def _instr(content: Any, needle: str) -> ColumnElement[bool]:
+    """Case-insensitive (ASCII) substring test by scanning the text itself."""
+    return func.instr(func.lower(content), needle.lower()) > 0
+
+
+def _order_key(sort: Sort) -> Any:
+    def key(row: SearchRow) -> tuple[Any, ...]:
+        recency = (row.at, int(row.id))
+        return recency if sort == "recency" else (row.score or 0.0, *recency)
+
+    return key
 
 
 def _at(target: Target) -> Any:
@@ -293,16 +388,27 @@ def _to_row(target: Target, m: Any) -> SearchRow:
     )
 
 
-def _bounds(target: Target, bounds: Bounds) -> list[ColumnElement[bool]]:
+def _bounds(target: Target, bounds: Bounds, *, indexed: bool = True) -> list[ColumnElement[bool]]:
+    """The rows ``bounds`` allows; ``indexed=False`` keeps the planner off their indexes.
+
+    SQLite has no table statistics here and takes ``tenant_id = ?`` for a
+    handful of rows, so a query meant to fetch a few rows by id (the search
+    backlog's) would walk all the tenant's messages instead. A unary ``+``
+    (a no-op in SQLite) stops a term from using an index; the rowid stays usable.
+    """
     model: Any = Message if target == "message" else Summary
-    conditions = [model.tenant_id == bounds.tenant_id]
+
+    def col(c: Any) -> Any:
+        return c if indexed else UnaryExpression(c, operator=custom_op("+"), type_=c.type)
+
+    start = Message.created_at if target == "message" else Summary.earliest_at
+    conditions = [col(model.tenant_id) == bounds.tenant_id]
     if bounds.conversation_ids is not None:
-        conditions.append(model.conversation_id.in_(bounds.conversation_ids))
+        conditions.append(col(model.conversation_id).in_(bounds.conversation_ids))
     if bounds.since is not None:
-        conditions.append(_at(target) >= bounds.since)
+        conditions.append(col(_at(target)) >= bounds.since)
     if bounds.before is not None:
-        start = Message.created_at if target == "message" else Summary.earliest_at
-        conditions.append(start < bounds.before)
+        conditions.append(col(start) < bounds.before)
     return conditions
 
 

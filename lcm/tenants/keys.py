@@ -160,7 +160,13 @@ def rotate_key(session: Session, tenant_id: str, key_id: int) -> IssuedKey:
 
 def authenticate(session: Session, raw_key: str) -> Principal:
     """The principal holding ``raw_key``; ``Unauthenticated`` if unknown or revoked."""
-    key = TenantRepository(session).active_key_by_hash(hash_key(raw_key))
-    if key is None:
+    return authenticate_with_tenant(session, raw_key)[0]
+
+
+def authenticate_with_tenant(session: Session, raw_key: str) -> tuple[Principal, Tenant]:
+    """The principal holding ``raw_key`` and its tenant row (read by the same query)."""
+    found = TenantRepository(session).active_key_with_tenant(hash_key(raw_key))
+    if found is None:
         raise Unauthenticated("the API key is not valid")
-    return Principal(key.tenant_id, key.id, frozenset(parse_scopes(key.scopes)))
+    key, tenant = found
+    return Principal(key.tenant_id, key.id, frozenset(parse_scopes(key.scopes))), tenant

@@ -69,10 +69,14 @@ class TenantRepository:
         ).one_or_none()
         return revoked is not None
 
-    def active_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        return self.session.scalar(
-            select(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
-        )
+    def active_key_with_tenant(self, key_hash: str) -> tuple[ApiKey, Tenant] | None:
+        """The unrevoked key with this hash and its tenant, in one query (every request)."""
+        row = self.session.execute(
+            select(ApiKey, Tenant)
+            .join(Tenant, Tenant.id == ApiKey.tenant_id)
+            .where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
+        ).first()
+        return None if row is None else (row[0], row[1])
 
     def charge_storage(
         self,

@@ -39,6 +39,7 @@ from lcm.db.models import (
 )
 from lcm.errors import Conflict, InvalidInput
 from lcm.files.storage import FileStorage
+from lcm.retrieval.search_backlog import request_indexing
 from lcm.storable import find_unstorable
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 from lcm.transfer.records import (
@@ -126,6 +127,7 @@ def import_conversation(
     conversation = _target(session, tenant_id, session_key, session_id, export.conversation)
     cid = conversation.id
     seq_to_id = _import_messages(repo, tenant_id, cid, export.messages)
+    request_indexing(session)  # SQLite: search indexing after commit
     file_bytes = _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
     renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
     _import_context(repo, tenant_id, cid, export.context_items, seq_to_id, renamed)

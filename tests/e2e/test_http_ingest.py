@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey, Message
 from lcm.tenants.keys import IssuedKey, hash_key
-from tests.conftest import auth, new_tenant
+from tests.conftest import RecordingSender, auth, new_tenant
 
 URL = "/v1/conversations/agent%3Amain%2Fdm/messages"
 
@@ -129,7 +129,9 @@ def test_size_limits_are_413(db: Database, tenant: IssuedKey) -> None:
     settings = db.settings.model_copy(
         update={"max_body_bytes": 4096, "max_batch_messages": 3, "max_message_chars": 100}
     )
-    with TestClient(create_app(settings, database=db, broker_ping=lambda: True)) as c:
+    # No broker here: jobs (SQLite's search indexing) are recorded, not sent.
+    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
+    with TestClient(app) as c:
         big = c.post(
             URL, headers=auth(tenant), json={"messages": [{"role": "user", "content": "x" * 5000}]}
         )

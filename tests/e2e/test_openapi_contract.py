@@ -33,7 +33,7 @@ from schemathesis.checks import (
 from lcm.db.engine import Database
 from lcm.tenants.keys import SCOPES, IssuedKey
 from tests import servers
-from tests.conftest import auth
+from tests.conftest import RecordingSender, auth
 
 MAX_EXAMPLES = 25
 CHECKS = [
@@ -48,7 +48,7 @@ CHECKS = [
 def contract_app(db: Database) -> FastAPI:
     from api.app import create_app
 
-    return create_app(db.settings, database=db, broker_ping=lambda: True)
+    return create_app(db.settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from typing import Any
 from lcm.db.engine import Database
 from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import CompactionSettings
 from tests.helpers import compact as compact_chain
 
@@ -25,8 +26,13 @@ def ingest(
     step: timedelta = timedelta(minutes=1),
     session_id: str | None = None,
     roles: Sequence[str] | None = None,
+    index: bool = True,
 ) -> int:
-    """Append messages (alternating user/assistant) one ``step`` apart; the conversation id."""
+    """Append messages (alternating user/assistant) one ``step`` apart; the conversation id.
+
+    ``index``: then index them for search as the job the ingest asks for
+    would (SQLite; ``False`` leaves them in the search backlog).
+    """
     messages = [
         IncomingMessage(
             roles[i] if roles else ("user" if i % 2 == 0 else "assistant"),
@@ -38,7 +44,12 @@ def ingest(
     ]
     with db.transaction() as session:
         batch = prepare_batch(messages, max_batch=10_000, max_chars=10**7)
-        return ingest_messages(session, tenant_id, key, session_id, batch).conversation_id
+        conversation_id = ingest_messages(
+            session, tenant_id, key, session_id, batch
+        ).conversation_id
+    if index:
+        index_search_backlog(db.transaction)
+    return conversation_id
 
 
 def compact(db: Database, tenant_id: str, conversation_id: int, *, fresh_tail: int = 4) -> None:

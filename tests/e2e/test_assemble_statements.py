@@ -1,0 +1,84 @@
+"""``POST …/assemble`` runs a small, fixed number of SQL statements whatever the history's size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from api.contract import AssembleOut
+from lcm.assembly.service import assemble
+from lcm.db.engine import Database
+from tests.conftest import auth, new_tenant
+from tests.integration.retrieval_data import compact, ingest
+
+# A raw conversation: the key with its tenant, the conversation, one range of
+# context items, the messages. A compacted one adds the summaries and their
+# parents (its context here lies within the first range).
+RAW_SELECTS = 4
+COMPACTED_SELECTS = 6
+
+
+@pytest.fixture
+def selects(db: Database) -> Iterator[list[str]]:
+    """The SELECT statements sent to the database while the test runs."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(db.engine, "before_cursor_execute", record)
+
+
+def assembled_over_http(
+    client: TestClient, key: str, tenant: Any, budget: int, selects: list[str]
+) -> tuple[dict[str, Any], int]:
+    selects.clear()
+    r = client.post(
+        f"/v1/conversations/{key}/assemble", json={"token_budget": budget}, headers=auth(tenant)
+    )
+    assert r.status_code == 200, r.text
+    return r.json(), len(selects)
+
+
+def test_statement_count_does_not_grow_with_the_conversation(
+    db: Database, client: TestClient, selects: list[str]
+) -> None:
+    tenant = new_tenant(db)
+    line = "ran the migration and checked the logs "
+    counts = {}
+    for size in (200, 2_000):
+        ingest(db, tenant.tenant_id, f"chat-{size}", [f"{i}: " + line * 3 for i in range(size)])
+        body, counts[size] = assembled_over_http(client, f"chat-{size}", tenant, 5_000, selects)
+        assert 0 < len(body["messages"]) < 200  # the budget holds only the newest messages
+    assert counts[200] == counts[2_000] <= RAW_SELECTS
+
+
+def test_statement_count_of_a_compacted_conversation(
+    db: Database, client: TestClient, selects: list[str]
+) -> None:
+    tenant = new_tenant(db)
+    texts = [f"message {i}: deployed build {i} to staging and ran the checks" for i in range(80)]
+    cid = ingest(db, tenant.tenant_id, "compacted", texts)
+    compact(db, tenant.tenant_id, cid)
+    body, count = assembled_over_http(client, "compacted", tenant, 200_000, selects)
+    assert body["summary_count"] > 0
+    assert count <= COMPACTED_SELECTS
+    # The body is what the domain assembled, as the response model has it.
+    with db.snapshot_session() as session:
+        result = assemble(session, cid, 200_000, db.settings)
+    assert AssembleOut.model_validate(body) == AssembleOut(
+        conversation_id=cid,
+        token_budget=200_000,
+        messages=result.messages,
+        estimated_tokens=result.estimated_tokens,
+        summary_count=result.summary_count,
+        fresh_tail_count=result.fresh_tail_count,
+        fresh_tail_overflow=result.fresh_tail_overflow,
+    )

@@ -1,0 +1,17 @@
+"""Search tasks: SQLite's search backlog indexed after the ingest that wrote it committed."""
+
+from __future__ import annotations
+
+from lcm.retrieval.search_backlog import index_search_backlog
+from workers import runtime
+from workers.celery_app import app
+
+
+@app.task(name="search.index_backlog")
+def index_backlog() -> int:
+    """Index every message still in the backlog; how many were indexed.
+
+    Safe to run twice or concurrently: each chunk takes the backlog rows it
+    indexes inside one write transaction, so a second run finds them gone.
+    """
+    return index_search_backlog(runtime.database().transaction)
