@@ -189,8 +189,6 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT context_items by context_items.conversation_id",
     "SELECT context_items by context_items.conversation_id,context_items.ordinal",
     "SELECT context_items by context_items.summary_id",
-    "SELECT context_items,messages,summaries by "
-    "context_items.conversation_id,context_items.ordinal",
     "SELECT context_items,messages by context_items.conversation_id,context_items.ordinal",
     "SELECT context_items,summaries by context_items.conversation_id,context_items.ordinal",
     "SELECT context_items,summary_parents by context_items.conversation_id,context_items.ordinal",
