@@ -97,7 +97,7 @@ class ScopedKey:
         # request). The tenant's settings are read in the same session.
         principal, tenant = authenticate_with_tenant(session, token.strip())
         principal.require(self.scope)
-        effective = with_overrides(tenant, settings)
+        effective = with_overrides(settings, tenant.settings_overrides)
         limit = BucketLimit.of(effective)
         if limit is not None:
             # After authentication and the scope check: a bad or forbidden key

@@ -109,6 +109,26 @@ def _assemble_load(
             stop.wait(max(0.0, next_at - time.perf_counter()))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used (Linux ``/proc``); 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far (Linux ``/proc/stat``)."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
 def run(args: argparse.Namespace) -> None:
     concurrency = args.drain_concurrency
     workdir = servers.make_workdir()
@@ -156,7 +176,10 @@ def run(args: argparse.Namespace) -> None:
                     )
                     for i in range(processes)
                 ]
-                time.sleep(4)  # let the workers connect before the clock starts
+                # The clock starts once every worker is ready (connected, job
+                # runner built): under load a fixed pause was too short, and
+                # the drain time then included a worker's start-up.
+                _wait_ready([Path(workdir) / f"w{processes}{i}.log" for i in range(processes)])
                 latencies: list[float] = []
                 stop = threading.Event()
                 # The first tenant's conversations (the key the load sends is its own).
@@ -164,6 +187,8 @@ def run(args: argparse.Namespace) -> None:
                 load = threading.Thread(
                     target=_assemble_load, args=(base, issued.api_key, keys, stop, latencies)
                 )
+                busy_before, total_before = _machine_busy()
+                cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
                 started = time.perf_counter()
                 for cid in ids:
                     wake(cid)
@@ -171,6 +196,9 @@ def run(args: argparse.Namespace) -> None:
                 while _outstanding(db, ids):
                     time.sleep(0.05)
                 elapsed = time.perf_counter() - started
+                worker_cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
+                busy_after, total_after = _machine_busy()
+                machine = (busy_after - busy_before) / max(total_after - total_before, 1e-9)
                 stop.set()
                 load.join()
                 for w in workers:
@@ -188,7 +216,9 @@ def run(args: argparse.Namespace) -> None:
                     f"{concurrency} threads: drained "
                     f"{CONVERSATIONS} in {elapsed:5.1f} s; bound {bound:4.1f} s; efficiency "
                     f"{bound / elapsed:5.1%}; assemble over HTTP p50 {p50:.1f} ms, "
-                    f"p99 {p99:.1f} ms ({len(latencies)} requests)",
+                    f"p99 {p99:.1f} ms ({len(latencies)} requests); worker CPU "
+                    f"{worker_cpu * 1000 / CONVERSATIONS:.0f} ms per pass, machine CPU "
+                    f"{machine:.0%} busy",
                     flush=True,
                 )
         finally:
@@ -196,6 +226,16 @@ def run(args: argparse.Namespace) -> None:
             api.wait(20)
             db.dispose()
             redis_handle.stop()
+
+
+def _wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
+    """Wait until each worker's log says it is ready (``celery worker`` logs `` ready.``)."""
+    deadline = time.monotonic() + timeout
+    for log in logs:
+        while " ready." not in (log.read_text(errors="replace") if log.exists() else ""):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker not ready: {log}")
+            time.sleep(0.1)
 
 
 def _wait_http(base: str) -> None:

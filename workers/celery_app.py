@@ -86,7 +86,10 @@ def configure(settings: Settings) -> Celery:
         # Flower watches these events.
         worker_send_task_events=True,
         task_send_sent_event=True,
-        task_track_started=True,
+        # No STARTED state in the result backend: nothing reads it (Flower
+        # learns a task started from the events above), and it is one more
+        # Redis write per pass on a worker that runs dozens a second.
+        task_track_started=False,
         task_queues=[Queue(q, Exchange(q), routing_key=q) for q in QUEUES],
         task_default_queue="compaction",
         task_routes=TASK_ROUTES,

@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, or_, select, update
+from sqlalchemy import BindParameter, ColumnElement, bindparam, case, func, or_, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.sql.dml import UpdateBase
 
 from lcm.db.models import CompactionDebt, Conversation, Tenant
 from lcm.errors import StaleLease
@@ -90,33 +92,25 @@ class DebtRepository:
         successor_of: int | None = None,
     ) -> Claim | None:
         """Take the lease, or return None when someone else holds it (or nothing is owed)."""
-        condition, attempts = _claim_rule(now, successor_of)
-        row = self.session.execute(
-            update(CompactionDebt)
-            .where(CompactionDebt.conversation_id == conversation_id, condition)
-            .values(
-                status=RUNNING,
-                lease_owner=owner,
-                lease_expires_at=now + lease,
-                fencing_token=CompactionDebt.fencing_token + 1,
-                attempts=attempts,
-                updated_at=now,
-            )
-            .returning(
-                CompactionDebt.tenant_id,
-                CompactionDebt.fencing_token,
-                CompactionDebt.reason,
-                CompactionDebt.token_budget,
-                CompactionDebt.target_tokens,
-                CompactionDebt.attempts,
-                CompactionDebt.enqueued_at,
-            )
-        ).one_or_none()
+        params = claim_params(owner, now, lease)
+        params["debt_id"] = conversation_id
+        if successor_of is None:
+            return self.claimed(_CLAIM, params, owner)
+        return self.claimed(_HAND_OVER, {**params, "successor": successor_of}, owner)
+
+    def claimed(
+        self,
+        statement: UpdateBase,
+        params: dict[str, Any],
+        owner: str,
+    ) -> Claim | None:
+        """Run a claim statement (:func:`claim_statement`); the claim it made, if any."""
+        row = self.session.connection().execute(statement, params).one_or_none()
         if row is None:
             return None
-        tenant_id, token, reason, budget, target, tries, created = row
+        claimed, tenant_id, token, reason, budget, target, tries, created = row
         return Claim(
-            conversation_id,
+            int(claimed),
             tenant_id,
             int(token),
             owner,
@@ -133,31 +127,34 @@ class DebtRepository:
         Locks the row (``FOR UPDATE`` on Postgres) so no claim can slip in
         between this check and the caller's commit.
         """
-        debt = self.get(claim.conversation_id, lock=True)
-        if debt is None or debt.fencing_token != claim.fencing_token or debt.status != RUNNING:
+        row = (
+            self.session.connection()
+            .execute(_FENCE, {"debt_id": claim.conversation_id})
+            .one_or_none()
+        )
+        if row is None or row.fencing_token != claim.fencing_token or row.status != RUNNING:
             raise StaleLease(f"fencing token {claim.fencing_token} is no longer current")
-        if debt.lease_expires_at is None or debt.lease_expires_at <= now:
+        if row.lease_expires_at is None or row.lease_expires_at <= now:
             raise StaleLease(f"the lease of token {claim.fencing_token} expired")
 
     def release(self, claim: Claim, now: datetime) -> bool:
         """Finish the sweep: done, or pending again if debt arrived meanwhile.
 
         Returns True when the row went back to pending (it needs a wake-up).
+        One conditional ``UPDATE``: it does nothing unless ``claim`` still
+        holds the token, and reads ``rearmed`` under the row lock it takes,
+        so a turn re-arming the debt concurrently is either seen here or
+        waits and then finds the row done (and makes it pending itself).
         """
-        debt = self.get(claim.conversation_id, lock=True)
-        if debt is None or debt.fencing_token != claim.fencing_token:
-            return False
-        follow_up = debt.rearmed
-        debt.status = PENDING if follow_up else DONE
-        debt.rearmed = False
-        debt.lease_owner = None
-        debt.lease_expires_at = None
-        debt.attempts = 0
-        debt.last_error = None
-        debt.updated_at = now
-        if follow_up:
-            debt.enqueued_at = now
-        return follow_up
+        status = self.session.connection().execute(
+            _RELEASE,
+            {
+                "debt_id": claim.conversation_id,
+                "token": claim.fencing_token,
+                "now": now,
+            },
+        )
+        return status.scalar() == PENDING
 
     def fail(
         self, claim: Claim, error: str, now: datetime, max_attempts: int, retry_at: datetime
@@ -310,25 +307,94 @@ def debt_overview(session: Session) -> tuple[dict[str, int], datetime | None]:
     return by_status, oldest
 
 
-def _claim_rule(
-    now: datetime, successor_of: int | None
-) -> tuple[ColumnElement[bool], ColumnElement[int] | InstrumentedAttribute[int]]:
-    """Which debt row a claim may take, and its attempts count after the claim."""
-    if successor_of is not None:
-        # A chained pass: only the holder of ``successor_of`` can hand over.
-        handed_over = (CompactionDebt.status == RUNNING) & (
-            CompactionDebt.fencing_token == successor_of
+# The statements every pass runs are built once, with bound parameters:
+# building one per call costs several times the CPU of executing it, and a
+# worker runs dozens of passes a second on one core. They run on the
+# session's connection (its transaction), past the ORM, which they do not need.
+
+
+def claim_params(owner: str, now: datetime, lease: timedelta) -> dict[str, Any]:
+    """The parameters every claim statement takes."""
+    return {"owner": owner, "now": now, "expires": now + lease}
+
+
+def claim_statement(which: ColumnElement[bool], *, successor: bool = False) -> UpdateBase:
+    """A claim of the debt row ``which`` selects, returning what :class:`Claim` holds.
+
+    Parameters: ``owner``, ``now``, ``expires`` (:func:`claim_params`), those
+    of ``which``, and ``successor`` (the token handing over) when
+    ``successor``. A parameter may not be named like a column of the table.
+    """
+    now: BindParameter[datetime] = bindparam("now")
+    condition: ColumnElement[bool]
+    if successor:
+        # A chained pass: only the holder of ``successor`` can hand over.
+        condition = (CompactionDebt.status == RUNNING) & (
+            CompactionDebt.fencing_token == bindparam("successor")
         )
-        return handed_over, CompactionDebt.attempts
-    # A wake-up: pending work, or work whose holder's lease ran out.
-    claimable = or_(
-        CompactionDebt.status == PENDING,
-        (CompactionDebt.status == RUNNING) & (CompactionDebt.lease_expires_at < now),
+        attempts: ColumnElement[int] | InstrumentedAttribute[int] = CompactionDebt.attempts
+    else:
+        # A wake-up: pending work, or work whose holder's lease ran out.
+        condition = or_(
+            CompactionDebt.status == PENDING,
+            (CompactionDebt.status == RUNNING) & (CompactionDebt.lease_expires_at < now),
+        )
+        # Taking over an expired lease counts as a failed attempt of the holder,
+        # so a pass that kills its worker every time ends failed.
+        attempts = case(
+            (CompactionDebt.status == RUNNING, CompactionDebt.attempts + 1),
+            else_=CompactionDebt.attempts,
+        )
+    return (
+        update(CompactionDebt)
+        .where(which, condition)
+        .values(
+            status=RUNNING,
+            lease_owner=bindparam("owner"),
+            lease_expires_at=bindparam("expires"),
+            fencing_token=CompactionDebt.fencing_token + 1,
+            attempts=attempts,
+            updated_at=now,
+        )
+        .returning(
+            CompactionDebt.conversation_id,
+            CompactionDebt.tenant_id,
+            CompactionDebt.fencing_token,
+            CompactionDebt.reason,
+            CompactionDebt.token_budget,
+            CompactionDebt.target_tokens,
+            CompactionDebt.attempts,
+            CompactionDebt.enqueued_at,
+        )
     )
-    # Taking over an expired lease counts as a failed attempt of the holder,
-    # so a pass that kills its worker every time ends failed.
-    attempts = case(
-        (CompactionDebt.status == RUNNING, CompactionDebt.attempts + 1),
-        else_=CompactionDebt.attempts,
+
+
+_BY_ID = CompactionDebt.conversation_id == bindparam("debt_id")
+_CLAIM = claim_statement(_BY_ID)
+_HAND_OVER = claim_statement(_BY_ID, successor=True)
+
+_FENCE = (
+    select(CompactionDebt.fencing_token, CompactionDebt.status, CompactionDebt.lease_expires_at)
+    .where(_BY_ID)
+    .with_for_update()
+)
+
+_REARMED = CompactionDebt.rearmed.is_(True)
+# Reads ``rearmed`` under the row lock it takes, so a turn re-arming the
+# debt concurrently is either seen here or waits, then finds the row done
+# and makes it pending itself.
+_RELEASE = (
+    update(CompactionDebt)
+    .where(_BY_ID, CompactionDebt.fencing_token == bindparam("token"))
+    .values(
+        status=case((_REARMED, PENDING), else_=DONE),
+        rearmed=False,
+        lease_owner=None,
+        lease_expires_at=None,
+        attempts=0,
+        last_error=None,
+        updated_at=bindparam("now"),
+        enqueued_at=case((_REARMED, bindparam("now")), else_=CompactionDebt.enqueued_at),
     )
-    return claimable, attempts
+    .returning(CompactionDebt.status)
+)

@@ -4,11 +4,12 @@ A pass is three steps, and no database transaction spans the LLM call:
 
 1. read the context (a short read transaction) and plan the pass;
 2. summarize the planned range (no transaction open: this can take seconds);
-3. in one short write transaction: lock the conversation row, check the
-   caller's fence (a lease still held), check that the planned range is
-   still exactly what was read, then insert the summary and its links,
-   replace the range with one summary item, bump ``context_version`` and
-   record the run and its LLM usage.
+3. in one short write transaction: lock the conversation row (bumping
+   ``context_version``), check the caller's fence (a lease still held),
+   remove the planned range checking it is still exactly what was read,
+   then insert the summary, its links and the one summary item in the
+   range's place, and record the run and its LLM usage (and whatever the
+   caller settles with the pass, e.g. releasing a sweep's lease).
 
 If step 3's checks fail, nothing is written (``ContextChanged`` /
 ``StaleLease``): the summary is discarded and the next pass replans from the
@@ -43,6 +44,9 @@ from lcm.tenants.spend import llm_budget_exhausted
 
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
+
+Settle = Callable[[Session, ContextEntry], None]
+"""Runs last in a pass's commit transaction, given the entry that replaced the range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +146,14 @@ class CompactionEngine:
         settings: CompactionSettings | TenantSettings,
         *,
         fence: FenceCheck | None = None,
+        then: Settle | None = None,
     ) -> PassOutcome:
-        """Summarize ``plan``'s range and commit it if the range is unchanged."""
+        """Summarize ``plan``'s range and commit it if the range is unchanged.
+
+        ``then`` runs last inside the commit transaction with the entry that
+        replaced the range (a sweep releases its lease there when this was
+        its last pass), so it commits, or rolls back, with the pass.
+        """
         started = time.perf_counter()
         result = self.summarize(
             tenant_id,
@@ -159,8 +169,12 @@ class CompactionEngine:
         )
         duration_ms = int((time.perf_counter() - started) * 1000)
         with self.transaction() as session:
-            _check_commit(session, conversation_id, plan, fence)
-            return self._commit(session, tenant_id, conversation_id, plan, result, duration_ms)
+            outcome = self._commit(
+                session, tenant_id, conversation_id, plan, result, duration_ms, fence
+            )
+            if then is not None and outcome.entry is not None:
+                then(session, outcome.entry)
+            return outcome
 
     def summarize(
         self,
@@ -201,9 +215,15 @@ class CompactionEngine:
         plan: PassPlan,
         result: SummaryResult,
         duration_ms: int,
+        fence: FenceCheck | None,
     ) -> PassOutcome:
-        """Write the checked pass: the summary, its links, the context swap, run and usage."""
+        """Check, then write the pass: the summary, its links, the context swap, run and usage.
+
+        The checks come first and raise before anything is kept: the
+        transaction rolls back (``ContextChanged`` / ``StaleLease``).
+        """
         repo = CompactionRepository(session)
+        _check_commit(repo, session, conversation_id, plan, fence)
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
         repo.insert_summary(summary)
         if plan.kind == "leaf":
@@ -212,13 +232,8 @@ class CompactionEngine:
             repo.link_parents(tenant_id, summary.id, plan.summary_ids)
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
-        repo.replace_range(
-            tenant_id,
-            conversation_id,
-            plan.first_ordinal,
-            plan.last_ordinal,
-            summary.id,
-            item_tokens,
+        repo.add_summary_item(
+            tenant_id, conversation_id, plan.first_ordinal, summary.id, item_tokens
         )
         record_pass(
             repo,
@@ -301,13 +316,21 @@ class CompactionEngine:
 
 
 def _check_commit(
-    session: Session, conversation_id: int, plan: PassPlan, fence: FenceCheck | None
+    repo: CompactionRepository,
+    session: Session,
+    conversation_id: int,
+    plan: PassPlan,
+    fence: FenceCheck | None,
 ) -> None:
-    """Inside the commit transaction: the lease is still held and the range unchanged."""
-    repo = CompactionRepository(session)
-    # The row lock serializes this commit with ingest and with any other
-    # pass on the conversation; the checks below then see settled state.
-    if repo.lock_conversation(conversation_id) is None:
+    """Inside the commit transaction: the lease is still held and the range unchanged.
+
+    Leaves the planned range deleted and ``context_version`` bumped: the
+    caller writes the summary in its place, or the transaction rolls back.
+    """
+    # The row lock (taken by the version bump) serializes this commit with
+    # ingest and with any other pass on the conversation; the checks below
+    # then see settled state.
+    if not repo.bump_context_version(conversation_id):
         # Erased while the summarizer ran: the lease went with its debt row.
         raise StaleLease(f"conversation {conversation_id} was erased during the pass")
     if fence is not None:
@@ -316,7 +339,9 @@ def _check_commit(
         (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
         for e in plan.entries
     ]
-    if repo.range_items(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
+    # The range is deleted and what was there compared with the plan: one
+    # statement for the check and the removal (a mismatch rolls both back).
+    if repo.take_range(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
         raise ContextChanged(
             f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
         )

@@ -38,6 +38,28 @@ tenant has nothing due does it roll its pick back, releasing the row, before
 it picks another tenant. Two workers holding one tenant each and waiting for
 the other's cannot happen.
 
+Claiming without waiting. The order above, run as written, makes every
+claim of one tenant wait for the previous claim to commit: they all stamp
+the same tenant row. So a wake-up first tries a claim that never waits for
+a row lock (``FOR UPDATE SKIP LOCKED`` on Postgres; SQLite runs one writer at
+a time, so nothing is locked there and the same statements simply run in
+turn):
+
+1. stamp the least recently served tenant with due debt whose row no one
+   holds (:meth:`FairQueueRepository.stamp_next_free`), and claim its oldest
+   due debt that no one holds;
+2. if every such tenant's row is held (other claimers serve them right now),
+   claim the oldest due debt no one holds of the least recently served of
+   them, without stamping: the holder stamps it.
+
+Skipping locked rows cannot by itself decide that nothing is due: a debt
+row skipped because another claimer holds it stays pending if that claim
+rolls back, and a wake-up that then gave up would break the promise above
+(one wake-up per pending debt). So a wake-up whose no-wait claim finds
+nothing runs the waiting claim described under "Lock order", which sees
+every committed row. A no-wait claim never waits, so it can be part of no
+deadlock; the waiting claim keeps the one-tenant-row rule.
+
 Cost. Choosing the tenant is one indexed probe per tenant with pending debt
 (``ix_compaction_debt_fair``: tenant, status, enqueued_at); choosing its
 conversation is one more.
@@ -45,12 +67,18 @@ conversation is one more.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, exists, or_, select, update
+from sqlalchemy import BindParameter, ColumnElement, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import PENDING
+from lcm.compaction.debt_repository import (
+    PENDING,
+    Claim,
+    DebtRepository,
+    claim_params,
+    claim_statement,
+)
 from lcm.db.models import CompactionDebt, Tenant
 
 
@@ -84,6 +112,34 @@ class FairQueueRepository:
         )
         return None if conversation_id is None else int(conversation_id)
 
+    def stamp_next_free(self, now: datetime) -> str | None:
+        """Stamp the least recently served tenant with due debt that no one holds; its id.
+
+        Never waits: a tenant row another transaction holds (a claimer
+        serving that tenant, or ingest charging its quota) is skipped.
+        """
+        tenant_id = self.session.connection().execute(_STAMP_NEXT_FREE, {"now": now}).scalar()
+        return None if tenant_id is None else str(tenant_id)
+
+    def claim_oldest_due_free(
+        self, tenant_id: str, owner: str, now: datetime, lease: timedelta
+    ) -> Claim | None:
+        """Claim the tenant's oldest due debt that no one holds, in one statement; never waits."""
+        params = {**claim_params(owner, now, lease), "for_tenant": tenant_id}
+        return DebtRepository(self.session).claimed(_CLAIM_OLDEST_FREE, params, owner)
+
+    def due_tenants(self, now: datetime, limit: int) -> list[str]:
+        """Up to ``limit`` tenants with due debt, least recently served first (no lock)."""
+        return [
+            str(t)
+            for t in self.session.scalars(
+                select(Tenant.id)
+                .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(now)))
+                .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
+                .limit(limit)
+            )
+        ]
+
     def mark_served(self, tenant_id: str, now: datetime) -> None:
         """Send the tenant to the back of the round (locks its row until the claim commits)."""
         self.session.execute(
@@ -91,8 +147,39 @@ class FairQueueRepository:
         )
 
 
-def _due(now: datetime) -> ColumnElement[bool]:
+def _due(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
     """Pending, and not held back by a retry delay (``enqueued_at`` is "not before")."""
     return (CompactionDebt.status == PENDING) & or_(
         CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= now
     )
+
+
+# Built once with bound parameters (see ``debt_repository``: every wake-up runs them).
+_NOW: BindParameter[datetime] = bindparam("now")
+
+_STAMP_NEXT_FREE = (
+    update(Tenant)
+    .where(
+        Tenant.id
+        == select(Tenant.id)
+        .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(_NOW)))
+        .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    .values(compaction_claimed_at=_NOW)
+    .returning(Tenant.id)
+)
+
+# The tenant's oldest due debt that no other transaction holds, chosen and
+# claimed in one statement (the row is locked once chosen).
+_CLAIM_OLDEST_FREE = claim_statement(
+    CompactionDebt.conversation_id
+    == select(CompactionDebt.conversation_id)
+    .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
+    .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
+    .limit(1)
+    .with_for_update(skip_locked=True)
+    .scalar_subquery()
+)

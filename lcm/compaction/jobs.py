@@ -36,13 +36,12 @@ from lcm.compaction.sweep import (
     plan_after_pass,
 )
 from lcm.context import ContextEntry, context_tokens
-from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, utcnow
 from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
 from lcm.settings import CompactionSettings, Settings, TenantSettings
-from lcm.tenants.service import effective_settings
+from lcm.tenants.service import with_overrides
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +151,11 @@ class CompactionJobs:
     def _claim(
         self, conversation_id: int, successor_of: int | None
     ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the lease and, in the same short transaction, read what the pass needs."""
+        """Claim the lease and, in the same short transaction, read what the pass needs.
+
+        One transaction, not two: this claim locks only the conversation's
+        debt row, which nothing else waits for while the lease is being taken.
+        """
         with self.transaction() as session:
             claim = DebtRepository(session).claim(
                 conversation_id, self.owner, self.clock(), self.lease, successor_of=successor_of
@@ -162,7 +165,48 @@ class CompactionJobs:
     def _claim_fairly(
         self, fallback: int
     ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``."""
+        """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``.
+
+        The claim commits in its own short transaction before the context is
+        read in a second one: the claim stamps a tenant row, which ingest of
+        that tenant waits for, so it must not stay locked while a whole
+        context is read. The lease is held from the claim's commit on, and
+        the pass re-checks its range under the fence before it writes.
+        """
+        claim = self._claim_without_waiting()
+        if claim is None:
+            claim = self._claim_waiting(fallback)
+        if claim is None:
+            return None
+        with self.transaction() as session:
+            return self._read(session, claim)
+
+    def _claim_without_waiting(self) -> Claim | None:
+        """Claim due debt without waiting for any row lock; ``None`` does not mean none is due.
+
+        Rows other transactions hold are skipped (``SKIP LOCKED``), so
+        concurrent wake-ups of one tenant claim different debts side by side
+        instead of queueing on the tenant row. See ``fairness_repository``.
+        """
+        with self.transaction() as session:
+            queue, now = FairQueueRepository(session), self.clock()
+            tenant_id = queue.stamp_next_free(now)
+            if tenant_id is not None:
+                claim = queue.claim_oldest_due_free(tenant_id, self.owner, now, self.lease)
+                if claim is not None:
+                    return claim
+                # Its due debts are all being claimed right now: it is being
+                # served, so its stamp stands.
+            # Every tenant with due debt is held by a claimer serving it:
+            # take one of their debts no one holds (their holders stamp them).
+            for busy in queue.due_tenants(now, FAIR_CLAIM_TRIES):
+                claim = queue.claim_oldest_due_free(busy, self.owner, now, self.lease)
+                if claim is not None:
+                    return claim
+            return None
+
+    def _claim_waiting(self, fallback: int) -> Claim | None:
+        """The claim that waits for row locks: sees every committed debt, so nothing is lost."""
         with self.transaction() as session:
             debts, queue = DebtRepository(session), FairQueueRepository(session)
             # Each pick is a savepoint holding one tenant row (stamped before
@@ -186,19 +230,18 @@ class CompactionJobs:
                     pick.rollback()
                     continue
                 pick.commit()
-                return self._read(session, claim)
-            claim = debts.claim(fallback, self.owner, self.clock(), self.lease)
-            return None if claim is None else self._read(session, claim)
+                return claim
+            return debts.claim(fallback, self.owner, self.clock(), self.lease)
 
     def _read(
         self, session: Session, claim: Claim
     ) -> tuple[Claim, TenantSettings, list[ContextEntry]]:
-        settings = effective_settings(session, claim.tenant_id, self.settings)
-        # The rule of model_overrides the conversation's latest turn matched.
-        settings = for_model(
-            settings, *ConversationRepository(session).model_of(claim.conversation_id)
-        )
-        entries = CompactionRepository(session).load_entries(claim.conversation_id)
+        repo = CompactionRepository(session)
+        overrides, model_id, context_window = repo.overrides_and_model(claim.conversation_id)
+        # The tenant's overrides, then the rule of model_overrides the
+        # conversation's latest turn matched.
+        settings = for_model(with_overrides(self.settings, overrides), model_id, context_window)
+        entries = repo.load_entries(claim.conversation_id)
         return claim, settings, entries
 
     def _run(
@@ -214,7 +257,6 @@ class CompactionJobs:
             repaired = self._repair(claim, settings, kind, position)
             if repaired is not None:
                 return repaired
-        conversation_id = claim.conversation_id
         budget = settings.capped_budget(claim.token_budget or self.settings.default_token_budget)
         plan = next_pass(before, settings, budget, target_tokens=claim.target_tokens)
         if plan is None or (kind is not None and plan.kind != kind):
@@ -224,9 +266,39 @@ class CompactionJobs:
         wait = self._rate_limited(claim, settings)
         if wait is not None:
             return self._pause(claim, wait)
+        return self._pass(claim, settings, budget, before, plan, position)
+
+    def _pass(
+        self,
+        claim: Claim,
+        settings: CompactionSettings,
+        budget: int,
+        before: list[ContextEntry],
+        plan: PassPlan,
+        position: ChainPosition,
+    ) -> Step:
+        """Run ``plan`` and settle what comes next in its commit transaction."""
+        conversation_id = claim.conversation_id
+        # Decided inside the pass's commit transaction (``settle``): the
+        # chain's next pass, or its end, whose release then commits with the
+        # summary: one transaction fewer for the last pass of every sweep.
+        settled: list[tuple[PassPlan | None, ChainPosition, bool]] = []
+
+        def settle(session: Session, entry: ContextEntry) -> None:
+            following, counted = self._following(
+                claim, settings, budget, before, applied(before, plan, entry), position.counted()
+            )
+            released = following is None and DebtRepository(session).release(claim, self.clock())
+            settled[:] = [(following, counted, released)]
+
         try:
             outcome = self.engine.run_pass(
-                claim.tenant_id, conversation_id, plan, settings, fence=self._fence(claim)
+                claim.tenant_id,
+                conversation_id,
+                plan,
+                settings,
+                fence=self._fence(claim),
+                then=settle,
             )
         except StaleLease as exc:
             # Another holder took over, or the conversation was erased: the
@@ -234,33 +306,34 @@ class CompactionJobs:
             log.info("compaction pass for conversation %s dropped: %s", conversation_id, exc)
             return Step("noop", conversation_id)
         except ContextChanged:
-            outcome = None  # replanned below from the committed state
-        except Exception as exc:
-            log.exception("compaction pass failed for conversation %s", conversation_id)
-            return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
-        if outcome is None:
             # The range changed under the pass: replan from the committed state.
             after = self.engine.load(conversation_id)
             replanned = next_pass(after, settings, budget, target_tokens=claim.target_tokens)
             return self._after(claim, replanned, None, position)
-        after = (
-            self.engine.load(conversation_id)
-            if outcome.entry is None
-            else applied(before, plan, outcome.entry)
+        except Exception as exc:
+            log.exception("compaction pass failed for conversation %s", conversation_id)
+            return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
+        if settled:
+            following, counted, follow_up = settled[0]
+            if following is None:
+                return self._ended(claim, outcome, counted, follow_up)
+            return self._after(claim, following, outcome, counted)
+        after = self.engine.load(conversation_id)
+        following, counted = self._following(
+            claim, settings, budget, before, after, position.counted()
         )
-        return self._next(claim, settings, budget, before, after, outcome, position.counted())
+        return self._after(claim, following, outcome, counted)
 
-    def _next(
+    def _following(
         self,
         claim: Claim,
         settings: CompactionSettings,
         budget: int,
         before: list[ContextEntry],
         after: list[ContextEntry],
-        outcome: PassOutcome,
         position: ChainPosition,
-    ) -> Step:
-        """After a committed pass: the chain's next pass, or its end (bounds included)."""
+    ) -> tuple[PassPlan | None, ChainPosition]:
+        """After a pass: the chain's next pass (None: its end, bounds included)."""
         now = self.clock().timestamp()
         following, position = plan_after_pass(
             context_tokens(before),
@@ -282,7 +355,7 @@ class CompactionJobs:
                 position.passes,
                 now - position.started_at if position.started_at else 0.0,
             )
-        return self._after(claim, following, outcome, position)
+        return following, position
 
     def _rate_limited(self, claim: Claim, settings: CompactionSettings) -> float | None:
         """Seconds to wait when the conversation used its summarization calls for the window."""
@@ -428,14 +501,24 @@ class CompactionJobs:
                 outcome=outcome,
                 position=position,
             )
+        with self.transaction() as session:
+            follow_up = DebtRepository(session).release(claim, self.clock())
+        return self._ended(claim, outcome, position, follow_up)
+
+    def _ended(
+        self,
+        claim: Claim,
+        outcome: PassOutcome | None,
+        position: ChainPosition,
+        follow_up: bool,
+    ) -> Step:
+        """The chain ended and its lease was released (``follow_up``: debt re-armed meanwhile)."""
         if position.round > 1:
             log.info(
                 "conversation %s: sweep chain ended after %d rounds",
                 claim.conversation_id,
                 position.round,
             )
-        with self.transaction() as session:
-            follow_up = DebtRepository(session).release(claim, self.clock())
         return Step("done", claim.conversation_id, follow_up=follow_up, outcome=outcome)
 
     def _fail(self, claim: Claim, error: str, plan: PassPlan | None = None) -> Step:

@@ -7,11 +7,33 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Select, Table, and_, delete, func, insert, select, update
+from sqlalchemy import (
+    Select,
+    Table,
+    TextClause,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
-from lcm.context import ContentShape, ContextEntry, MessageView, PartView, Role, SummaryView
+from lcm.context import (
+    ContentShape,
+    ContextEntry,
+    MessageView,
+    PartView,
+    Role,
+    SummaryKind,
+    SummaryView,
+)
 from lcm.db.models import (
+    Base,
     CompactionRun,
     ContextItem,
     Conversation,
@@ -21,6 +43,7 @@ from lcm.db.models import (
     Summary,
     SummaryMessage,
     SummaryParent,
+    Tenant,
 )
 
 SUMMARY_MESSAGES: Table = SummaryMessage.__table__  # type: ignore[assignment]
@@ -38,31 +61,57 @@ class CompactionRepository:
     ) -> list[ContextEntry]:
         """The conversation's context items in order, with their messages and summaries.
 
-        Four queries whatever the size: items+messages, parts, items+summaries,
-        parents. ``from_ordinal`` limits them to a suffix of the context.
+        One query reads the items joined with their messages and summaries;
+        a second reads the parts of block messages and a third the parents of
+        condensed summaries, each only when there are any. ``from_ordinal``
+        limits them to a suffix of the context.
         """
-        window = ContextItem.conversation_id == conversation_id
-        if from_ordinal is not None:
-            window = and_(window, ContextItem.ordinal >= from_ordinal)
-        items = self.session.execute(
-            select(
-                ContextItem.ordinal,
-                ContextItem.token_count,
-                ContextItem.message_id,
-                ContextItem.summary_id,
+        rows = (
+            self.session.connection()
+            .execute(
+                _LOAD_CONTEXT,
+                {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0},
             )
-            .where(window)
-            .order_by(ContextItem.ordinal)
-        ).all()
-        messages = self._message_views(window)
-        summaries = self._summary_views(window)
-        entries = []
-        for ordinal, tokens, message_id, summary_id in items:
-            if message_id is not None:
-                entries.append(ContextEntry(ordinal, tokens, message=messages[message_id]))
-            else:
-                entries.append(ContextEntry(ordinal, tokens, summary=summaries[str(summary_id)]))
-        return entries
+            .all()
+        )
+        parts: dict[int, list[PartView]] = {}
+        if any(r[8] == "blocks" for r in rows):
+            # By subquery, not by a list of ids: a long raw history of tool
+            # calls would exceed the bound-parameter limits.
+            window = ContextItem.conversation_id == conversation_id
+            if from_ordinal is not None:
+                window = and_(window, ContextItem.ordinal >= from_ordinal)
+            in_window = select(ContextItem.message_id).where(
+                window, ContextItem.message_id.is_not(None)
+            )
+            parts = load_parts(self.session, in_window, blocks_only=True)
+        condensed = [r.summary_id for r in rows if r.summary_id is not None and r[9] != "leaf"]
+        parents = self._parents(condensed) if condensed else {}
+        return [_entry(r, parts, parents) for r in rows]
+
+    def overrides_and_model(
+        self, conversation_id: int
+    ) -> tuple[dict[str, Any], str | None, int | None]:
+        """What a pass's settings depend on, in one read: the tenant's stored
+        overrides and the model (and context window) of the latest turn."""
+        row = (
+            self.session.connection()
+            .execute(_OVERRIDES_AND_MODEL, {"conversation_id": conversation_id})
+            .one_or_none()
+        )
+        if row is None:
+            return {}, None, None
+        return dict(row[0] or {}), row[1], row[2]
+
+    def _parents(self, summary_ids: list[str]) -> dict[str, list[str]]:
+        parents: dict[str, list[str]] = defaultdict(list)
+        for summary_id, parent_id in self.session.execute(
+            select(SummaryParent.summary_id, SummaryParent.parent_id)
+            .where(SummaryParent.summary_id.in_(summary_ids))
+            .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
+        ):
+            parents[summary_id].append(parent_id)
+        return parents
 
     def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
         """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
@@ -97,29 +146,6 @@ class CompactionRepository:
         )
         return None if ordinal is None else int(ordinal)
 
-    def _message_views(self, window: ColumnElement[bool]) -> dict[int, MessageView]:
-        in_window = select(ContextItem.message_id).where(
-            window, ContextItem.message_id.is_not(None)
-        )
-        return load_message_views(self.session, in_window)
-
-    def _summary_views(self, window: ColumnElement[bool]) -> dict[str, SummaryView]:
-        in_context = and_(window, ContextItem.summary_id.is_not(None))
-        parents: dict[str, list[str]] = defaultdict(list)
-        for summary_id, parent_id in self.session.execute(
-            select(SummaryParent.summary_id, SummaryParent.parent_id)
-            .join(ContextItem, ContextItem.summary_id == SummaryParent.summary_id)
-            .where(in_context)
-            .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
-        ):
-            parents[summary_id].append(parent_id)
-        rows = self.session.scalars(
-            select(Summary)
-            .join(ContextItem, ContextItem.summary_id == Summary.id)
-            .where(in_context)
-        )
-        return {s.id: summary_view(s, parents[s.id]) for s in rows}
-
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
         return int(
@@ -152,65 +178,89 @@ class CompactionRepository:
         )
 
     # --- writing a pass ---------------------------------------------------
+    #
+    # A pass's commit runs on every compaction, so it is written as few
+    # plain statements: no ORM unit of work, no statement whose only job is
+    # a check another statement can answer too.
 
-    def insert_summary(self, summary: Summary) -> None:
-        self.session.add(summary)
-        self.session.flush()
+    def bump_context_version(self, conversation_id: int) -> bool:
+        """Lock the conversation row and bump ``context_version``; False if it was erased.
 
-    def link_messages(self, tenant_id: str, summary_id: str, message_ids: Sequence[int]) -> None:
-        self.session.execute(
-            insert(SUMMARY_MESSAGES),
-            [
-                {"summary_id": summary_id, "message_id": mid, "tenant_id": tenant_id, "ordinal": i}
-                for i, mid in enumerate(message_ids)
-            ],
-        )
+        The row lock serializes a pass's commit with ingest and with any other
+        pass on the conversation, so the checks that follow see settled state.
+        The bump is undone with the rest if a check then fails.
+        """
+        bumped = self.session.connection().execute(_BUMP, {"conversation_id": conversation_id})
+        return bumped.scalar() is not None
 
-    def link_parents(self, tenant_id: str, summary_id: str, parent_ids: Sequence[str]) -> None:
-        self.session.execute(
-            insert(SUMMARY_PARENTS),
-            [
-                {"summary_id": summary_id, "parent_id": pid, "tenant_id": tenant_id, "ordinal": i}
-                for i, pid in enumerate(parent_ids)
-            ],
-        )
-
-    def replace_range(
-        self,
-        tenant_id: str,
-        conversation_id: int,
-        first: int,
-        last: int,
-        summary_id: str,
-        token_count: int,
-    ) -> None:
-        """Swap the items in [first, last] for one summary item at ``first``.
+    def take_range(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
+        """Delete the items in [first, last]; their (ordinal, message_id, summary_id) in order.
 
         Only the replaced rows are touched: other ordinals never move, so the
-        cost of a pass does not grow with the conversation.
+        cost of a pass does not grow with the conversation. The caller
+        compares what was deleted with what it planned (and rolls back if
+        they differ), which spares a separate read of the range.
         """
-        self.session.execute(
-            delete(ContextItem).where(
-                ContextItem.conversation_id == conversation_id,
-                ContextItem.ordinal.between(first, last),
+        rows = self.session.connection().execute(
+            _TAKE_RANGE, {"conversation_id": conversation_id, "first": first, "last": last}
+        )
+        return sorted(tuple(r) for r in rows)
+
+    def insert_summary(self, summary: Summary) -> None:
+        _insert(self.session, [summary])
+
+    def link_messages(self, tenant_id: str, summary_id: str, message_ids: Sequence[int]) -> None:
+        self._link(SUMMARY_MESSAGES, "message_id", tenant_id, summary_id, message_ids)
+
+    def link_parents(self, tenant_id: str, summary_id: str, parent_ids: Sequence[str]) -> None:
+        self._link(SUMMARY_PARENTS, "parent_id", tenant_id, summary_id, parent_ids)
+
+    def _link(
+        self,
+        table: Table,
+        column: str,
+        tenant_id: str,
+        summary_id: str,
+        sources: Sequence[int] | Sequence[str],
+    ) -> None:
+        """The summary's links to its sources, in order.
+
+        On Postgres one ``INSERT … SELECT FROM unnest(array)``: one statement
+        of fixed text, whatever the count (a leaf links a hundred messages,
+        which ``executemany`` would send as a hundred statements). SQLite
+        runs in process, where ``executemany`` costs little.
+        """
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.connection().execute(
+                _LINK_MANY[table],
+                {"summary_id": summary_id, "tenant_id": tenant_id, "sources": list(sources)},
             )
+            return
+        self.session.connection().execute(
+            insert(table),
+            [
+                {"summary_id": summary_id, column: source, "tenant_id": tenant_id, "ordinal": i}
+                for i, source in enumerate(sources)
+            ],
         )
-        self.session.add(
-            ContextItem(
-                tenant_id=tenant_id,
-                conversation_id=conversation_id,
-                ordinal=first,
-                item_type="summary",
-                summary_id=summary_id,
-                token_count=token_count,
-            )
+
+    def add_summary_item(
+        self, tenant_id: str, conversation_id: int, ordinal: int, summary_id: str, tokens: int
+    ) -> None:
+        """The one summary item that takes the place of a range (``take_range``)."""
+        _insert(
+            self.session,
+            [
+                ContextItem(
+                    tenant_id=tenant_id,
+                    conversation_id=conversation_id,
+                    ordinal=ordinal,
+                    item_type="summary",
+                    summary_id=summary_id,
+                    token_count=tokens,
+                )
+            ],
         )
-        self.session.execute(
-            update(Conversation)
-            .where(Conversation.id == conversation_id)
-            .values(context_version=Conversation.context_version + 1)
-        )
-        self.session.flush()
 
     def nth_newest_run_since(
         self, conversation_id: int, since: datetime, n: int
@@ -232,10 +282,10 @@ class CompactionRepository:
         )
 
     def record_run(self, run: CompactionRun) -> None:
-        self.session.add(run)
+        _insert(self.session, [run])
 
     def record_usage(self, rows: Sequence[LlmUsage]) -> None:
-        self.session.add_all(rows)
+        _insert(self.session, rows)
 
     # --- reading the DAG --------------------------------------------------
 
@@ -293,20 +343,7 @@ def load_message_views(
     text part equal to its content (ingest guarantees it), so only block
     messages read their parts.
     """
-    parts: dict[int, list[PartView]] = defaultdict(list)
-    for message_id, part_type, payload, tool_call_id, text in session.execute(
-        select(
-            MessagePart.message_id,
-            MessagePart.part_type,
-            MessagePart.payload,
-            MessagePart.tool_call_id,
-            MessagePart.text,
-        )
-        .join(Message, Message.id == MessagePart.message_id)
-        .where(MessagePart.message_id.in_(message_ids), Message.content_shape == "blocks")
-        .order_by(MessagePart.message_id, MessagePart.ordinal)
-    ):
-        parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
+    parts = load_parts(session, message_ids, blocks_only=True)
     views: dict[int, MessageView] = {}
     for mid, seq, role, content, created_at, shape in session.execute(
         select(
@@ -329,6 +366,151 @@ def load_message_views(
             cast(ContentShape, shape),
         )
     return views
+
+
+# Built once with bound parameters: every pass runs these, and building a
+# statement per call costs several times the CPU of executing it (see
+# ``debt_repository``). They run on the session's connection, past the ORM.
+
+_LOAD_CONTEXT = (
+    select(
+        ContextItem.ordinal,
+        ContextItem.token_count,
+        ContextItem.message_id,
+        ContextItem.summary_id,
+        Message.seq,
+        Message.role,
+        Message.content,
+        Message.created_at,
+        Message.content_shape,
+        Summary.kind,
+        Summary.depth,
+        Summary.content,
+        Summary.token_count,
+        Summary.earliest_at,
+        Summary.latest_at,
+        Summary.descendant_count,
+    )
+    .outerjoin(Message, Message.id == ContextItem.message_id)
+    .outerjoin(Summary, Summary.id == ContextItem.summary_id)
+    .where(
+        ContextItem.conversation_id == bindparam("conversation_id"),
+        ContextItem.ordinal >= bindparam("from_ordinal"),  # 0: all (ordinals start at 1)
+    )
+    .order_by(ContextItem.ordinal)
+)
+
+_OVERRIDES_AND_MODEL = (
+    select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
+    .join(Tenant, Tenant.id == Conversation.tenant_id)
+    .where(Conversation.id == bindparam("conversation_id"))
+)
+
+_BUMP = (
+    update(Conversation)
+    .where(Conversation.id == bindparam("conversation_id"))
+    .values(context_version=Conversation.context_version + 1)
+    .returning(Conversation.id)
+)
+
+_TAKE_RANGE = (
+    delete(ContextItem)
+    .where(
+        ContextItem.conversation_id == bindparam("conversation_id"),
+        ContextItem.ordinal.between(bindparam("first"), bindparam("last")),
+    )
+    .returning(ContextItem.ordinal, ContextItem.message_id, ContextItem.summary_id)
+)
+
+
+def _link_many(table: Table, column: str, sql_type: str) -> TextClause:
+    """Postgres: a summary's links from one array, in its order (``_link``)."""
+    return text(
+        f"INSERT INTO {table.name} (summary_id, {column}, tenant_id, ordinal) "
+        f"SELECT :summary_id, source, :tenant_id, position - 1 "
+        f"FROM unnest(CAST(:sources AS {sql_type}[])) WITH ORDINALITY AS s(source, position)"
+    )
+
+
+_LINK_MANY = {
+    SUMMARY_MESSAGES: _link_many(SUMMARY_MESSAGES, "message_id", "BIGINT"),
+    SUMMARY_PARENTS: _link_many(SUMMARY_PARENTS, "parent_id", "VARCHAR"),
+}
+
+
+def _insert(session: Session, objects: Sequence[Base]) -> None:
+    """Insert new ORM objects of one class with plain ``INSERT``s, not the unit of work.
+
+    Only the attributes set on each object are sent; column defaults fill in
+    the rest. The objects stay detached (nothing reads them back).
+    """
+    if not objects:
+        return
+    mapper = sa_inspect(objects[0]).mapper
+    keys = [(attr.key, attr.columns[0].key) for attr in mapper.column_attrs]
+    rows = []
+    for obj in objects:
+        state = vars(obj)
+        rows.append({column: state[key] for key, column in keys if key in state})
+    table = cast(Table, mapper.local_table)
+    session.connection().execute(insert(table), rows[0] if len(rows) == 1 else rows)
+
+
+def load_parts(
+    session: Session, message_ids: Sequence[int] | Select[int | None], *, blocks_only: bool = False
+) -> dict[int, list[PartView]]:
+    """The parts of ``message_ids`` in order (``blocks_only``: of block messages among them)."""
+    stmt = (
+        select(
+            MessagePart.message_id,
+            MessagePart.part_type,
+            MessagePart.payload,
+            MessagePart.tool_call_id,
+            MessagePart.text,
+        )
+        .where(MessagePart.message_id.in_(message_ids))
+        .order_by(MessagePart.message_id, MessagePart.ordinal)
+    )
+    if blocks_only:
+        stmt = stmt.join(Message, Message.id == MessagePart.message_id).where(
+            Message.content_shape == "blocks"
+        )
+    parts: dict[int, list[PartView]] = defaultdict(list)
+    for message_id, part_type, payload, tool_call_id, plain in session.execute(stmt):
+        parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
+    return parts
+
+
+def _entry(
+    r: Sequence[Any], parts: dict[int, list[PartView]], parents: dict[str, list[str]]
+) -> ContextEntry:
+    """One row of ``_LOAD_CONTEXT`` as a context entry."""
+    ordinal, tokens, message_id, summary_id = r[0], r[1], r[2], r[3]
+    if message_id is not None:
+        shape = r[8]
+        # Roles and shapes were validated on ingest; the casts only tell mypy.
+        message = MessageView(
+            message_id,
+            r[4],
+            cast(Role, r[5]),
+            r[6],
+            r[7],
+            tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(r[6]),
+            cast(ContentShape, shape),
+        )
+        return ContextEntry(ordinal, tokens, message=message)
+    summary = SummaryView(
+        id=str(summary_id),
+        kind=cast(SummaryKind, r[9]),
+        depth=r[10],
+        content=r[11],
+        token_count=r[12],
+        earliest_at=r[13],
+        latest_at=r[14],
+        descendant_count=r[15],
+        parent_ids=tuple(parents.get(str(summary_id), ())),
+    )
+    return ContextEntry(ordinal, tokens, summary=summary)
 
 
 def _text_part(content: str) -> tuple[PartView, ...]:

@@ -89,14 +89,15 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 def effective_settings(session: Session, tenant_id: str, base: S) -> S:
     """``base`` with the tenant's stored overrides on top."""
-    return with_overrides(TenantRepository(session).get(tenant_id), base)
+    tenant = TenantRepository(session).get(tenant_id)
+    return with_overrides(base, tenant.settings_overrides if tenant is not None else None)
 
 
-def with_overrides(tenant: Tenant | None, base: S) -> S:
-    """``base`` with ``tenant``'s stored overrides on top (a tenant already read)."""
-    if tenant is None or not tenant.settings_overrides:
+def with_overrides(base: S, overrides: dict[str, Any] | None) -> S:
+    """``base`` with stored ``overrides`` (a tenant's ``settings_overrides``) on top."""
+    if not overrides:
         return base
-    update = dict(tenant.settings_overrides)
+    update = dict(overrides)
     if "model_overrides" in update:  # stored as JSON; model_copy does not validate
         update["model_overrides"] = [
             ModelOverride.model_validate(rule) for rule in update["model_overrides"]

@@ -234,3 +234,45 @@ def test_assembly_reads_past_its_window_when_the_tail_does(db: Database, tenant:
     assert assembled.fresh_tail_overflow
     assert assembled.messages[0]["role"] == "user"
     assert "migrate the whole repo" in str(assembled.messages[0]["content"])
+
+
+def test_a_leaf_pass_takes_the_same_few_statements_at_any_length(
+    db: Database, tenant: IssuedKey
+) -> None:
+    """A pass's database work does not grow with the conversation, in statements too.
+
+    Reading the context is one joined query (plus the parents of condensed
+    summaries when there are any); the commit is the version bump (the row
+    lock), the range swap, the summary, its links, its item, run and usage.
+    Links are one statement whatever their count (Postgres).
+    """
+    from sqlalchemy import event
+
+    settings = CompactionSettings(fresh_tail_count=8, leaf_chunk_tokens=4_000)
+    eng = engine(db)
+    counts = []
+    for n, key in ((60, "short"), (600, "long")):
+        cid = fill(db, tenant.tenant_id, n, key=key)
+        statements: list[tuple[str, bool]] = []
+
+        def count(*args: object, seen: list[tuple[str, bool]] = statements) -> None:
+            sql = str(args[2])
+            if not sql.startswith(("PRAGMA", "BEGIN")):  # SQLite's transaction control
+                seen.append((sql, bool(args[5])))
+
+        event.listen(db.engine, "before_cursor_execute", count)
+        try:
+            plan = next_plan(eng, cid, settings, 200_000)
+            assert plan is not None
+            read = len(statements)
+            eng.run_pass(tenant.tenant_id, cid, plan, settings)
+        finally:
+            event.remove(db.engine, "before_cursor_execute", count)
+        counts.append((read, len(statements) - read))
+        if db.dialect == "postgresql":
+            # executemany on Postgres sends one statement per row.
+            assert not any(many for _, many in statements), statements
+    assert counts[0] == counts[1]
+    read, commit = counts[0]
+    assert read == 1  # no condensed summary, no block message here
+    assert commit <= 8

@@ -215,3 +215,172 @@ def test_racing_fair_claims_over_many_tenants_do_not_deadlock(pg_db: Database) -
         t.join(120)
     assert errors == []
     assert sorted(claimed) == sorted(expected)  # each claimed exactly once
+
+
+def _jobs(database: Database, owner: str) -> Any:
+    from lcm.compaction.engine import CompactionEngine
+    from lcm.compaction.jobs import CompactionJobs
+    from lcm.summarize.extractive import ExtractiveProvider
+    from lcm.summarize.summarizer import Summarizer
+
+    engine = CompactionEngine(database.transaction, Summarizer(ExtractiveProvider()))
+    return CompactionJobs(database.transaction, engine, database.settings, owner=owner)
+
+
+def _in_thread(target: Any, timeout: float) -> tuple[bool, list[Any]]:
+    """Run ``target`` in a thread; (finished within ``timeout``, [its result or error])."""
+    import threading
+
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(target())
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return not thread.is_alive(), out
+
+
+def test_a_fair_claim_does_not_wait_for_a_held_tenant_row(pg_db: Database) -> None:
+    """Claims of one tenant go side by side: a held tenant row is skipped, not waited for.
+
+    The row is held here as a concurrent claimer (or ingest charging the
+    tenant's quota) holds it. A claim that stamped the tenant first used to
+    wait for that transaction to end, so every claim of one tenant queued.
+    """
+    from lcm.db.models import Tenant
+
+    tenant = new_tenant(pg_db, "busy")
+    owed = owe(pg_db, tenant.tenant_id, [f"busy-{n}" for n in range(3)])
+    jobs = _jobs(pg_db, "w1")
+    with pg_db.session() as holder:
+        holder.execute(select(Tenant.id).where(Tenant.id == tenant.tenant_id).with_for_update())
+        finished, out = _in_thread(lambda: jobs._claim_fairly(owed[-1]), timeout=10)
+        holder.rollback()
+    assert finished, "the claim waited for the tenant row"
+    [read] = out
+    claim = read[0]
+    assert claim.conversation_id == owed[0]  # the oldest due debt, as before
+    assert _status(pg_db, owed[0]) == "running"
+
+
+def test_the_claim_commits_before_the_context_is_read(pg_db: Database, monkeypatch: Any) -> None:
+    """The tenant row a claim stamps is free again while the claimed context is read.
+
+    Ingest of the tenant (the quota charge) locks that row: reading a whole
+    context under it made every turn of the tenant wait for the read.
+    """
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from lcm.compaction.repository import CompactionRepository
+
+    tenant = new_tenant(pg_db, "reader")
+    [owed] = owe(pg_db, tenant.tenant_id, ["reader-0"])
+    seen: list[str] = []
+    load = CompactionRepository.load_entries
+
+    def load_and_probe(self: CompactionRepository, *args: Any, **kwargs: Any) -> Any:
+        with pg_db.session() as probe:
+            try:
+                probe.execute(
+                    text("SELECT id FROM tenants WHERE id = :t FOR UPDATE NOWAIT"),
+                    {"t": tenant.tenant_id},
+                )
+                seen.append("free")
+            except OperationalError:
+                seen.append("held")
+            probe.rollback()
+        return load(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompactionRepository, "load_entries", load_and_probe)
+    read = _jobs(pg_db, "w1")._claim_fairly(owed)
+    assert read is not None
+    assert read[0].conversation_id == owed
+    assert seen == ["free"]
+
+
+def test_a_debt_skipped_while_held_is_still_claimed_when_its_holder_rolls_back(
+    pg_db: Database,
+) -> None:
+    """A no-wait claim that skipped a held debt does not give the wake-up up.
+
+    One wake-up per pending debt is what makes fair claims lose nothing: had
+    this wake-up settled for its own (already served) conversation because
+    the only due debt was held at that instant, the debt would stay pending
+    with no wake-up left for it once the holder rolled back.
+    """
+    import threading
+
+    tenant = new_tenant(pg_db, "skipper")
+    served, due = owe(pg_db, tenant.tenant_id, ["skipper-0", "skipper-1"])
+    with pg_db.transaction() as session:
+        session.execute(
+            CompactionDebt.__table__.update()  # type: ignore[attr-defined]
+            .where(CompactionDebt.conversation_id == served)
+            .values(status=DONE)
+        )
+    jobs = _jobs(pg_db, "w1")
+    with pg_db.session() as holder:
+        holder.execute(
+            select(CompactionDebt.conversation_id)
+            .where(CompactionDebt.conversation_id == due)
+            .with_for_update()
+        )
+        result: list[Any] = []
+        claimer = threading.Thread(target=lambda: result.append(jobs._claim_fairly(served)))
+        claimer.start()
+        claimer.join(1.0)
+        assert claimer.is_alive(), "the wake-up gave up while the debt was held"
+        holder.rollback()  # the holder's claim did not happen
+    claimer.join(30)
+    [read] = result
+    assert read is not None
+    assert read[0].conversation_id == due
+
+
+def test_racing_fair_claims_of_one_tenant_claim_each_debt_once(pg_db: Database) -> None:
+    """Twelve workers claiming one tenant's debts at once: each claimed exactly once, none lost."""
+    import threading
+
+    tenant = new_tenant(pg_db, "crowd")
+    expected = owe(pg_db, tenant.tenant_id, [f"crowd-{n}" for n in range(60)])
+    claimed: list[int] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(12)
+
+    def worker(index: int) -> None:
+        jobs = _jobs(pg_db, f"w{index}")
+        start.wait()
+        try:
+            while (read := jobs._claim_fairly(expected[0])) is not None:
+                claimed.append(read[0].conversation_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert sorted(claimed) == sorted(expected)
+
+
+def test_claims_without_waiting_serve_tenants_round_robin(db: Database) -> None:
+    """The no-wait claim keeps the round: tenants in turn, each tenant's oldest debt first."""
+    tenants = [new_tenant(db, name).tenant_id for name in ("r1", "r2", "r3")]
+    owed = {t: owe(db, t, [f"{t}-{n}" for n in range(3)]) for t in tenants}
+    jobs = _jobs(db, "w1")
+    picked = [jobs._claim_without_waiting() for _ in range(9)]
+    assert all(c is not None for c in picked)
+    order = [c.tenant_id for c in picked]
+    assert order[:3] == order[3:6] == order[6:]
+    assert sorted(order[:3]) == sorted(tenants)
+    for t in tenants:
+        assert [c.conversation_id for c in picked if c.tenant_id == t] == owed[t]
+    assert jobs._claim_without_waiting() is None

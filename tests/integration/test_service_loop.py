@@ -517,3 +517,51 @@ def test_the_reconciler_ends_leases_of_dead_processes_on_this_host(
             woken_expected.append(cid)
     settings = db.settings.model_copy(update={"reconcile_grace_seconds": 0.0})
     assert overdue_debts(db.transaction, settings) == woken_expected
+
+
+def test_a_release_racing_a_turn_that_rearms_keeps_the_follow_up(pg_db: Database) -> None:
+    """Release is one conditional UPDATE: a turn holding the debt row makes it wait, then see it.
+
+    The turn (``record_debt``) locks the debt row and marks it re-armed; the
+    release that runs meanwhile waits for that lock and must then hand the
+    row back as pending (a follow-up), not done. In the other order the turn
+    finds the row done and makes it pending itself (covered by the test
+    above); either way no turn's debt is lost.
+    """
+    from lcm.tenants.service import create_tenant
+
+    with pg_db.transaction() as s:
+        tenant_id = create_tenant(s, "racer").tenant_id
+        batch = prepare_batch(
+            [IncomingMessage("user", f"m{i} " * 50) for i in range(12)],
+            max_batch=12,
+            max_chars=10**6,
+        )
+        cid = ingest_messages(s, tenant_id, "race", None, batch).conversation_id
+        record_debt(s, tenant_id, cid, "threshold", BUDGET)
+    clock = Clock()
+    with pg_db.transaction() as s:
+        claim = DebtRepository(s).claim(cid, "w1", clock(), timedelta(seconds=60))
+    assert claim is not None
+    released: list[bool] = []
+    with pg_db.session() as turn_session:
+        record_debt(turn_session, tenant_id, cid, "threshold", BUDGET)  # holds the row
+        releaser = threading.Thread(
+            target=lambda: released.append(
+                _release(pg_db, claim, clock())  # waits for the turn's row lock
+            )
+        )
+        releaser.start()
+        releaser.join(1.0)
+        assert releaser.is_alive(), "the release did not wait for the turn's row lock"
+        turn_session.commit()
+    releaser.join(30)
+    assert released == [True]
+    debt = debt_of(pg_db, cid)
+    assert debt.status == "pending"
+    assert not debt.rearmed
+
+
+def _release(db: Database, claim: Any, now: datetime) -> bool:
+    with db.transaction() as s:
+        return DebtRepository(s).release(claim, now)
