@@ -1,41 +1,26 @@
-"""All SQL of assembly: the newest context items a budget can reach, and what they hold.
+"""The SQL of assembly's window: the newest context items a budget can reach.
 
 Assembly fills the budget newest-first, so nothing older than the items
-that hold the budget can make it into the context. This repository reads
-those items in two steps, each a fixed number of queries whatever the
-conversation's size:
-
-* :meth:`AssemblyRepository.window` reads the thin rows (ordinal, tokens,
-  refs) newest-first, in **ordinal ranges** rather than ``ORDER BY … LIMIT``:
-  a range query reads only the rows in its range whatever plan the database
-  picks, whereas a LIMIT query is planned from the conversation's estimated
-  size and, with stale statistics (a conversation that just grew), sorts the
-  whole conversation (5 ms for 20,000 items, every request).
-* :meth:`AssemblyRepository.entries` reads what those items refer to:
-  messages (and the parts of block messages) and summaries (and their
-  parents), skipping the queries a window has nothing for.
+that hold the budget can make it into the context.
+:meth:`AssemblyRepository.window` reads the thin rows (ordinal, tokens,
+refs) newest-first, in **ordinal ranges** rather than ``ORDER BY … LIMIT``:
+a range query reads only the rows in its range whatever plan the database
+picks, whereas a LIMIT query is planned from the conversation's estimated
+size and, with stale statistics (a conversation that just grew), sorts the
+whole conversation (5 ms for 20,000 items, every request). What the window's
+items refer to is then read by the context read compaction uses too
+(``CompactionRepository.load_entries`` from the window's first ordinal).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVarTuple, cast
+from typing import NamedTuple, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Result, Select, and_, func, select
+from sqlalchemy import ColumnElement, Result, Select, func, select
 from sqlalchemy.orm import Session
 
-from lcm.context import (
-    ContentShape,
-    ContextEntry,
-    MessageView,
-    PartView,
-    Role,
-    SummaryKind,
-    SummaryView,
-)
-from lcm.db.models import ContextItem, Message, MessagePart, Summary, SummaryParent
+from lcm.db.models import ContextItem
 
 _Row = TypeVarTuple("_Row")
 
@@ -129,117 +114,3 @@ class AssemblyRepository:
             select(*ITEM_COLUMNS).where(*where).order_by(ContextItem.ordinal.desc())
         ).all()  # all at once: iterating the result fetches row by row
         return [ItemRef._make(row) for row in rows]
-
-    def entries(self, conversation_id: int, items: Sequence[ItemRef]) -> list[ContextEntry]:
-        """``items`` (a window: the newest items, oldest first) with what they refer to.
-
-        The queries select by the window's ordinal range (one bound parameter
-        however many items) and only run when the window holds their kind.
-        """
-        if not items:
-            return []
-        in_window = and_(
-            ContextItem.conversation_id == conversation_id,
-            ContextItem.ordinal >= items[0].ordinal,
-        )
-        messages: dict[int, MessageView] = {}
-        if any(i.message_id is not None for i in items):
-            messages = self._messages(in_window)
-        summaries: dict[str, SummaryView] = {}
-        if any(i.summary_id is not None for i in items):
-            summaries = self._summaries(in_window)
-        return [
-            ContextEntry(i.ordinal, i.token_count, message=messages[i.message_id])
-            if i.message_id is not None
-            else ContextEntry(i.ordinal, i.token_count, summary=summaries[str(i.summary_id)])
-            for i in items
-        ]
-
-    def _messages(self, in_window: ColumnElement[bool]) -> dict[int, MessageView]:
-        rows = self._rows(
-            select(
-                Message.id,
-                Message.seq,
-                Message.role,
-                Message.content,
-                Message.created_at,
-                Message.content_shape,
-            )
-            .join(ContextItem, ContextItem.message_id == Message.id)
-            .where(in_window)
-        ).all()
-        # A plain-string message has one text part equal to its content
-        # (ingest guarantees it), so only block messages read their parts.
-        parts: dict[int, list[PartView]] = defaultdict(list)
-        if any(row[5] == "blocks" for row in rows):
-            parts = self._parts(in_window)
-        return {
-            mid: MessageView(
-                mid,
-                seq,
-                cast(Role, role),  # roles and shapes were validated on ingest
-                content,
-                created_at,
-                tuple(parts[mid])
-                if shape == "blocks"
-                else (PartView("text", {"type": "text", "text": content}, None, content),),
-                cast(ContentShape, shape),
-            )
-            for mid, seq, role, content, created_at, shape in rows
-        }
-
-    def _parts(self, in_window: ColumnElement[bool]) -> dict[int, list[PartView]]:
-        parts: dict[int, list[PartView]] = defaultdict(list)
-        for message_id, part_type, payload, tool_call_id, text in self._rows(
-            select(
-                MessagePart.message_id,
-                MessagePart.part_type,
-                MessagePart.payload,
-                MessagePart.tool_call_id,
-                MessagePart.text,
-            )
-            .join(ContextItem, ContextItem.message_id == MessagePart.message_id)
-            .where(in_window)
-            .order_by(MessagePart.message_id, MessagePart.ordinal)
-        ):
-            parts[message_id].append(PartView(part_type, payload, tool_call_id, text))
-        return parts
-
-    def _summaries(self, in_window: ColumnElement[bool]) -> dict[str, SummaryView]:
-        parents: dict[str, list[str]] = defaultdict(list)
-        for summary_id, parent_id in self._rows(
-            select(SummaryParent.summary_id, SummaryParent.parent_id)
-            .join(ContextItem, ContextItem.summary_id == SummaryParent.summary_id)
-            .where(in_window)
-            .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
-        ):
-            parents[summary_id].append(parent_id)
-        return {
-            sid: SummaryView(
-                id=sid,
-                kind=cast(SummaryKind, kind),
-                depth=depth,
-                content=content,
-                token_count=tokens,
-                earliest_at=earliest_at,
-                latest_at=latest_at,
-                descendant_count=descendants,
-                parent_ids=tuple(parents[sid]),
-            )
-            for sid, kind, depth, content, tokens, earliest_at, latest_at, descendants in (
-                self._rows(
-                    select(
-                        Summary.id,
-                        Summary.kind,
-                        Summary.depth,
-                        Summary.content,
-                        Summary.token_count,
-                        Summary.earliest_at,
-                        Summary.latest_at,
-                        Summary.descendant_count,
-                    )
-                    .join(ContextItem, ContextItem.summary_id == Summary.id)
-                    .where(in_window)
-                )
-            )
-        }

@@ -26,13 +26,16 @@ def assemble(
     the fresh tail still fill the whole window, everything is read, so the
     tail is always complete.
     """
-    reader = AssemblyRepository(session)
-    window = reader.window(conversation_id, token_budget, settings.fresh_tail_count + 1)
-    entries = reader.entries(conversation_id, window.items)
-    if window.whole:
-        return assemble_context(entries, token_budget, settings)
+    window = AssemblyRepository(session).window(
+        conversation_id, token_budget, settings.fresh_tail_count + 1
+    )
+    if not window.items:
+        return assemble_context([], token_budget, settings)
     repo = CompactionRepository(session)
     start = window.items[0].ordinal
+    entries = repo.load_entries(conversation_id, from_ordinal=start)
+    if window.whole:
+        return assemble_context(entries, token_budget, settings)
     if not any(_bounds_the_tail(e) for e in entries):
         # Raw messages all the way and no turn start in sight: the turn, and
         # so the tail, began before the window. Rare: one agent loop longer

@@ -189,9 +189,8 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT context_items by context_items.conversation_id",
     "SELECT context_items by context_items.conversation_id,context_items.ordinal",
     "SELECT context_items by context_items.summary_id",
-    "SELECT context_items,messages by context_items.conversation_id,context_items.ordinal",
-    "SELECT context_items,summaries by context_items.conversation_id,context_items.ordinal",
-    "SELECT context_items,summary_parents by context_items.conversation_id,context_items.ordinal",
+    "SELECT context_items,messages,summaries by "
+    "context_items.conversation_id,context_items.ordinal",
     "SELECT conversations by conversations.id",
     "SELECT message_parts,messages by message_parts.message_id,messages.content_shape",
     "SELECT messages by messages.client_id,messages.conversation_id",
