@@ -95,9 +95,9 @@ class ScopedKey:
             raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
         # On every request (no cache, so a revoked key is refused on its next
         # request). The tenant's settings are read in the same session.
-        principal, tenant = authenticate_with_tenant(session, token.strip())
+        principal, overrides = authenticate_with_tenant(session, token.strip())
         principal.require(self.scope)
-        effective = with_overrides(settings, tenant.settings_overrides)
+        effective = with_overrides(settings, overrides)
         limit = BucketLimit.of(effective)
         if limit is not None:
             # After authentication and the scope check: a bad or forbidden key
@@ -106,13 +106,27 @@ class ScopedKey:
         return Caller(principal.tenant_id, effective)
 
 
-class RequireScope(ScopedKey):
-    """Dependency: the calling tenant's id (see :class:`ScopedKey`).
+class RequireCaller(ScopedKey):
+    """Dependency: the calling tenant and its effective settings (see :class:`ScopedKey`).
 
     The key is looked up in a short read-only session of its own: looking a
     key up must never wait for (or hold) the write lock, nor keep the
-    request's own transaction open.
+    request's own transaction open. A route taking the caller uses its
+    settings instead of reading the tenant again.
     """
+
+    def __call__(
+        self,
+        request: Request,
+        database: Annotated[Database, Depends(get_database)],
+        settings: Annotated[Settings, Depends(app_settings)],
+    ) -> Caller:
+        with database.read_session() as session:
+            return self.caller(request, session, settings)
+
+
+class RequireScope(ScopedKey):
+    """Dependency: the calling tenant's id, the key looked up as :class:`RequireCaller` does."""
 
     def __call__(
         self,
@@ -197,6 +211,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
+IngestCaller = Annotated[Caller, Depends(RequireCaller("ingest"))]
 ReadTenant = Annotated[str, Depends(RequireScope("read"))]
 SnapshotReadDep = Annotated[SnapshotRead, Depends(RequireSnapshotRead("read"))]
 AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

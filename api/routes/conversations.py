@@ -20,6 +20,7 @@ from api.contract import (
 )
 from api.deps import (
     DatabaseDep,
+    IngestCaller,
     IngestTenant,
     ReadSessionDep,
     ReadTenant,
@@ -54,13 +55,13 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     session: SessionDep,
     settings: SettingsDep,
     services: ServicesDep,
 ) -> MessagesOut:
     batch = prepared_batch(body, settings)
-    effective = effective_settings(session, tenant_id, settings)
+    tenant_id, effective = caller.tenant_id, caller.settings
     skipped = write_skip(effective, key)
     if skipped is not None:
         return MessagesOut(
@@ -88,7 +89,7 @@ def post_messages(
 def post_turn(
     key: SessionKey,
     body: TurnIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -98,15 +99,14 @@ def post_turn(
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
     with database.transaction() as session:
-        effective = effective_settings(session, tenant_id, settings)
         turn = after_turn(
             session,
-            tenant_id,
+            caller.tenant_id,
             key,
             body.session_id,
             batch,
             body.token_budget,
-            effective,
+            caller.settings,
             services.storage,
             ModelInfo(body.model, body.context_window),
             LivePrompt(body.current_token_count, body.overflow),

@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from sqlalchemy.orm import Session
 
@@ -163,10 +163,11 @@ def authenticate(session: Session, raw_key: str) -> Principal:
     return authenticate_with_tenant(session, raw_key)[0]
 
 
-def authenticate_with_tenant(session: Session, raw_key: str) -> tuple[Principal, Tenant]:
-    """The principal holding ``raw_key`` and its tenant row (read by the same query)."""
+def authenticate_with_tenant(session: Session, raw_key: str) -> tuple[Principal, dict[str, Any]]:
+    """The principal holding ``raw_key`` and its tenant's stored settings overrides
+    (read by the same query)."""
     found = TenantRepository(session).active_key_with_tenant(hash_key(raw_key))
     if found is None:
         raise Unauthenticated("the API key is not valid")
-    key, tenant = found
-    return Principal(key.tenant_id, key.id, frozenset(parse_scopes(key.scopes))), tenant
+    principal = Principal(found.tenant_id, found.key_id, frozenset(parse_scopes(found.scopes)))
+    return principal, found.settings_overrides
