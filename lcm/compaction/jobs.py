@@ -5,10 +5,10 @@ Debt on the way in (recording it, waiting for it) is :mod:`lcm.compaction.servic
 A sweep is a chain of jobs (DESIGN §7), one pass each. The first job (a
 wake-up from the API or the reconciler) claims the debt row; every later job
 claims it as the designated successor of the previous one (a fencing-token
-compare-and-swap). Each runs one pass and works out from the committed state
-what comes next. The entrypoint (a Celery task or the API's
-inline mode) enqueues whatever :class:`Step` says, after the domain's
-transactions have committed. Nothing here holds a transaction across an LLM
+compare-and-swap; both in :mod:`lcm.compaction.claims`). Each runs one pass
+and works out from the committed state what comes next. The entrypoint (a
+Celery task or the API's inline mode) enqueues whatever :class:`Step` says,
+after the domain's transactions have committed. Nothing here holds a transaction across an LLM
 call, and nothing here commits: ``transaction`` is the entrypoint's.
 """
 
@@ -22,10 +22,9 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from lcm.compaction.claims import LeaseClaims
 from lcm.compaction.debt_repository import FAILED, REPAIR, Claim, DebtRepository
 from lcm.compaction.engine import CompactionEngine, PassOutcome
-from lcm.compaction.fairness_repository import FairQueueRepository
-from lcm.compaction.overrides import for_model
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.service import record_debt
@@ -40,17 +39,11 @@ from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, utcnow
 from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
-from lcm.settings import CompactionSettings, Settings, TenantSettings
-from lcm.tenants.service import with_overrides
+from lcm.settings import CompactionSettings, Settings
 
 log = logging.getLogger(__name__)
 
 Action = Literal["noop", "pass", "done", "retry", "failed", "paused"]
-
-
-# Picks per fair wake-up before it settles for the conversation it was sent
-# for: each lost race means another worker claimed that tenant's debt.
-FAIR_CLAIM_TRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +87,12 @@ class CompactionJobs:
         self.settings = settings
         self.owner = owner
         self.clock = clock
-        self.lease = timedelta(seconds=settings.lease_seconds)
+        self.claims = LeaseClaims(transaction, settings, owner, clock)
         self.repairs = SummaryRepair(engine)
 
     def wake(self, conversation_id: int, kind: str | None = None) -> Step:
         """Claim pending (or abandoned) debt and run the sweep's first pass."""
-        return self._first_pass(self._claim(conversation_id, None), conversation_id, kind)
+        return self._first_pass(self.claims.claim(conversation_id, None), conversation_id, kind)
 
     def wake_fairly(self, conversation_id: int, kind: str | None = None) -> Step:
         """A queued wake-up: claim the due debt of the tenant that waited longest.
@@ -108,7 +101,7 @@ class CompactionJobs:
         when no pending debt is due, e.g. to take over an expired lease.
         See ``lcm/compaction/fairness_repository.py`` for why this is fair and loses nothing.
         """
-        return self._first_pass(self._claim_fairly(conversation_id), conversation_id, kind)
+        return self._first_pass(self.claims.claim_fairly(conversation_id), conversation_id, kind)
 
     def _first_pass(
         self,
@@ -140,109 +133,13 @@ class CompactionJobs:
         ``position`` is the chain's round as the previous job left it (a job
         sent before rounds existed carries none: it continues round one).
         """
-        read = self._claim(conversation_id, fencing_token)
+        read = self.claims.claim(conversation_id, fencing_token)
         if read is None:
             return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
         claim, settings, before = read
         if position is None:
             position = ChainPosition.start(before, self.clock().timestamp())
         return self._run(claim, settings, before, kind, position)
-
-    def _claim(
-        self, conversation_id: int, successor_of: int | None
-    ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the lease and, in the same short transaction, read what the pass needs.
-
-        One transaction, not two: this claim locks only the conversation's
-        debt row, which nothing else waits for while the lease is being taken.
-        """
-        with self.transaction() as session:
-            claim = DebtRepository(session).claim(
-                conversation_id, self.owner, self.clock(), self.lease, successor_of=successor_of
-            )
-            return None if claim is None else self._read(session, claim)
-
-    def _claim_fairly(
-        self, fallback: int
-    ) -> tuple[Claim, CompactionSettings, list[ContextEntry]] | None:
-        """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``.
-
-        The claim commits in its own short transaction before the context is
-        read in a second one: the claim stamps a tenant row, which ingest of
-        that tenant waits for, so it must not stay locked while a whole
-        context is read. The lease is held from the claim's commit on, and
-        the pass re-checks its range under the fence before it writes.
-        """
-        claim = self._claim_without_waiting()
-        if claim is None:
-            claim = self._claim_waiting(fallback)
-        if claim is None:
-            return None
-        with self.transaction() as session:
-            return self._read(session, claim)
-
-    def _claim_without_waiting(self) -> Claim | None:
-        """Claim due debt without waiting for any row lock; ``None`` does not mean none is due.
-
-        Rows other transactions hold are skipped (``SKIP LOCKED``), so
-        concurrent wake-ups of one tenant claim different debts side by side
-        instead of queueing on the tenant row. See ``fairness_repository``.
-        """
-        with self.transaction() as session:
-            queue, now = FairQueueRepository(session), self.clock()
-            tenant_id = queue.stamp_next_free(now)
-            if tenant_id is not None:
-                claim = queue.claim_oldest_due_free(tenant_id, self.owner, now, self.lease)
-                if claim is not None:
-                    return claim
-                # Its due debts are all being claimed right now: it is being
-                # served, so its stamp stands.
-            # Every tenant with due debt is held by a claimer serving it:
-            # take one of their debts no one holds (their holders stamp them).
-            for busy in queue.due_tenants(now, FAIR_CLAIM_TRIES):
-                claim = queue.claim_oldest_due_free(busy, self.owner, now, self.lease)
-                if claim is not None:
-                    return claim
-            return None
-
-    def _claim_waiting(self, fallback: int) -> Claim | None:
-        """The claim that waits for row locks: sees every committed debt, so nothing is lost."""
-        with self.transaction() as session:
-            debts, queue = DebtRepository(session), FairQueueRepository(session)
-            # Each pick is a savepoint holding one tenant row (stamped before
-            # its debt row: ingest's order). A claim that loses a race tries
-            # the same tenant's next due debt under that lock; a tenant with
-            # nothing left rolls back, releasing its row before another is
-            # locked, so no two workers can each hold a tenant the other wants
-            # (see ``fairness_repository``).
-            for _ in range(FAIR_CLAIM_TRIES):
-                now = self.clock()
-                due = queue.next_due(now)
-                if due is None:
-                    break
-                tenant_id, conversation_id = due
-                pick = session.begin_nested()
-                queue.mark_served(tenant_id, now)
-                claim = debts.claim(conversation_id, self.owner, now, self.lease)
-                while claim is None and (nxt := queue.oldest_due(tenant_id, now)) is not None:
-                    claim = debts.claim(nxt, self.owner, now, self.lease)
-                if claim is None:
-                    pick.rollback()
-                    continue
-                pick.commit()
-                return claim
-            return debts.claim(fallback, self.owner, self.clock(), self.lease)
-
-    def _read(
-        self, session: Session, claim: Claim
-    ) -> tuple[Claim, TenantSettings, list[ContextEntry]]:
-        repo = CompactionRepository(session)
-        overrides, model_id, context_window = repo.overrides_and_model(claim.conversation_id)
-        # The tenant's overrides, then the rule of model_overrides the
-        # conversation's latest turn matched.
-        settings = for_model(with_overrides(self.settings, overrides), model_id, context_window)
-        entries = repo.load_entries(claim.conversation_id)
-        return claim, settings, entries
 
     def _run(
         self,

@@ -201,7 +201,7 @@ def test_racing_fair_claims_over_many_tenants_do_not_deadlock(pg_db: Database) -
         start.wait()
         try:
             while True:
-                read = jobs._claim_fairly(fallback)
+                read = jobs.claims.claim_fairly(fallback)
                 if read is None:
                     return
                 claimed.append(read[0].conversation_id)
@@ -259,7 +259,7 @@ def test_a_fair_claim_does_not_wait_for_a_held_tenant_row(pg_db: Database) -> No
     jobs = _jobs(pg_db, "w1")
     with pg_db.session() as holder:
         holder.execute(select(Tenant.id).where(Tenant.id == tenant.tenant_id).with_for_update())
-        finished, out = _in_thread(lambda: jobs._claim_fairly(owed[-1]), timeout=10)
+        finished, out = _in_thread(lambda: jobs.claims.claim_fairly(owed[-1]), timeout=10)
         holder.rollback()
     assert finished, "the claim waited for the tenant row"
     [read] = out
@@ -298,7 +298,7 @@ def test_the_claim_commits_before_the_context_is_read(pg_db: Database, monkeypat
         return load(self, *args, **kwargs)
 
     monkeypatch.setattr(CompactionRepository, "load_entries", load_and_probe)
-    read = _jobs(pg_db, "w1")._claim_fairly(owed)
+    read = _jobs(pg_db, "w1").claims.claim_fairly(owed)
     assert read is not None
     assert read[0].conversation_id == owed
     assert seen == ["free"]
@@ -332,7 +332,7 @@ def test_a_debt_skipped_while_held_is_still_claimed_when_its_holder_rolls_back(
             .with_for_update()
         )
         result: list[Any] = []
-        claimer = threading.Thread(target=lambda: result.append(jobs._claim_fairly(served)))
+        claimer = threading.Thread(target=lambda: result.append(jobs.claims.claim_fairly(served)))
         claimer.start()
         claimer.join(1.0)
         assert claimer.is_alive(), "the wake-up gave up while the debt was held"
@@ -357,7 +357,7 @@ def test_racing_fair_claims_of_one_tenant_claim_each_debt_once(pg_db: Database) 
         jobs = _jobs(pg_db, f"w{index}")
         start.wait()
         try:
-            while (read := jobs._claim_fairly(expected[0])) is not None:
+            while (read := jobs.claims.claim_fairly(expected[0])) is not None:
                 claimed.append(read[0].conversation_id)
         except BaseException as exc:
             errors.append(exc)
@@ -376,11 +376,11 @@ def test_claims_without_waiting_serve_tenants_round_robin(db: Database) -> None:
     tenants = [new_tenant(db, name).tenant_id for name in ("r1", "r2", "r3")]
     owed = {t: owe(db, t, [f"{t}-{n}" for n in range(3)]) for t in tenants}
     jobs = _jobs(db, "w1")
-    picked = [jobs._claim_without_waiting() for _ in range(9)]
+    picked = [jobs.claims.claim_without_waiting() for _ in range(9)]
     assert all(c is not None for c in picked)
     order = [c.tenant_id for c in picked]
     assert order[:3] == order[3:6] == order[6:]
     assert sorted(order[:3]) == sorted(tenants)
     for t in tenants:
         assert [c.conversation_id for c in picked if c.tenant_id == t] == owed[t]
-    assert jobs._claim_without_waiting() is None
+    assert jobs.claims.claim_without_waiting() is None
