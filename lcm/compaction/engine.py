@@ -32,8 +32,9 @@ from lcm.assembly import summary_context_tokens
 from lcm.assembly.render import format_timestamp
 from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
-from lcm.compaction.repository import CompactionRepository, summary_view
+from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry, MessageView, SummaryView
+from lcm.context_repository import summary_view
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
-    Select,
     Table,
     TextClause,
-    and_,
     bindparam,
     delete,
     func,
@@ -24,14 +21,9 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
 from lcm.context import (
-    ContentShape,
     ContextEntry,
-    MessageView,
-    PartView,
-    Role,
-    SummaryKind,
-    SummaryView,
 )
+from lcm.context_repository import load_context
 from lcm.db.models import (
     Base,
     CompactionRun,
@@ -59,35 +51,8 @@ class CompactionRepository:
     def load_entries(
         self, conversation_id: int, from_ordinal: int | None = None
     ) -> list[ContextEntry]:
-        """The conversation's context items in order, with their messages and summaries.
-
-        One query reads the items joined with their messages and summaries;
-        a second reads the parts of block messages and a third the parents of
-        condensed summaries, each only when there are any. ``from_ordinal``
-        limits them to a suffix of the context.
-        """
-        rows = (
-            self.session.connection()
-            .execute(
-                _LOAD_CONTEXT,
-                {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0},
-            )
-            .all()
-        )
-        parts: dict[int, list[PartView]] = {}
-        if any(r[8] == "blocks" for r in rows):
-            # By subquery, not by a list of ids: a long raw history of tool
-            # calls would exceed the bound-parameter limits.
-            window = ContextItem.conversation_id == conversation_id
-            if from_ordinal is not None:
-                window = and_(window, ContextItem.ordinal >= from_ordinal)
-            in_window = select(ContextItem.message_id).where(
-                window, ContextItem.message_id.is_not(None)
-            )
-            parts = load_parts(self.session, in_window, blocks_only=True)
-        condensed = [r.summary_id for r in rows if r.summary_id is not None and r[9] != "leaf"]
-        parents = self._parents(condensed) if condensed else {}
-        return [_entry(r, parts, parents) for r in rows]
+        """The conversation's context items in order (``from_ordinal``: a suffix of it)."""
+        return load_context(self.session, conversation_id, from_ordinal)
 
     def overrides_and_model(
         self, conversation_id: int
@@ -102,16 +67,6 @@ class CompactionRepository:
         if row is None:
             return {}, None, None
         return dict(row[0] or {}), row[1], row[2]
-
-    def _parents(self, summary_ids: list[str]) -> dict[str, list[str]]:
-        parents: dict[str, list[str]] = defaultdict(list)
-        for summary_id, parent_id in self.session.execute(
-            select(SummaryParent.summary_id, SummaryParent.parent_id)
-            .where(SummaryParent.summary_id.in_(summary_ids))
-            .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
-        ):
-            parents[summary_id].append(parent_id)
-        return parents
 
     def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
         """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
@@ -334,71 +289,9 @@ class CompactionRepository:
         }
 
 
-def load_message_views(
-    session: Session, message_ids: Sequence[int] | Select[int | None]
-) -> dict[int, MessageView]:
-    """Messages with their parts, enough to rebuild each exactly as it was sent.
-
-    ``message_ids`` is a list or a subquery. A plain-string message has one
-    text part equal to its content (ingest guarantees it), so only block
-    messages read their parts.
-    """
-    parts = load_parts(session, message_ids, blocks_only=True)
-    views: dict[int, MessageView] = {}
-    for mid, seq, role, content, created_at, shape in session.execute(
-        select(
-            Message.id,
-            Message.seq,
-            Message.role,
-            Message.content,
-            Message.created_at,
-            Message.content_shape,
-        ).where(Message.id.in_(message_ids))
-    ):
-        # Roles and shapes were validated on ingest; the casts only tell mypy.
-        views[mid] = MessageView(
-            mid,
-            seq,
-            cast(Role, role),
-            content,
-            created_at,
-            tuple(parts[mid]) if shape == "blocks" else _text_part(content),
-            cast(ContentShape, shape),
-        )
-    return views
-
-
 # Built once with bound parameters: every pass runs these, and building a
 # statement per call costs several times the CPU of executing it (see
 # ``debt_repository``). They run on the session's connection, past the ORM.
-
-_LOAD_CONTEXT = (
-    select(
-        ContextItem.ordinal,
-        ContextItem.token_count,
-        ContextItem.message_id,
-        ContextItem.summary_id,
-        Message.seq,
-        Message.role,
-        Message.content,
-        Message.created_at,
-        Message.content_shape,
-        Summary.kind,
-        Summary.depth,
-        Summary.content,
-        Summary.token_count,
-        Summary.earliest_at,
-        Summary.latest_at,
-        Summary.descendant_count,
-    )
-    .outerjoin(Message, Message.id == ContextItem.message_id)
-    .outerjoin(Summary, Summary.id == ContextItem.summary_id)
-    .where(
-        ContextItem.conversation_id == bindparam("conversation_id"),
-        ContextItem.ordinal >= bindparam("from_ordinal"),  # 0: all (ordinals start at 1)
-    )
-    .order_by(ContextItem.ordinal)
-)
 
 _OVERRIDES_AND_MODEL = (
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
@@ -454,78 +347,3 @@ def _insert(session: Session, objects: Sequence[Base]) -> None:
         rows.append({column: state[key] for key, column in keys if key in state})
     table = cast(Table, mapper.local_table)
     session.connection().execute(insert(table), rows[0] if len(rows) == 1 else rows)
-
-
-def load_parts(
-    session: Session, message_ids: Sequence[int] | Select[int | None], *, blocks_only: bool = False
-) -> dict[int, list[PartView]]:
-    """The parts of ``message_ids`` in order (``blocks_only``: of block messages among them)."""
-    stmt = (
-        select(
-            MessagePart.message_id,
-            MessagePart.part_type,
-            MessagePart.payload,
-            MessagePart.tool_call_id,
-            MessagePart.text,
-        )
-        .where(MessagePart.message_id.in_(message_ids))
-        .order_by(MessagePart.message_id, MessagePart.ordinal)
-    )
-    if blocks_only:
-        stmt = stmt.join(Message, Message.id == MessagePart.message_id).where(
-            Message.content_shape == "blocks"
-        )
-    parts: dict[int, list[PartView]] = defaultdict(list)
-    for message_id, part_type, payload, tool_call_id, plain in session.execute(stmt):
-        parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
-    return parts
-
-
-def _entry(
-    r: Sequence[Any], parts: dict[int, list[PartView]], parents: dict[str, list[str]]
-) -> ContextEntry:
-    """One row of ``_LOAD_CONTEXT`` as a context entry."""
-    ordinal, tokens, message_id, summary_id = r[0], r[1], r[2], r[3]
-    if message_id is not None:
-        shape = r[8]
-        # Roles and shapes were validated on ingest; the casts only tell mypy.
-        message = MessageView(
-            message_id,
-            r[4],
-            cast(Role, r[5]),
-            r[6],
-            r[7],
-            tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(r[6]),
-            cast(ContentShape, shape),
-        )
-        return ContextEntry(ordinal, tokens, message=message)
-    summary = SummaryView(
-        id=str(summary_id),
-        kind=cast(SummaryKind, r[9]),
-        depth=r[10],
-        content=r[11],
-        token_count=r[12],
-        earliest_at=r[13],
-        latest_at=r[14],
-        descendant_count=r[15],
-        parent_ids=tuple(parents.get(str(summary_id), ())),
-    )
-    return ContextEntry(ordinal, tokens, summary=summary)
-
-
-def _text_part(content: str) -> tuple[PartView, ...]:
-    return (PartView("text", {"type": "text", "text": content}, None, content),)
-
-
-def summary_view(summary: Summary, parent_ids: Sequence[str]) -> SummaryView:
-    return SummaryView(
-        id=summary.id,
-        kind=summary.kind,  # type: ignore[arg-type]
-        depth=summary.depth,
-        content=summary.content,
-        token_count=summary.token_count,
-        earliest_at=summary.earliest_at,
-        latest_at=summary.latest_at,
-        descendant_count=summary.descendant_count,
-        parent_ids=tuple(parent_ids),
-    )

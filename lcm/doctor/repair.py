@@ -25,7 +25,8 @@ from lcm.compaction.engine import (
     render_messages,
     render_summaries,
 )
-from lcm.compaction.repository import CompactionRepository, summary_view
+from lcm.compaction.repository import CompactionRepository
+from lcm.context_repository import summary_view
 from lcm.doctor.repository import DoctorRepository
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
 from lcm.settings import CompactionSettings

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
-from lcm.compaction.repository import load_message_views, summary_view
 from lcm.context import MessageView, SummaryView
+from lcm.context_repository import load_message_views, summary_view
 from lcm.db.models import ContextItem, Conversation, Summary, SummaryMessage, SummaryParent
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from lcm.compaction.repository import load_message_views
 from lcm.context import MessageView
+from lcm.context_repository import load_message_views
 from lcm.db.models import (
     ContextItem,
     Conversation,
