@@ -121,7 +121,7 @@ class RequireCaller(ScopedKey):
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
     ) -> Caller:
-        with database.read_session() as session:
+        with database.lookup_session() as session:
             return self.caller(request, session, settings)
 
 
@@ -134,7 +134,7 @@ class RequireScope(ScopedKey):
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
     ) -> str:
-        with database.read_session() as session:
+        with database.lookup_session() as session:
             return self.caller(request, session, settings).tenant_id
 
 

@@ -144,6 +144,17 @@ def make_engine(settings: Settings) -> Engine:
     )
 
 
+def _commit_if_active(session: Session) -> None:
+    """End a read session's transaction with COMMIT, unless a statement failed in it.
+
+    A failed statement leaves the transaction needing a rollback, which
+    ``close()`` does.
+    """
+    transaction = session.get_transaction()
+    if transaction is not None and transaction.is_active:
+        session.commit()
+
+
 class Database:
     """An engine plus a session factory; one per process.
 
@@ -159,8 +170,25 @@ class Database:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         event.listen(self._sessions, "after_commit", self._send_outbox)
         event.listen(self._sessions, "after_rollback", drop_jobs)
+        read_options: dict[str, Any] = {READ_ONLY: True}
+        if self.engine.dialect.name == "postgresql":
+            # BEGIN READ ONLY (a flag on the driver's connection, no extra
+            # round trip): a write slipped into a read session fails loudly,
+            # as query_only makes it on SQLite, so ending one with COMMIT
+            # (see read_session) can never keep a stray write.
+            read_options["postgresql_readonly"] = True
         self._read_sessions = sessionmaker(
-            self.engine.execution_options(**{READ_ONLY: True}),
+            self.engine.execution_options(**read_options),
+            expire_on_commit=False,
+            autoflush=False,
+        )
+        lookup_options: dict[str, Any] = {READ_ONLY: True}
+        if self.engine.dialect.name == "postgresql":
+            # A flag on the driver's connection (no round trip), reset when
+            # the connection goes back to the pool.
+            lookup_options["isolation_level"] = "AUTOCOMMIT"
+        self._lookups = sessionmaker(
+            self.engine.execution_options(**lookup_options),
             expire_on_commit=False,
             autoflush=False,
         )
@@ -182,15 +210,38 @@ class Database:
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
-        """A session for work that only reads; it is never committed.
+        """A session for work that only reads; it refuses writes.
 
-        On SQLite it begins DEFERRED (a snapshot, no write lock) and refuses
-        writes; on Postgres it is an ordinary session (readers never wait
-        for writers there).
+        On SQLite it begins DEFERRED (a snapshot, no write lock); on
+        Postgres it is a READ ONLY transaction (readers never wait for
+        writers there). A block that exits cleanly ends it with COMMIT, one
+        that raises with ROLLBACK. For a transaction that wrote nothing
+        the two are the same, except that psycopg forgets every statement
+        it had prepared on the connection at a ROLLBACK (and sends
+        ``DEALLOCATE ALL``): read sessions ending in ROLLBACK kept the hot
+        queries from ever staying prepared.
         """
         session = self._read_sessions()
         try:
             yield session
+            _commit_if_active(session)
+        finally:
+            session.close()
+
+    @contextmanager
+    def lookup_session(self) -> Iterator[Session]:
+        """A read session for a single statement (a request's key lookup).
+
+        On Postgres the statement runs in autocommit: one statement is a
+        transaction of its own there, so BEGIN and COMMIT would only add two
+        round trips. Nothing guards against a write here, as READ ONLY does
+        in :meth:`read_session`: use it for one SELECT and nothing else. On
+        SQLite it is a :meth:`read_session` (a local BEGIN costs nothing).
+        """
+        session = self._lookups()
+        try:
+            yield session
+            _commit_if_active(session)
         finally:
             session.close()
 
