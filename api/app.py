@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
@@ -26,6 +27,7 @@ from api.routes import (
 from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
+from lcm.heap import freeze_startup_heap
 from lcm.outbox import JobSender
 from lcm.services import Services
 from lcm.settings import Settings, get_settings
@@ -50,7 +52,7 @@ def create_app(
         services = Services.build(settings or get_settings(), database=database)
     settings = services.settings
     logging.basicConfig(level=settings.log_level)
-    app = FastAPI(title="lcm-server", version=__version__)
+    app = FastAPI(title="lcm-server", version=__version__, lifespan=_lifespan)
     app.state.services = services
     app.state.settings = settings
     app.state.database = services.database
@@ -77,6 +79,14 @@ def create_app(
     app.add_middleware(RequestMetrics)
     _register_debt_metrics(app.state.database)
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # The app is built and the server is about to take requests: what is
+    # alive now lives as long as the process (see lcm/heap.py).
+    freeze_startup_heap()
+    yield
 
 
 _debt_collector: DebtCollector | None = None

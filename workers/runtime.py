@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import threading
 
+from celery.signals import worker_ready
+
 from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
+from lcm.heap import freeze_startup_heap
 from lcm.services import Services
 from lcm.settings import Settings
 from lcm.summarize.breaker import BreakerState
@@ -20,6 +23,13 @@ from lcm.summarize.breaker import BreakerState
 _lock = threading.Lock()
 _settings: Settings | None = None
 _services: Services | None = None
+
+
+@worker_ready.connect
+def _settle_heap(**_: object) -> None:
+    # The worker has started: its modules and tasks live as long as the
+    # process, and the collector need not walk them again (lcm/heap.py).
+    freeze_startup_heap()
 
 
 def use_settings(settings: Settings) -> None:
