@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Select, and_, bindparam, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from lcm.context import (
@@ -44,29 +44,30 @@ def load_context(
         )
         .all()
     )
-    parts: dict[int, list[PartView]] = {}
+    parts: dict[int, list[PartView]] = defaultdict(list)
     if any(r[8] == "blocks" for r in rows):
-        # By subquery, not by a list of ids: a long raw history of tool
-        # calls would exceed the bound-parameter limits.
-        window = ContextItem.conversation_id == conversation_id
-        if from_ordinal is not None:
-            window = and_(window, ContextItem.ordinal >= from_ordinal)
-        in_window = select(ContextItem.message_id).where(
-            window, ContextItem.message_id.is_not(None)
+        found = session.connection().execute(
+            _LOAD_WINDOW_PARTS,
+            {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0},
         )
-        parts = load_parts(session, in_window, blocks_only=True)
+        for message_id, part_type, payload, tool_call_id, plain in found.all():
+            parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
     condensed = [r.summary_id for r in rows if r.summary_id is not None and r[9] != "leaf"]
     parents = _parents(session, condensed) if condensed else {}
     return [_entry(r, parts, parents) for r in rows]
 
 
+_LOAD_PARENTS = (
+    select(SummaryParent.summary_id, SummaryParent.parent_id)
+    .where(SummaryParent.summary_id.in_(bindparam("summary_ids", expanding=True)))
+    .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
+)
+
+
 def _parents(session: Session, summary_ids: list[str]) -> dict[str, list[str]]:
     parents: dict[str, list[str]] = defaultdict(list)
-    for summary_id, parent_id in session.execute(
-        select(SummaryParent.summary_id, SummaryParent.parent_id)
-        .where(SummaryParent.summary_id.in_(summary_ids))
-        .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
-    ):
+    found = session.connection().execute(_LOAD_PARENTS, {"summary_ids": summary_ids})
+    for summary_id, parent_id in found.all():
         parents[summary_id].append(parent_id)
     return parents
 
@@ -133,6 +134,32 @@ _LOAD_CONTEXT = (
         ContextItem.ordinal >= bindparam("from_ordinal"),  # 0: all (ordinals start at 1)
     )
     .order_by(ContextItem.ordinal)
+)
+
+
+# The parts of the block messages from an ordinal on (0: all), as _LOAD_CONTEXT
+# reads their items. By subquery, not by a list of ids: a long raw history of
+# tool calls would exceed the bound-parameter limits.
+_LOAD_WINDOW_PARTS = (
+    select(
+        MessagePart.message_id,
+        MessagePart.part_type,
+        MessagePart.payload,
+        MessagePart.tool_call_id,
+        MessagePart.text,
+    )
+    .join(Message, Message.id == MessagePart.message_id)
+    .where(
+        MessagePart.message_id.in_(
+            select(ContextItem.message_id).where(
+                ContextItem.conversation_id == bindparam("conversation_id"),
+                ContextItem.ordinal >= bindparam("from_ordinal"),
+                ContextItem.message_id.is_not(None),
+            )
+        ),
+        Message.content_shape == "blocks",
+    )
+    .order_by(MessagePart.message_id, MessagePart.ordinal)
 )
 
 

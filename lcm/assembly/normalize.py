@@ -56,8 +56,10 @@ class _Normalizer:
         return text_block(text)
 
     def run(self, turns: list[Turn]) -> list[Turn]:
-        turns = _merge(turns)
-        turns = _merge(_filter_thinking(turns))
+        merged = _merge(turns)
+        turns = _filter_thinking(merged)
+        if len(turns) < len(merged):  # a turn left empty went: its neighbours may share a role
+            turns = _merge(turns)
         self._pair_tools(turns)
         for turn in turns:
             if turn.role == "user":
