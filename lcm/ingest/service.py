@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lcm.conversations.repository import ConversationRepository
-from lcm.conversations.service import resolve_for_write
+from lcm.conversations.service import target_for_write
 from lcm.db.models import utcnow
 from lcm.errors import Conflict, TooLarge
 from lcm.files.extraction import LargeFileExtractor, PendingFile
@@ -33,6 +33,10 @@ class IngestResult:
     last_seq: int | None
     # Large files taken out of the batch: enqueue their summaries after commit.
     file_ids: tuple[str, ...] = ()
+    # What the conversation row held when the ingest locked it: the model and
+    # context window the latest turn named (``after_turn`` needs no re-read).
+    model_id: str | None = None
+    context_window: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,7 @@ def ingest_messages(
     key) is already stored for the conversation (or repeated inside the
     batch) is skipped and counted as a duplicate. New messages get
     consecutive seqs after the conversation's ``last_seq``; the conversation
-    row lock taken by ``resolve_for_write`` makes that range ours. With
+    row lock taken by ``target_for_write`` makes that range ours. With
     ``large_files``, oversized payloads of the new messages are stored outside
     the database and replaced by references (``lcm.files.extraction``). Every
     new message and file byte is charged to the tenant's storage counters;
@@ -104,14 +108,15 @@ def ingest_messages(
     """
     if replay_limits is not None:
         replay_limits.check(batch)
-    conversation = resolve_for_write(
+    conversation = target_for_write(
         session, tenant_id, session_key, session_id, retain_depth=new_session_retain_depth
     )
+    model = (conversation.model_id, conversation.context_window)
     messages = MessageRepository(session)
     fresh = _new_messages(messages, conversation.id, batch)
     duplicates = len(batch) - len(fresh)
     if not fresh:
-        return IngestResult(conversation.id, 0, duplicates, None, None)
+        return IngestResult(conversation.id, 0, duplicates, None, None, (), *model)
     files: list[PendingFile] = []
     if large_files is not None:
         fresh, files = large_files.extract(tenant_id, fresh)
@@ -124,7 +129,7 @@ def ingest_messages(
     # SQLite indexes the batch for search after it commits (not under its write lock).
     request_indexing(session)
     return IngestResult(
-        conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
+        conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids), *model
     )
 
 
