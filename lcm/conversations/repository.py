@@ -176,6 +176,27 @@ class ConversationRepository:
         )
         return int(row[0]), int(row[1])
 
+    def advance_counting_tokens(self, conversation_id: int, messages: int) -> tuple[int, int, int]:
+        """``advance_counters`` for ``messages`` new messages, and the context's token total.
+
+        The total is read by the same statement, before this writer adds its
+        items: while the row lock is held no other writer changes the context
+        (compaction passes and session resets take the lock before they
+        commit), so the total plus the new items' tokens is what a read after
+        the insert would give, one round trip fewer. (A doctor repair of a
+        summary that other contexts carried over rewrites their items' token
+        counts under its own conversation's lock only: any read of the total
+        may see it or not, this one as a later one would.)
+        """
+        params = {
+            "conversation": conversation_id,
+            "seq_by": messages,
+            "ordinal_by": messages,
+            "now": utcnow(),
+        }
+        row = self.session.connection().execute(_ADVANCE_COUNTING_TOKENS, params).one()
+        return int(row[0]), int(row[1]), int(row[2])
+
     def last_run(self, conversation_id: int) -> CompactionRun | None:
         """The newest compaction pass of the conversation, successful or not."""
         return self.session.scalar(
@@ -225,6 +246,17 @@ _ADVANCE = (
     .returning(Conversation.last_seq, Conversation.last_ordinal)
 )
 _ADVANCE_WITH_ACTIVITY = _ADVANCE.values(updated_at=bindparam("now"))
+_CONTEXT_TOKENS = (
+    select(func.coalesce(func.sum(ContextItem.token_count), 0))
+    .where(ContextItem.conversation_id == bindparam("conversation"))
+    .scalar_subquery()
+)
+_ADVANCE_COUNTING_TOKENS = (
+    update(Conversation)
+    .where(_BY_CONVERSATION)
+    .values({**_COUNTERS, "updated_at": bindparam("now")})
+    .returning(Conversation.last_seq, Conversation.last_ordinal, _CONTEXT_TOKENS)
+)
 
 
 def _remember(model: bool, window: bool) -> Any:

@@ -93,11 +93,14 @@ def after_turn(
         new_session_retain_depth=settings.new_session_retain_depth,
         quota=StorageQuota.of(settings),
         replay_limits=ReplayFloodLimits.of(settings),
+        count_context_tokens=True,
     )
     conversation_id = ingest.conversation_id
     # What this turn named, else what an earlier one did: the sweep uses the same.
     settings = for_model(settings, *_remember_model(session, model, ingest))
-    stored = context_token_total(session, conversation_id)
+    stored = ingest.context_tokens
+    if stored is None:  # no new message: nothing counted it
+        stored = context_token_total(session, conversation_id)
     tokens = stored if live.current_token_count is None else live.current_token_count
     check = evaluate_threshold(tokens, token_budget, settings)
     target = _owe_if_due(

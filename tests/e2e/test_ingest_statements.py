@@ -11,17 +11,21 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import event, func, select
 
+from lcm.compaction.repository import CompactionRepository
 from lcm.db.engine import Database
+from lcm.db.models import Summary
 from tests.conftest import RecordingSender, auth, new_tenant
+from tests.integration.retrieval_data import compact, ingest
 
 # The key with its tenant, the conversation row (locked), the stored client
 # ids of the batch, the counters, the messages, their parts, their context
 # items, the tenant's storage counters.
 MESSAGES_STATEMENTS = 8
-# The same, then the context's token total and the debt row (one upsert).
-TURNS_STATEMENTS = 10
+# The same (the counters statement also reads the context's token total),
+# then the debt row (one upsert).
+TURNS_STATEMENTS = 9
 
 
 @pytest.fixture
@@ -76,8 +80,33 @@ def test_steady_turns_run_a_fixed_number_of_statements(
     assert len(sender.woken) == 1
     # Naming a model writes it to the conversation once, not on every turn.
     named = {"token_budget": 40, "model": "claude-sonnet-4-5", "context_window": 200_000}
-    first = post("turns", {"messages": batch(30, 2), **named})
-    assert len(first) == TURNS_STATEMENTS + 1, first
+    remembered = post("turns", {"messages": batch(30, 2), **named})
+    assert len(remembered) == TURNS_STATEMENTS + 1, remembered
     for start in (32, 34):
         seen = post("turns", {"messages": batch(start, 2), **named})
         assert len(seen) == TURNS_STATEMENTS, seen
+
+
+def test_a_turn_checks_the_whole_stored_context(db: Database, client: TestClient) -> None:
+    """The total the turn reports (read with the counters) is the sum of what is stored."""
+    tenant = new_tenant(db)
+    texts = [f"message {i}: deployed build {i} to staging and ran the checks" for i in range(60)]
+    cid = ingest(db, tenant.tenant_id, "k", texts)
+    compact(db, tenant.tenant_id, cid)  # summaries in the context, not only messages
+
+    def stored_total() -> int:
+        with db.session() as s:
+            return CompactionRepository(s).context_token_total(cid)
+
+    batch = [{"role": "assistant", "content": "web-31 is done " * 20, "id": "late-1"}]
+    for turn in range(2):  # the second sends the same message: nothing new is counted
+        r = client.post(
+            "/v1/conversations/k/turns",
+            json={"messages": batch, "token_budget": 100_000},
+            headers=auth(tenant),
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["ingested"] == 1 - turn
+        assert r.json()["context_tokens"] == stored_total()
+    with db.session() as s:
+        assert s.scalar(select(func.count()).where(Summary.conversation_id == cid))
