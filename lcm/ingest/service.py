@@ -135,16 +135,8 @@ def ingest_messages(
         request_job(session, SummarizeFile(file_id))
     # SQLite indexes the batch for search after it commits (not under its write lock).
     request_indexing(session)
-    return IngestResult(
-        conversation.id,
-        len(fresh),
-        duplicates,
-        first_seq,
-        last_seq,
-        tuple(file_ids),
-        *model,
-        tokens,
-    )
+    written = (first_seq, last_seq, tuple(file_ids))
+    return IngestResult(conversation.id, len(fresh), duplicates, *written, *model, tokens)
 
 
 def _new_messages(

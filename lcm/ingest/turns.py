@@ -98,9 +98,7 @@ def after_turn(
     conversation_id = ingest.conversation_id
     # What this turn named, else what an earlier one did: the sweep uses the same.
     settings = for_model(settings, *_remember_model(session, model, ingest))
-    stored = ingest.context_tokens
-    if stored is None:  # no new message: nothing counted it
-        stored = context_token_total(session, conversation_id)
+    stored = _stored_tokens(session, ingest)
     tokens = stored if live.current_token_count is None else live.current_token_count
     check = evaluate_threshold(tokens, token_budget, settings)
     target = _owe_if_due(
@@ -115,6 +113,13 @@ def after_turn(
         token_budget,
         target,
     )
+
+
+def _stored_tokens(session: Session, ingest: IngestResult) -> int:
+    """The context's token total: as the ingest counted it, else (no new message) read."""
+    if ingest.context_tokens is not None:
+        return ingest.context_tokens
+    return context_token_total(session, ingest.conversation_id)
 
 
 def _remember_model(
