@@ -26,7 +26,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, bindparam, case, func, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    Boolean,
+    ColumnElement,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.dml import UpdateBase
 
@@ -81,6 +93,46 @@ class DebtRepository:
     def add(self, debt: CompactionDebt) -> None:
         self.session.add(debt)
         self.session.flush()
+
+    def owe(
+        self,
+        conversation_id: int,
+        tenant_id: str,
+        reason: str,
+        token_budget: int | None,
+        target_tokens: int | None,
+        now: datetime,
+    ) -> bool:
+        """Insert the debt row or coalesce into it, in one statement; True: send a wake-up.
+
+        The row as it is (locked by the statement) decides, as
+        :func:`lcm.compaction.service.record_debt` describes. The wake-up is
+        due exactly when the statement set ``enqueued_at`` to ``now``: a new
+        row, a settled one made pending again, or a running one whose lease
+        expired; a pending row, or a running one with a live lease, keeps its
+        ``enqueued_at``.
+        """
+        connection = self.session.connection()
+        # A repair keeps any target; manual, overflow and a given target replace it.
+        replaces_target = reason != REPAIR and (
+            reason in ("manual", "overflow") or target_tokens is not None
+        )
+        enqueued = connection.execute(
+            _OWE[connection.dialect.name],
+            {
+                "conversation_id": conversation_id,
+                "tenant_id": tenant_id,
+                "reason": reason,
+                "status": PENDING,
+                "token_budget": token_budget,
+                "target_tokens": target_tokens,
+                "enqueued_at": now,
+                "updated_at": now,
+                "sets_reason": reason == REPAIR or replaces_target,
+                "replaces_target": replaces_target,
+            },
+        ).scalar_one()
+        return bool(enqueued == now)
 
     def claim(
         self,
@@ -398,3 +450,54 @@ _RELEASE = (
     )
     .returning(CompactionDebt.status)
 )
+
+
+def _owe_statement(insert: Any) -> Any:
+    """Insert the debt row, or coalesce into the one there: ``record_debt`` in one statement.
+
+    On a conflict the SET expressions read the row as it was, locked by the
+    statement (Postgres waits for a concurrent claim or release to commit and
+    then sees its result, as ``SELECT … FOR UPDATE`` did): ``excluded`` is
+    the row that would have been inserted (``now`` is its ``updated_at``).
+    """
+    debt = CompactionDebt.__table__
+    stmt = insert(debt)
+    new, old = stmt.excluded, debt.c
+    settled = old.status.not_in((RUNNING, PENDING))
+    running = old.status == RUNNING
+    # A budget of None (or 0) keeps the one owed.
+    budget = func.coalesce(func.nullif(new.token_budget, 0), old.token_budget)
+    sets_reason = bindparam("sets_reason", type_=Boolean)
+    replaces_target = bindparam("replaces_target", type_=Boolean)
+    return stmt.on_conflict_do_update(
+        index_elements=[old.conversation_id],
+        set_={
+            "token_budget": budget,
+            "updated_at": new.updated_at,
+            # Settled debt starts over with the new reason; otherwise only a
+            # repair, manual or overflow debt, or a given target, replaces it.
+            "reason": case((sets_reason | settled, new.reason), else_=old.reason),
+            "target_tokens": case((replaces_target, new.target_tokens), else_=old.target_tokens),
+            "status": case((settled, PENDING), else_=old.status),
+            "attempts": case((settled, 0), else_=old.attempts),
+            # Coalesce: however many turns arrive during a sweep, one follow-up.
+            "rearmed": case((running, true()), else_=old.rearmed),
+            # Woken (enqueued now): settled debt made pending, and running
+            # debt whose lease expired (its holder died or stalled: nobody
+            # will release the row; the wake-up's claim takes the lease over
+            # by bumping the fencing token). A pending row's wake-up is on
+            # its way already, a live lease's holder releases into ``rearmed``.
+            "enqueued_at": case(
+                (running & (old.lease_expires_at < new.updated_at), new.enqueued_at),
+                (settled, new.enqueued_at),
+                else_=old.enqueued_at,
+            ),
+        },
+    ).returning(old.enqueued_at)
+
+
+# Built once per dialect (the upsert is dialect-specific SQL); see above.
+_OWE = {
+    "postgresql": _owe_statement(postgresql.insert),
+    "sqlite": _owe_statement(sqlite.insert),
+}

@@ -103,14 +103,8 @@ class CompactionRepository:
 
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
-        return int(
-            self.session.scalar(
-                select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(
-                    ContextItem.conversation_id == conversation_id
-                )
-            )
-            or 0
-        )
+        params = {"conversation_id": conversation_id}
+        return int(self.session.connection().execute(_CONTEXT_TOKENS, params).scalar() or 0)
 
     def range_items(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
         """(ordinal, message_id, summary_id) of the items in an ordinal range."""
@@ -293,6 +287,10 @@ class CompactionRepository:
 # statement per call costs several times the CPU of executing it (see
 # ``debt_repository``). They run on the session's connection, past the ORM.
 
+# Every turn checks its threshold against this sum (an index range scan).
+_CONTEXT_TOKENS = select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(
+    ContextItem.conversation_id == bindparam("conversation_id")
+)
 _OVERRIDES_AND_MODEL = (
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
     .join(Tenant, Tenant.id == Conversation.tenant_id)

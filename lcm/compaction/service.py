@@ -11,11 +11,11 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import DONE, FAILED, PENDING, REPAIR, RUNNING, DebtRepository
+from lcm.compaction.debt_repository import DONE, FAILED, DebtRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.completions import Completions, debt_key
 from lcm.db.engine import Transaction
-from lcm.db.models import CompactionDebt, utcnow
+from lcm.db.models import utcnow
 from lcm.outbox import WakeCompaction, request_job
 
 
@@ -54,49 +54,26 @@ def record_debt(
     two turns of one conversation never race here. Workers change the row with
     single conditional UPDATEs, which this row lock also orders.
     """
-    debts = DebtRepository(session)
-    now = utcnow()
-    debt = debts.get(conversation_id, lock=True)
-    if debt is None:
-        debts.add(
-            CompactionDebt(
-                conversation_id=conversation_id,
-                tenant_id=tenant_id,
-                reason=reason,
-                status=PENDING,
-                token_budget=token_budget,
-                target_tokens=target_tokens,
-                enqueued_at=now,
-                updated_at=now,
-            )
-        )
-        return True
-    debt.token_budget = token_budget or debt.token_budget
-    debt.updated_at = now
-    if reason == REPAIR:
-        # Whatever the row's state: the running or pending chain (or the
-        # follow-up) starts with the repair and keeps any target it had.
-        debt.reason = reason
-    elif reason in ("manual", "overflow") or target_tokens is not None:
-        debt.reason, debt.target_tokens = reason, target_tokens
-    if debt.status == RUNNING:
-        # Coalesce: however many turns arrive during a sweep, one follow-up.
-        debt.rearmed = True
-        if debt.lease_expires_at is not None and debt.lease_expires_at < now:
-            # The holder died or stalled past its lease (a killed `lcm serve`
-            # takes its in-memory wake-ups with it): nobody will release the
-            # row, so this turn sends a wake-up. Safe: the wake-up's claim
-            # takes the expired lease over by bumping the fencing token, and
-            # the old holder, if it is only slow, can then never commit
-            # (check_fence refuses a stale token or an expired lease). Were
-            # it to release first, ``rearmed`` turns that into a follow-up.
-            debt.enqueued_at = now
-            return True
-        return False
-    if debt.status == PENDING:
-        return False  # a wake-up is already on its way (the reconciler covers its loss)
-    debt.status, debt.reason, debt.attempts, debt.enqueued_at = PENDING, reason, 0, now
-    return True
+    # One upsert (``DebtRepository.owe``) applies the rules below to the row
+    # as it is, under the row lock it takes. A new row is pending. On an
+    # existing one, a given budget replaces the owed one; a repair becomes the
+    # reason (keeping any target: the running or pending chain, or the
+    # follow-up, starts with the repair); manual, overflow or a given target
+    # replace reason and target. Then by status:
+    # * running: ``rearmed`` (however many turns arrive during a sweep, one
+    #   follow-up). If its lease expired (a killed `lcm serve` takes its
+    #   in-memory wake-ups with it), nobody will release the row, so this turn
+    #   sends a wake-up. Safe: the wake-up's claim takes the expired lease
+    #   over by bumping the fencing token, and the old holder, if it is only
+    #   slow, can then never commit (check_fence refuses a stale token or an
+    #   expired lease). Were it to release first, ``rearmed`` turns that into
+    #   a follow-up.
+    # * pending: a wake-up is already on its way (the reconciler covers its loss).
+    # * done or failed: pending again with this reason and a fresh attempt
+    #   budget, and a wake-up.
+    return DebtRepository(session).owe(
+        conversation_id, tenant_id, reason, token_budget, target_tokens, utcnow()
+    )
 
 
 def context_token_total(session: Session, conversation_id: int) -> int:

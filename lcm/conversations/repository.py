@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Table, delete, func, insert, select, update
+from sqlalchemy import BigInteger, Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.models import (
@@ -18,6 +18,25 @@ from lcm.db.models import (
     SummaryMessage,
     utcnow,
 )
+
+
+class WriteTarget(NamedTuple):
+    """The conversation a write goes to, as the write needs it (no ORM entity)."""
+
+    id: int
+    session_id: str | None
+    # The model and context window the latest turn named (``remember_model``).
+    model_id: str | None
+    context_window: int | None
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> WriteTarget:
+        return cls(
+            conversation.id,
+            conversation.session_id,
+            conversation.model_id,
+            conversation.context_window,
+        )
 
 
 class ConversationRepository:
@@ -54,6 +73,20 @@ class ConversationRepository:
         if lock:
             stmt = stmt.with_for_update()
         return self.session.scalar(stmt)
+
+    def lock_by_session_id(
+        self, tenant_id: str, session_key: str, session_id: str
+    ) -> WriteTarget | None:
+        """``find_by_session_id(..., lock=True)`` as a :class:`WriteTarget`."""
+        params = {"tenant": tenant_id, "key": session_key, "session": session_id}
+        row = self.session.connection().execute(_LOCK_BY_SESSION_ID, params).first()
+        return None if row is None else WriteTarget(*row)
+
+    def lock_active(self, tenant_id: str, session_key: str) -> WriteTarget | None:
+        """``find_active(..., lock=True)`` as a :class:`WriteTarget`."""
+        params = {"tenant": tenant_id, "key": session_key}
+        row = self.session.connection().execute(_LOCK_ACTIVE, params).first()
+        return None if row is None else WriteTarget(*row)
 
     def find_latest(self, tenant_id: str, session_key: str) -> Conversation | None:
         """The active conversation of a family, else its most recent one."""
@@ -113,23 +146,12 @@ class ConversationRepository:
         self, conversation_id: int, model_id: str | None, context_window: int | None
     ) -> None:
         """Record what a turn named (only what it named: None leaves the stored value)."""
-        values: dict[str, Any] = {}
-        if model_id is not None:
-            values["model_id"] = model_id
-        if context_window is not None:
-            values["context_window"] = context_window
-        if values:
-            self.session.execute(
-                update(Conversation).where(Conversation.id == conversation_id).values(values)
+        statement = _REMEMBER_MODEL.get((model_id is not None, context_window is not None))
+        if statement is not None:
+            self.session.connection().execute(
+                statement,
+                {"conversation": conversation_id, "model": model_id, "window": context_window},
             )
-
-    def model_of(self, conversation_id: int) -> tuple[str | None, int | None]:
-        row = self.session.execute(
-            select(Conversation.model_id, Conversation.context_window).where(
-                Conversation.id == conversation_id
-            )
-        ).one_or_none()
-        return (None, None) if row is None else (row[0], row[1])
 
     def advance_counters(
         self, conversation_id: int, *, seq_by: int, ordinal_by: int
@@ -140,20 +162,40 @@ class ConversationRepository:
         reserved ranges are this writer's alone. Writing messages (``seq_by``
         > 0) is activity: it moves ``updated_at``, which retention reads.
         """
-        values: dict[str, Any] = {
-            "last_seq": Conversation.last_seq + seq_by,
-            "last_ordinal": Conversation.last_ordinal + ordinal_by,
-            "context_version": Conversation.context_version + 1,
+        params: dict[str, Any] = {
+            "conversation": conversation_id,
+            "seq_by": seq_by,
+            "ordinal_by": ordinal_by,
         }
         if seq_by > 0:
-            values["updated_at"] = utcnow()
-        row = self.session.execute(
-            update(Conversation)
-            .where(Conversation.id == conversation_id)
-            .values(values)
-            .returning(Conversation.last_seq, Conversation.last_ordinal)
-        ).one()
+            params["now"] = utcnow()
+        row = (
+            self.session.connection()
+            .execute(_ADVANCE_WITH_ACTIVITY if seq_by > 0 else _ADVANCE, params)
+            .one()
+        )
         return int(row[0]), int(row[1])
+
+    def advance_counting_tokens(self, conversation_id: int, messages: int) -> tuple[int, int, int]:
+        """``advance_counters`` for ``messages`` new messages, and the context's token total.
+
+        The total is read by the same statement, before this writer adds its
+        items: while the row lock is held no other writer changes the context
+        (compaction passes and session resets take the lock before they
+        commit), so the total plus the new items' tokens is what a read after
+        the insert would give, one round trip fewer. (A doctor repair of a
+        summary that other contexts carried over rewrites their items' token
+        counts under its own conversation's lock only: any read of the total
+        may see it or not, this one as a later one would.)
+        """
+        params = {
+            "conversation": conversation_id,
+            "seq_by": messages,
+            "ordinal_by": messages,
+            "now": utcnow(),
+        }
+        row = self.session.connection().execute(_ADVANCE_COUNTING_TOKENS, params).one()
+        return int(row[0]), int(row[1]), int(row[2])
 
     def last_run(self, conversation_id: int) -> CompactionRun | None:
         """The newest compaction pass of the conversation, successful or not."""
@@ -164,6 +206,74 @@ class ConversationRepository:
             .limit(1)
         )
 
+
+# The statements every ingest runs are built once, with bound parameters:
+# building a statement (and its cache key) per call costs more CPU than
+# running it. They run on the session's connection (its transaction), past
+# the ORM: a write needs the row's columns, not a tracked entity.
+_WRITE_TARGET = (
+    Conversation.id,
+    Conversation.session_id,
+    Conversation.model_id,
+    Conversation.context_window,
+)
+_IN_FAMILY = (
+    Conversation.tenant_id == bindparam("tenant"),
+    Conversation.session_key == bindparam("key"),
+)
+# FOR UPDATE (ignored by SQLite, whose write transaction holds the database
+# lock): the row lock serializes the writers of one conversation until the
+# caller commits, so the seqs they reserve have no gaps and no duplicates.
+_LOCK_BY_SESSION_ID = (
+    select(*_WRITE_TARGET)
+    .where(*_IN_FAMILY, Conversation.session_id == bindparam("session"))
+    .with_for_update()
+)
+_LOCK_ACTIVE = (
+    select(*_WRITE_TARGET).where(*_IN_FAMILY, Conversation.archived_at.is_(None)).with_for_update()
+)
+
+_BY_CONVERSATION = Conversation.id == bindparam("conversation")
+_COUNTERS = {
+    "last_seq": Conversation.last_seq + bindparam("seq_by", type_=BigInteger),
+    "last_ordinal": Conversation.last_ordinal + bindparam("ordinal_by", type_=BigInteger),
+    "context_version": Conversation.context_version + 1,
+}
+_ADVANCE = (
+    update(Conversation)
+    .where(_BY_CONVERSATION)
+    .values(_COUNTERS)
+    .returning(Conversation.last_seq, Conversation.last_ordinal)
+)
+_ADVANCE_WITH_ACTIVITY = _ADVANCE.values(updated_at=bindparam("now"))
+_CONTEXT_TOKENS = (
+    select(func.coalesce(func.sum(ContextItem.token_count), 0))
+    .where(ContextItem.conversation_id == bindparam("conversation"))
+    .scalar_subquery()
+)
+_ADVANCE_COUNTING_TOKENS = (
+    update(Conversation)
+    .where(_BY_CONVERSATION)
+    .values({**_COUNTERS, "updated_at": bindparam("now")})
+    .returning(Conversation.last_seq, Conversation.last_ordinal, _CONTEXT_TOKENS)
+)
+
+
+def _remember(model: bool, window: bool) -> Any:
+    values: dict[str, Any] = {}
+    if model:
+        values["model_id"] = bindparam("model")
+    if window:
+        values["context_window"] = bindparam("window")
+    return update(Conversation).where(_BY_CONVERSATION).values(values)
+
+
+# By (model named, window named); naming neither writes nothing.
+_REMEMBER_MODEL = {
+    (True, True): _remember(True, True),
+    (True, False): _remember(True, False),
+    (False, True): _remember(False, True),
+}
 
 CONTEXT_ITEMS: Table = ContextItem.__table__  # type: ignore[assignment]
 _CHUNK = 500  # ids per IN (...) list

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lcm.conversations.carry_over import carry_summaries
-from lcm.conversations.repository import ConversationRepository
+from lcm.conversations.repository import ConversationRepository, WriteTarget
 from lcm.db.models import Conversation, utcnow
 from lcm.errors import Conflict, NotFound
 
@@ -51,6 +51,34 @@ def resolve_for_write(
         # successor carries summaries over, so a racing writer never does it twice.
         carry_summaries(session, tenant_id, active.id, conversation.id, retain_depth)
     return conversation
+
+
+def target_for_write(
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    *,
+    retain_depth: int = -1,
+) -> WriteTarget:
+    """What :func:`resolve_for_write` resolves, under the same row lock, as plain columns.
+
+    The common case, a conversation that exists, is the same locked read as
+    there, without building an ORM entity; creating a conversation or
+    starting a new session of the family is :func:`resolve_for_write` itself
+    (which reads the rows again: they are locked by then, so nothing moved).
+    """
+    repo = ConversationRepository(session)
+    if session_id is not None:
+        found = repo.lock_by_session_id(tenant_id, session_key, session_id)
+        if found is not None:
+            return found
+    active = repo.lock_active(tenant_id, session_key)
+    if active is not None and (session_id is None or active.session_id == session_id):
+        return active
+    return WriteTarget.of(
+        resolve_for_write(session, tenant_id, session_key, session_id, retain_depth=retain_depth)
+    )
 
 
 def _create(

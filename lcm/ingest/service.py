@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lcm.conversations.repository import ConversationRepository
-from lcm.conversations.service import resolve_for_write
+from lcm.conversations.service import target_for_write
 from lcm.db.models import utcnow
 from lcm.errors import Conflict, TooLarge
 from lcm.files.extraction import LargeFileExtractor, PendingFile
@@ -33,6 +33,13 @@ class IngestResult:
     last_seq: int | None
     # Large files taken out of the batch: enqueue their summaries after commit.
     file_ids: tuple[str, ...] = ()
+    # What the conversation row held when the ingest locked it: the model and
+    # context window the latest turn named (``after_turn`` needs no re-read).
+    model_id: str | None = None
+    context_window: int | None = None
+    # The context's token total after the batch, when asked for
+    # (``count_context_tokens``) and the batch held new messages.
+    context_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +95,7 @@ def ingest_messages(
     new_session_retain_depth: int = -1,
     quota: StorageQuota = UNLIMITED,
     replay_limits: ReplayFloodLimits | None = None,
+    count_context_tokens: bool = False,
 ) -> IngestResult:
     """Append ``batch`` to the conversation; the caller commits.
 
@@ -95,27 +103,31 @@ def ingest_messages(
     key) is already stored for the conversation (or repeated inside the
     batch) is skipped and counted as a duplicate. New messages get
     consecutive seqs after the conversation's ``last_seq``; the conversation
-    row lock taken by ``resolve_for_write`` makes that range ours. With
+    row lock taken by ``target_for_write`` makes that range ours. With
     ``large_files``, oversized payloads of the new messages are stored outside
     the database and replaced by references (``lcm.files.extraction``). Every
     new message and file byte is charged to the tenant's storage counters;
     past ``quota`` the whole batch is refused (``lcm.tenants.quota``). With
     ``replay_limits``, a batch that looks like a replay is refused first.
+    With ``count_context_tokens``, the result holds the context's token total.
     """
     if replay_limits is not None:
         replay_limits.check(batch)
-    conversation = resolve_for_write(
+    conversation = target_for_write(
         session, tenant_id, session_key, session_id, retain_depth=new_session_retain_depth
     )
+    model = (conversation.model_id, conversation.context_window)
     messages = MessageRepository(session)
     fresh = _new_messages(messages, conversation.id, batch)
     duplicates = len(batch) - len(fresh)
     if not fresh:
-        return IngestResult(conversation.id, 0, duplicates, None, None)
+        return IngestResult(conversation.id, 0, duplicates, None, None, (), *model)
     files: list[PendingFile] = []
     if large_files is not None:
         fresh, files = large_files.extract(tenant_id, fresh)
-    first_seq, last_seq, ids = _write_rows(session, tenant_id, conversation.id, fresh)
+    first_seq, last_seq, ids, tokens = _write_rows(
+        session, tenant_id, conversation.id, fresh, count_context_tokens
+    )
     file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
     # Last, so the tenant row lock it takes is held only until the commit.
     charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
@@ -123,9 +135,8 @@ def ingest_messages(
         request_job(session, SummarizeFile(file_id))
     # SQLite indexes the batch for search after it commits (not under its write lock).
     request_indexing(session)
-    return IngestResult(
-        conversation.id, len(fresh), duplicates, first_seq, last_seq, tuple(file_ids)
-    )
+    written = (first_seq, last_seq, tuple(file_ids))
+    return IngestResult(conversation.id, len(fresh), duplicates, *written, *model, tokens)
 
 
 def _new_messages(
@@ -145,12 +156,27 @@ def _new_messages(
 
 
 def _write_rows(
-    session: Session, tenant_id: str, conversation_id: int, fresh: Sequence[PreparedMessage]
-) -> tuple[int, int, list[int]]:
-    """Insert messages, parts and context items; (first seq, last seq, message ids)."""
-    last_seq, last_ordinal = ConversationRepository(session).advance_counters(
-        conversation_id, seq_by=len(fresh), ordinal_by=len(fresh)
-    )
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    fresh: Sequence[PreparedMessage],
+    count_tokens: bool,
+) -> tuple[int, int, list[int], int | None]:
+    """Insert messages, parts and context items.
+
+    Returns (first seq, last seq, message ids, the context's token total
+    after the insert if ``count_tokens``).
+    """
+    conversations, tokens = ConversationRepository(session), None
+    if count_tokens:
+        last_seq, last_ordinal, before = conversations.advance_counting_tokens(
+            conversation_id, len(fresh)
+        )
+        tokens = before + sum(m.token_count for m in fresh)
+    else:
+        last_seq, last_ordinal = conversations.advance_counters(
+            conversation_id, seq_by=len(fresh), ordinal_by=len(fresh)
+        )
     first_seq, first_ordinal = last_seq - len(fresh) + 1, last_ordinal - len(fresh) + 1
     messages = MessageRepository(session)
     ids = messages.insert_messages(
@@ -184,7 +210,7 @@ def _write_rows(
             for i, (message_id, m) in enumerate(zip(ids, fresh, strict=True))
         ]
     )
-    return first_seq, last_seq, ids
+    return first_seq, last_seq, ids, tokens
 
 
 def _message_rows(

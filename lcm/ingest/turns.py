@@ -93,13 +93,12 @@ def after_turn(
         new_session_retain_depth=settings.new_session_retain_depth,
         quota=StorageQuota.of(settings),
         replay_limits=ReplayFloodLimits.of(settings),
+        count_context_tokens=True,
     )
     conversation_id = ingest.conversation_id
-    conversations = ConversationRepository(session)
-    conversations.remember_model(conversation_id, model.model, model.context_window)
     # What this turn named, else what an earlier one did: the sweep uses the same.
-    settings = for_model(settings, *conversations.model_of(conversation_id))
-    stored = context_token_total(session, conversation_id)
+    settings = for_model(settings, *_remember_model(session, model, ingest))
+    stored = _stored_tokens(session, ingest)
     tokens = stored if live.current_token_count is None else live.current_token_count
     check = evaluate_threshold(tokens, token_budget, settings)
     target = _owe_if_due(
@@ -114,6 +113,32 @@ def after_turn(
         token_budget,
         target,
     )
+
+
+def _stored_tokens(session: Session, ingest: IngestResult) -> int:
+    """The context's token total: as the ingest counted it, else (no new message) read."""
+    if ingest.context_tokens is not None:
+        return ingest.context_tokens
+    return context_token_total(session, ingest.conversation_id)
+
+
+def _remember_model(
+    session: Session, model: ModelInfo, ingest: IngestResult
+) -> tuple[str | None, int | None]:
+    """Remember what the turn named; the conversation's model and context window after.
+
+    The ingest read them from the locked row, so no re-read; only a change is written.
+    """
+    named = (
+        model.model if model.model is not None else ingest.model_id,
+        model.context_window if model.context_window is not None else ingest.context_window,
+    )
+    ConversationRepository(session).remember_model(
+        ingest.conversation_id,
+        named[0] if named[0] != ingest.model_id else None,
+        named[1] if named[1] != ingest.context_window else None,
+    )
+    return named
 
 
 def _owe_if_due(

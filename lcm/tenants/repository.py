@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, case, func, select, update
+from sqlalchemy import BigInteger, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.models import ApiKey, Tenant
@@ -108,20 +108,18 @@ class TenantRepository:
         so concurrent charges of one tenant are serialized and each sees the
         counts the previous one committed. A cap is therefore never passed.
         """
-        stmt = (
-            update(Tenant)
-            .where(Tenant.id == tenant_id)
-            .values(
-                stored_messages=Tenant.stored_messages + messages,
-                stored_file_bytes=Tenant.stored_file_bytes + file_bytes,
-            )
+        statement = _CHARGE_STORAGE[(max_messages is not None, max_file_bytes is not None)]
+        result = self.session.connection().execute(
+            statement,
+            {
+                "tenant": tenant_id,
+                "messages": messages,
+                "file_bytes": file_bytes,
+                "max_messages": max_messages,
+                "max_file_bytes": max_file_bytes,
+            },
         )
-        if max_messages is not None:
-            stmt = stmt.where(Tenant.stored_messages + messages <= max_messages)
-        if max_file_bytes is not None:
-            stmt = stmt.where(Tenant.stored_file_bytes + file_bytes <= max_file_bytes)
-        result = self.session.execute(stmt)
-        return bool(getattr(result, "rowcount", 0))
+        return bool(result.rowcount)
 
     def release_storage(self, tenant_id: str, messages: int, file_bytes: int) -> None:
         """Take erased messages and file bytes off the tenant's counters (never below 0)."""
@@ -156,3 +154,36 @@ _ACTIVE_KEY_WITH_TENANT = (
     .join(Tenant, Tenant.id == ApiKey.tenant_id)
     .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
 )
+
+
+def _charge(capped_messages: bool, capped_bytes: bool) -> Any:
+    """The charge of one batch: the caps it checks are in its WHERE clause."""
+    messages = bindparam("messages", type_=BigInteger)
+    file_bytes = bindparam("file_bytes", type_=BigInteger)
+    statement = (
+        update(Tenant)
+        .where(Tenant.id == bindparam("tenant"))
+        .values(
+            stored_messages=Tenant.stored_messages + messages,
+            stored_file_bytes=Tenant.stored_file_bytes + file_bytes,
+        )
+    )
+    if capped_messages:
+        statement = statement.where(
+            Tenant.stored_messages + messages <= bindparam("max_messages", type_=BigInteger)
+        )
+    if capped_bytes:
+        statement = statement.where(
+            Tenant.stored_file_bytes + file_bytes <= bindparam("max_file_bytes", type_=BigInteger)
+        )
+    return statement
+
+
+# Every ingest charges its batch: the statements are built once, one per
+# combination of caps, like the key lookup above (building one per call
+# costs more CPU than running it).
+_CHARGE_STORAGE = {
+    (messages, file_bytes): _charge(messages, file_bytes)
+    for messages in (False, True)
+    for file_bytes in (False, True)
+}

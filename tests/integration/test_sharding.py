@@ -200,6 +200,7 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT summaries by summaries.conversation_id",
     "SELECT summary_parents by summary_parents.parent_id",
     "SELECT summary_parents by summary_parents.summary_id",
+    "UPDATE context_items,conversations by context_items.conversation_id,conversations.id",
     "UPDATE conversations by conversations.id",
 }
 
