@@ -17,16 +17,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Result, Select, func, select
+from sqlalchemy import ColumnElement, Result, Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from lcm.db.models import ContextItem
 
 _Row = TypeVarTuple("_Row")
 
-# Ordinals the first range covers: about a 100k-token budget of chat-sized
-# messages. Later ranges are sized from what the first held (see window()).
+# Ordinals the first range covers: the budget over a chat-sized message's
+# tokens, between 256 and FIRST_SPAN (a 100k-token budget). Later ranges are
+# sized from what the first held (see window()): a guess too small costs one
+# more range, one too large only rows read for nothing (a gateway's 24k
+# budget needed ~130 items of a 1,024-ordinal first range).
 FIRST_SPAN = 1024
+_GUESSED_ITEM_TOKENS = 100
+
+
+def first_span(token_budget: int, min_items: int) -> int:
+    return min(FIRST_SPAN, max(256, min_items, token_budget // _GUESSED_ITEM_TOKENS))
 
 
 ITEM_COLUMNS = (
@@ -75,20 +83,18 @@ class AssemblyRepository:
         seen so far predict the rest of the budget needs (at least doubling):
         a sparse, compacted context takes few queries too.
         """
-        in_conversation = ContextItem.conversation_id == conversation_id
-        newest = select(func.max(ContextItem.ordinal)).where(in_conversation).scalar_subquery()
-        oldest = select(func.min(ContextItem.ordinal)).where(in_conversation).scalar_subquery()
-        first = self._rows(
-            select(*ITEM_COLUMNS, oldest)
-            .where(in_conversation, ContextItem.ordinal > newest - FIRST_SPAN)
-            .order_by(ContextItem.ordinal.desc())
-        ).all()
+        span = first_span(token_budget, min_items)
+        first = (
+            self.session.connection()
+            .execute(_FIRST_RANGE, {"conversation_id": conversation_id, "span": span})
+            .all()
+        )
         if not first:
             return Window([], whole=True)
         rows = [ItemRef(*row[:4]) for row in first]
         lowest = first[0][4]
         newest_first: list[ItemRef] = []
-        highest, span, total = rows[0].ordinal, FIRST_SPAN, 0
+        highest, total = rows[0].ordinal, 0
         upper = highest + 1 - span  # the next range ends below this ordinal
         while True:
             for item in rows:
@@ -102,7 +108,9 @@ class AssemblyRepository:
             wanted = (highest + 1 - upper) * (token_budget - total) // total + 1 if total else 0
             span = max(2 * span, wanted + wanted // 4)
             rows = self._items(
-                in_conversation, ContextItem.ordinal >= upper - span, ContextItem.ordinal < upper
+                ContextItem.conversation_id == conversation_id,
+                ContextItem.ordinal >= upper - span,
+                ContextItem.ordinal < upper,
             )
             upper -= span
         newest_first.reverse()
@@ -114,3 +122,21 @@ class AssemblyRepository:
             select(*ITEM_COLUMNS).where(*where).order_by(ContextItem.ordinal.desc())
         ).all()  # all at once: iterating the result fetches row by row
         return [ItemRef._make(row) for row in rows]
+
+
+# The first range, with the conversation's oldest ordinal (where to stop), in
+# one query built once: every assembly runs it.
+_IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
+_FIRST_RANGE = (
+    select(
+        *ITEM_COLUMNS,
+        select(func.min(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery(),
+    )
+    .where(
+        _IN_CONVERSATION,
+        ContextItem.ordinal
+        > select(func.max(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery()
+        - bindparam("span"),
+    )
+    .order_by(ContextItem.ordinal.desc())
+)
