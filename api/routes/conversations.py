@@ -38,7 +38,7 @@ from lcm.assembly.service import assemble
 from lcm.compaction.overrides import ModelInfo, settings_for_call
 from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.patterns import write_skip
-from lcm.conversations.service import resolve_for_read
+from lcm.conversations.service import resolve_for_read, target_for_read
 from lcm.conversations.status import conversation_status
 from lcm.db.models import utcnow
 from lcm.ingest.service import ReplayFloodLimits, ingest_messages
@@ -126,7 +126,7 @@ def post_turn(
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
 def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
     session, caller = read.session, read.caller
-    conversation = resolve_for_read(session, caller.tenant_id, key, body.session_id)
+    conversation = target_for_read(session, caller.tenant_id, key, body.session_id)
     effective = settings_for_call(
         caller.settings, conversation, ModelInfo(body.model, body.context_window)
     )

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from lcm.db.models import Conversation
 from lcm.settings import CompactionSettings, ModelOverride
 
 S = TypeVar("S", bound=CompactionSettings)
@@ -72,7 +71,17 @@ class ModelInfo:
     context_window: int | None = None
 
 
-def settings_for_call(settings: S, conversation: Conversation, call: ModelInfo) -> S:
+class NamedModel(Protocol):
+    """What a conversation remembers of the model its turns named."""
+
+    @property
+    def model_id(self) -> str | None: ...
+
+    @property
+    def context_window(self) -> int | None: ...
+
+
+def settings_for_call(settings: S, conversation: NamedModel, call: ModelInfo) -> S:
     """The rule matching the call's model, else the one the conversation's turns named."""
     model = call.model if call.model is not None else conversation.model_id
     window = call.context_window if call.context_window is not None else conversation.context_window

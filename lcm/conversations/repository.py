@@ -20,8 +20,8 @@ from lcm.db.models import (
 )
 
 
-class WriteTarget(NamedTuple):
-    """The conversation a write goes to, as the write needs it (no ORM entity)."""
+class ConversationRef(NamedTuple):
+    """A conversation as a request's write or read needs it (no ORM entity)."""
 
     id: int
     session_id: str | None
@@ -30,7 +30,7 @@ class WriteTarget(NamedTuple):
     context_window: int | None
 
     @classmethod
-    def of(cls, conversation: Conversation) -> WriteTarget:
+    def of(cls, conversation: Conversation) -> ConversationRef:
         return cls(
             conversation.id,
             conversation.session_id,
@@ -76,17 +76,31 @@ class ConversationRepository:
 
     def lock_by_session_id(
         self, tenant_id: str, session_key: str, session_id: str
-    ) -> WriteTarget | None:
-        """``find_by_session_id(..., lock=True)`` as a :class:`WriteTarget`."""
+    ) -> ConversationRef | None:
+        """``find_by_session_id(..., lock=True)`` as a :class:`ConversationRef`."""
         params = {"tenant": tenant_id, "key": session_key, "session": session_id}
         row = self.session.connection().execute(_LOCK_BY_SESSION_ID, params).first()
-        return None if row is None else WriteTarget(*row)
+        return None if row is None else ConversationRef(*row)
 
-    def lock_active(self, tenant_id: str, session_key: str) -> WriteTarget | None:
-        """``find_active(..., lock=True)`` as a :class:`WriteTarget`."""
+    def lock_active(self, tenant_id: str, session_key: str) -> ConversationRef | None:
+        """``find_active(..., lock=True)`` as a :class:`ConversationRef`."""
         params = {"tenant": tenant_id, "key": session_key}
         row = self.session.connection().execute(_LOCK_ACTIVE, params).first()
-        return None if row is None else WriteTarget(*row)
+        return None if row is None else ConversationRef(*row)
+
+    def ref_by_session_id(
+        self, tenant_id: str, session_key: str, session_id: str
+    ) -> ConversationRef | None:
+        """``find_by_session_id`` as a :class:`ConversationRef` (no lock)."""
+        params = {"tenant": tenant_id, "key": session_key, "session": session_id}
+        row = self.session.connection().execute(_REF_BY_SESSION_ID, params).first()
+        return None if row is None else ConversationRef(*row)
+
+    def latest_ref(self, tenant_id: str, session_key: str) -> ConversationRef | None:
+        """``find_latest`` as a :class:`ConversationRef`."""
+        params = {"tenant": tenant_id, "key": session_key}
+        row = self.session.connection().execute(_LATEST_REF, params).first()
+        return None if row is None else ConversationRef(*row)
 
     def find_latest(self, tenant_id: str, session_key: str) -> Conversation | None:
         """The active conversation of a family, else its most recent one."""
@@ -211,7 +225,7 @@ class ConversationRepository:
 # building a statement (and its cache key) per call costs more CPU than
 # running it. They run on the session's connection (its transaction), past
 # the ORM: a write needs the row's columns, not a tracked entity.
-_WRITE_TARGET = (
+_REF_COLUMNS = (
     Conversation.id,
     Conversation.session_id,
     Conversation.model_id,
@@ -225,12 +239,22 @@ _IN_FAMILY = (
 # lock): the row lock serializes the writers of one conversation until the
 # caller commits, so the seqs they reserve have no gaps and no duplicates.
 _LOCK_BY_SESSION_ID = (
-    select(*_WRITE_TARGET)
+    select(*_REF_COLUMNS)
     .where(*_IN_FAMILY, Conversation.session_id == bindparam("session"))
     .with_for_update()
 )
 _LOCK_ACTIVE = (
-    select(*_WRITE_TARGET).where(*_IN_FAMILY, Conversation.archived_at.is_(None)).with_for_update()
+    select(*_REF_COLUMNS).where(*_IN_FAMILY, Conversation.archived_at.is_(None)).with_for_update()
+)
+_REF_BY_SESSION_ID = select(*_REF_COLUMNS).where(
+    *_IN_FAMILY, Conversation.session_id == bindparam("session")
+)
+# The active conversation of the family, else its most recent one.
+_LATEST_REF = (
+    select(*_REF_COLUMNS)
+    .where(*_IN_FAMILY)
+    .order_by(Conversation.archived_at.is_not(None), Conversation.id.desc())
+    .limit(1)
 )
 
 _BY_CONVERSATION = Conversation.id == bindparam("conversation")

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from lcm.conversations.carry_over import carry_summaries
-from lcm.conversations.repository import ConversationRepository, WriteTarget
+from lcm.conversations.repository import ConversationRef, ConversationRepository
 from lcm.db.models import Conversation, utcnow
 from lcm.errors import Conflict, NotFound
 
@@ -60,7 +60,7 @@ def target_for_write(
     session_id: str | None,
     *,
     retain_depth: int = -1,
-) -> WriteTarget:
+) -> ConversationRef:
     """What :func:`resolve_for_write` resolves, under the same row lock, as plain columns.
 
     The common case, a conversation that exists, is the same locked read as
@@ -76,7 +76,7 @@ def target_for_write(
     active = repo.lock_active(tenant_id, session_key)
     if active is not None and (session_id is None or active.session_id == session_id):
         return active
-    return WriteTarget.of(
+    return ConversationRef.of(
         resolve_for_write(session, tenant_id, session_key, session_id, retain_depth=retain_depth)
     )
 
@@ -111,6 +111,21 @@ def _create(
     if winner is None:
         raise Conflict("the session family changed concurrently; retry the request")
     return winner, False
+
+
+def target_for_read(
+    session: Session, tenant_id: str, session_key: str, session_id: str | None = None
+) -> ConversationRef:
+    """What :func:`resolve_for_read` resolves, as plain columns (one prebuilt query)."""
+    repo = ConversationRepository(session)
+    found = (
+        repo.ref_by_session_id(tenant_id, session_key, session_id)
+        if session_id is not None
+        else repo.latest_ref(tenant_id, session_key)
+    )
+    if found is None:
+        raise NotFound(f"no conversation for session key {session_key!r}")
+    return found
 
 
 def resolve_for_read(
