@@ -25,7 +25,6 @@ from api.deps import (
     ReadSessionDep,
     ReadTenant,
     ServicesDep,
-    SessionDep,
     SettingsDep,
     SnapshotReadDep,
 )
@@ -56,7 +55,7 @@ def post_messages(
     key: SessionKey,
     body: MessagesIn,
     caller: IngestCaller,
-    session: SessionDep,
+    database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
 ) -> MessagesOut:
@@ -67,17 +66,22 @@ def post_messages(
         return MessagesOut(
             conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(skipped)
         )
-    result = ingest_messages(
-        session,
-        tenant_id,
-        key,
-        body.session_id,
-        batch,
-        large_files=services.large_files(effective),
-        new_session_retain_depth=effective.new_session_retain_depth,
-        quota=StorageQuota.of(effective),
-        replay_limits=ReplayFloodLimits.of(effective),
-    )
+    # The unit of work opened here rather than by a session dependency: a
+    # generator dependency costs two more thread-pool hops per request (enter
+    # and exit), and this is the hottest write route. It commits (and sends
+    # its jobs) before the response, as the dependency's would.
+    with database.transaction() as session:
+        result = ingest_messages(
+            session,
+            tenant_id,
+            key,
+            body.session_id,
+            batch,
+            large_files=services.large_files(effective),
+            new_session_retain_depth=effective.new_session_retain_depth,
+            quota=StorageQuota.of(effective),
+            replay_limits=ReplayFloodLimits.of(effective),
+        )
     return MessagesOut(
         conversation_id=result.conversation_id,
         ingested=result.ingested,
