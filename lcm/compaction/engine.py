@@ -46,6 +46,8 @@ from lcm.tenants.spend import llm_budget_exhausted
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
 
+FILE_ID_PREFIX = "file_"  # every match of ``FILE_ID_RE`` contains it
+
 Settle = Callable[[Session, ContextEntry], None]
 """Runs last in a pass's commit transaction, given the entry that replaced the range."""
 
@@ -275,11 +277,14 @@ class CompactionEngine:
             earliest, latest, descendants = min(times), max(times), len(times)
             # Large files referenced by the summarized messages stay findable
             # from the summary (and from every summary condensed from it).
+            # The substring test first: most messages name no file, and it
+            # costs 0.3 µs where the pattern's scan of a 400-character
+            # message costs 20 µs (a leaf of 120 messages: 2.4 ms of CPU).
             file_ids = sorted(
                 {
                     fid
                     for e in plan.entries
-                    if e.message
+                    if e.message and FILE_ID_PREFIX in e.message.content
                     for fid in FILE_ID_RE.findall(e.message.content)
                 }
             )
