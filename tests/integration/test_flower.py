@@ -84,9 +84,7 @@ def test_flower_lists_the_projects_tasks_to_its_operator_only(flower: str) -> No
         leaf.apply_async(args=[987_654_321], queue="compaction")
         ping.apply_async(queue="compaction").get(timeout=30)
         time.sleep(0.5)
-        names = {
-            t["name"] for t in tasks_seen(flower).values() if t.get("state") == "SUCCESS"
-        }
+        names = {t["name"] for t in tasks_seen(flower).values() if t.get("state") == "SUCCESS"}
 
     shown = [t for t in tasks_seen(flower).values() if t.get("name") == "compaction.leaf"]
     assert any(t["state"] == "SUCCESS" for t in shown)
