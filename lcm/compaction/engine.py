@@ -36,7 +36,7 @@ from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry, MessageView, SummaryView
 from lcm.context_repository import summary_view
 from lcm.db.engine import Transaction
-from lcm.db.models import CompactionRun, LlmUsage, Summary
+from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.settings import CompactionSettings, TenantSettings
@@ -71,6 +71,29 @@ class PassOutcome:
     entry: ContextEntry | None = None
 
 
+def pass_run(
+    tenant_id: str,
+    conversation_id: int,
+    summary: Summary,
+    tokens_in: int,
+    tokens_out: int,
+    result: SummaryResult,
+    duration_ms: int,
+) -> CompactionRun:
+    """The history row of a pass (or a repair) that wrote ``summary``."""
+    return CompactionRun(
+        tenant_id=tenant_id,
+        conversation_id=conversation_id,
+        summary_id=summary.id,
+        kind=summary.kind,
+        depth=summary.depth,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        duration_ms=duration_ms,
+        escalation=result.escalation,
+    )
+
+
 def record_pass(
     repo: CompactionRepository,
     tenant_id: str,
@@ -81,19 +104,9 @@ def record_pass(
     result: SummaryResult,
     duration_ms: int,
 ) -> None:
-    """The pass's run and its LLM usage, in the pass's commit (a pass or a repair)."""
+    """The pass's run and its LLM usage, in the pass's commit (a repair's)."""
     repo.record_run(
-        CompactionRun(
-            tenant_id=tenant_id,
-            conversation_id=conversation_id,
-            summary_id=summary.id,
-            kind=summary.kind,
-            depth=summary.depth,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            duration_ms=duration_ms,
-            escalation=result.escalation,
-        )
+        pass_run(tenant_id, conversation_id, summary, tokens_in, tokens_out, result, duration_ms)
     )
     repo.record_usage(LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage))
 
@@ -228,25 +241,31 @@ class CompactionEngine:
         repo = CompactionRepository(session)
         _check_commit(repo, session, conversation_id, plan, fence)
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
-        repo.insert_summary(summary)
-        if plan.kind == "leaf":
-            repo.link_messages(tenant_id, summary.id, plan.message_ids)
-        else:
-            repo.link_parents(tenant_id, summary.id, plan.summary_ids)
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
-        repo.add_summary_item(
-            tenant_id, conversation_id, plan.first_ordinal, summary.id, item_tokens
-        )
-        record_pass(
-            repo,
-            tenant_id,
-            conversation_id,
+        # The summary, its links, its item in the range's place, the run and
+        # its usage go in together (one statement on Postgres).
+        repo.write_pass(
             summary,
-            plan.source_tokens,
-            item_tokens,
-            result,
-            duration_ms,
+            plan.message_ids if plan.kind == "leaf" else plan.summary_ids,
+            ContextItem(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                ordinal=plan.first_ordinal,
+                item_type="summary",
+                summary_id=summary.id,
+                token_count=item_tokens,
+            ),
+            pass_run(
+                tenant_id,
+                conversation_id,
+                summary,
+                plan.source_tokens,
+                item_tokens,
+                result,
+                duration_ms,
+            ),
+            LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage),
         )
         return PassOutcome(
             tenant_id,
