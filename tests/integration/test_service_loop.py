@@ -565,3 +565,54 @@ def test_a_release_racing_a_turn_that_rearms_keeps_the_follow_up(pg_db: Database
 def _release(db: Database, claim: Any, now: datetime) -> bool:
     with db.transaction() as s:
         return DebtRepository(s).release(claim, now)
+
+
+def test_a_single_pass_sweep_takes_few_statements_and_commits(
+    db: Database, tenant: IssuedKey
+) -> None:
+    """A wake-up that runs the sweep's one pass, as a worker runs it.
+
+    The claim (stamp the tenant, claim its debt) commits alone; the read
+    (settings, context) is its own short transaction; the pass's commit is
+    the version bump, the fence, the range swap, the pass's rows (one
+    statement on Postgres) and the release of the lease.
+    """
+    from sqlalchemy import event
+
+    batch = [
+        IncomingMessage("user" if i % 2 == 0 else "assistant", f"step {i} " * 40) for i in range(8)
+    ]
+    with db.transaction() as s:
+        cid = ingest_messages(
+            s,
+            tenant.tenant_id,
+            "one-pass",
+            None,
+            prepare_batch(batch, max_batch=10, max_chars=10**6),
+        ).conversation_id
+        record_debt(s, tenant.tenant_id, cid, "threshold", 400)
+    jobs = jobs_for(db, Clock(), "counter")
+    statements: list[str] = []
+    commits: list[int] = []
+
+    def count(*args: object) -> None:
+        sql = str(args[2])
+        if not sql.startswith(("PRAGMA", "BEGIN", "SAVEPOINT", "RELEASE")):
+            statements.append(sql)
+
+    def commit(*_args: object) -> None:
+        commits.append(1)
+
+    event.listen(db.engine, "before_cursor_execute", count)
+    event.listen(db.engine, "commit", commit)
+    try:
+        step = jobs.wake_fairly(cid, "leaf")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+        event.remove(db.engine, "commit", commit)
+    assert step.action == "done", step
+    assert step.outcome is not None
+    assert step.outcome.kind == "leaf"
+    expected = 9 if db.dialect == "postgresql" else 13
+    assert len(statements) == expected, statements
+    assert len(commits) == 3
