@@ -365,6 +365,9 @@ def _row(obj: Base) -> dict[str, Any]:
     row = {}
     for column in _columns(table):
         value = state.get(column.key)
+        # Every column is written, so a database-side default would be
+        # overwritten with NULL: none of these tables has one (yet).
+        assert column.server_default is None, f"{table.name}.{column.name} has a server default"
         if value is None and column.default is not None:
             default = column.default
             value = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]
