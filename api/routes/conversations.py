@@ -58,7 +58,7 @@ def post_messages(
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
-) -> MessagesOut:
+) -> MessagesOut | Response:
     batch = prepared_batch(body, settings)
     tenant_id, effective = caller.tenant_id, caller.settings
     skipped = write_skip(effective, key)
@@ -82,10 +82,13 @@ def post_messages(
             quota=StorageQuota.of(effective),
             replay_limits=ReplayFloodLimits.of(effective),
         )
-    return MessagesOut(
-        conversation_id=result.conversation_id,
-        ingested=result.ingested,
-        duplicates=result.duplicates,
+    # Validated as it is built: not validated again (see model_response).
+    return model_response(
+        MessagesOut(
+            conversation_id=result.conversation_id,
+            ingested=result.ingested,
+            duplicates=result.duplicates,
+        )
     )
 
 
@@ -98,7 +101,7 @@ def post_turn(
     settings: SettingsDep,
     services: ServicesDep,
     inline_jobs: InlineJobsDep,
-) -> TurnOut:
+) -> TurnOut | Response:
     batch = prepared_batch(body, settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
@@ -121,7 +124,8 @@ def post_turn(
         turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
     )
     if compaction != "ran":
-        return TurnOut.of(turn, compaction)
+        # Validated as it is built: not validated again (see model_response).
+        return model_response(TurnOut.of(turn, compaction))
     with database.read_session() as fresh:  # the host retries with what the sweep left
         after = context_token_total(fresh, turn.ingest.conversation_id)
     return TurnOut.of(turn, compaction, after)
