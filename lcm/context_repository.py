@@ -24,6 +24,7 @@ from lcm.context import (
     SummaryView,
 )
 from lcm.db.models import ContextItem, Message, MessagePart, Summary, SummaryParent
+from lcm.message_cache import MESSAGE_CACHE, MessageCache
 
 
 def load_context(
@@ -34,27 +35,60 @@ def load_context(
     One query reads the items joined with their messages and summaries;
     a second reads the parts of block messages and a third the parents of
     condensed summaries, each only when there are any. ``from_ordinal``
-    limits them to a suffix of the context.
+    limits them to a suffix of the context. Messages whose views the
+    session's :class:`MessageCache` holds are not built again, nor their
+    parts read.
     """
-    rows = (
-        session.connection()
-        .execute(
-            _LOAD_CONTEXT,
-            {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0},
-        )
-        .all()
-    )
-    parts: dict[int, list[PartView]] = defaultdict(list)
-    if any(r[8] == "blocks" for r in rows):
-        found = session.connection().execute(
-            _LOAD_WINDOW_PARTS,
-            {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0},
-        )
-        for message_id, part_type, payload, tool_call_id, plain in found.all():
-            parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
+    params = {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0}
+    rows = session.connection().execute(_LOAD_CONTEXT, params).all()
+    cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
+    messages = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
+    pending = [r for r in rows if r[2] is not None and r[2] not in messages]
+    built = _message_views(session, pending, params, whole=not messages)
+    if cache is not None and built:
+        cache.put_many(conversation_id, built)
+    messages.update(built)
     condensed = [r.summary_id for r in rows if r.summary_id is not None and r[9] != "leaf"]
     parents = _parents(session, condensed) if condensed else {}
-    return [_entry(r, parts, parents) for r in rows]
+    return [_entry(r, messages, parents) for r in rows]
+
+
+def _message_views(
+    session: Session, rows: Sequence[Any], window: dict[str, int], *, whole: bool
+) -> dict[int, MessageView]:
+    """Views of the messages of ``rows`` (rows of ``_LOAD_CONTEXT``).
+
+    The parts of their block messages are read for the whole ``window`` when
+    no message of it was cached (one query whatever its length), else by id.
+    """
+    blocks = [r[2] for r in rows if r[8] == "blocks"]
+    parts: dict[int, list[PartView]] = defaultdict(list)
+    if blocks and whole:
+        found = session.connection().execute(_LOAD_WINDOW_PARTS, window).all()
+    else:
+        found = [
+            row
+            for start in range(0, len(blocks), _CHUNK)
+            for row in session.connection()
+            .execute(_LOAD_PARTS_BY_ID, {"message_ids": blocks[start : start + _CHUNK]})
+            .all()
+        ]
+    for message_id, part_type, payload, tool_call_id, plain in found:
+        parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
+    views = {}
+    for r in rows:
+        message_id, shape, content = r[2], r[8], r[6]
+        # Roles and shapes were validated on ingest; the casts only tell mypy.
+        views[message_id] = MessageView(
+            message_id,
+            r[4],
+            cast(Role, r[5]),
+            content,
+            r[7],
+            tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(content),
+            cast(ContentShape, shape),
+        )
+    return views
 
 
 _LOAD_PARENTS = (
@@ -163,6 +197,20 @@ _LOAD_WINDOW_PARTS = (
 )
 
 
+_LOAD_PARTS_BY_ID = (
+    select(
+        MessagePart.message_id,
+        MessagePart.part_type,
+        MessagePart.payload,
+        MessagePart.tool_call_id,
+        MessagePart.text,
+    )
+    .where(MessagePart.message_id.in_(bindparam("message_ids", expanding=True)))
+    .order_by(MessagePart.message_id, MessagePart.ordinal)
+)
+_CHUNK = 500  # ids per IN (...) list
+
+
 def load_parts(
     session: Session, message_ids: Sequence[int] | Select[int | None], *, blocks_only: bool = False
 ) -> dict[int, list[PartView]]:
@@ -189,23 +237,12 @@ def load_parts(
 
 
 def _entry(
-    r: Sequence[Any], parts: dict[int, list[PartView]], parents: dict[str, list[str]]
+    r: Sequence[Any], messages: dict[int, MessageView], parents: dict[str, list[str]]
 ) -> ContextEntry:
     """One row of ``_LOAD_CONTEXT`` as a context entry."""
     ordinal, tokens, message_id, summary_id = r[0], r[1], r[2], r[3]
     if message_id is not None:
-        shape = r[8]
-        # Roles and shapes were validated on ingest; the casts only tell mypy.
-        message = MessageView(
-            message_id,
-            r[4],
-            cast(Role, r[5]),
-            r[6],
-            r[7],
-            tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(r[6]),
-            cast(ContentShape, shape),
-        )
-        return ContextEntry(ordinal, tokens, message=message)
+        return ContextEntry(ordinal, tokens, message=messages[message_id])
     summary = SummaryView(
         id=str(summary_id),
         kind=cast(SummaryKind, r[9]),

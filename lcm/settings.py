@@ -231,6 +231,8 @@ class Settings(TenantSettings):
     db_max_overflow: int = Field(20, ge=0)
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
     statement_timeout_ms: int = Field(5_000, ge=1)
+    # Message views a process keeps (lcm/message_cache.py; Postgres only; 0: none).
+    message_cache_size: int = Field(20_000, ge=0)
 
     # Agent tools (grep / describe / expand / expand-query).
     grep_max_pattern_chars: int = Field(1_000, ge=1)

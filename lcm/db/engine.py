@@ -22,6 +22,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from lcm.db.write_gate import WriteGate
+from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.settings import Settings
 
@@ -167,7 +168,17 @@ class Database:
         self.settings = settings
         self.sender = sender
         self.engine = make_engine(settings)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        # Postgres never gives an id twice; SQLite may reuse a deleted row's
+        # id, so a view cached by id could be another message's there.
+        self.message_cache = (
+            MessageCache(settings.message_cache_size)
+            if self.engine.dialect.name == "postgresql" and settings.message_cache_size > 0
+            else None
+        )
+        info = {MESSAGE_CACHE: self.message_cache} if self.message_cache is not None else {}
+        self._sessions = sessionmaker(
+            self.engine, expire_on_commit=False, autoflush=False, info=info
+        )
         event.listen(self._sessions, "after_commit", self._send_outbox)
         event.listen(self._sessions, "after_rollback", drop_jobs)
         read_options: dict[str, Any] = {READ_ONLY: True}
@@ -181,6 +192,7 @@ class Database:
             self.engine.execution_options(**read_options),
             expire_on_commit=False,
             autoflush=False,
+            info=info,
         )
         lookup_options: dict[str, Any] = {READ_ONLY: True}
         if self.engine.dialect.name == "postgresql":
@@ -191,6 +203,7 @@ class Database:
             self.engine.execution_options(**lookup_options),
             expire_on_commit=False,
             autoflush=False,
+            info=info,
         )
 
     @property

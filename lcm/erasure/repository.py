@@ -35,6 +35,7 @@ from lcm.db.models import (
     Tenant,
     TurnCommit,
 )
+from lcm.message_cache import MESSAGE_CACHE, MessageCache
 
 
 class ErasureRepository:
@@ -169,6 +170,11 @@ class ErasureRepository:
         """
         if not ids:
             return 0
+        cache: MessageCache | None = self.session.info.get(MESSAGE_CACHE)
+        if cache is not None:
+            # This process's views of their messages (other processes' views
+            # can no longer be reached and age out: see lcm/message_cache.py).
+            cache.forget_conversations(ids)
         summaries = self._summary_ids(ids)
         messages = select(Message.id).where(Message.conversation_id.in_(ids))
         statements = [

@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from sqlalchemy import select
 
 from lcm.db.engine import Database
-from lcm.db.models import Summary
+from lcm.db.models import Message, Summary
 from tests import servers
 from tests.conftest import new_tenant
 from tests.integration.retrieval_data import compact, ingest
@@ -52,6 +52,8 @@ def test_mcp_tools_listed_and_called_over_stdio(live_api: str, pg_db: Database) 
     ingest(pg_db, new_tenant(pg_db, "other").tenant_id, "agent:main", ["TLS for someone else"])
     with pg_db.session() as s:
         summary_id = str(s.scalar(select(Summary.id).where(Summary.conversation_id == cid)))
+        fourth = select(Message.id).where(Message.conversation_id == cid, Message.seq == 4)
+        step_3 = f"msg_{s.scalar(fourth)}"
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "cli.main", "mcp"],
@@ -92,8 +94,8 @@ def test_mcp_tools_listed_and_called_over_stdio(live_api: str, pg_db: Database) 
     assert "not_found" in seen["missing"][1]
     cited = seen["answer"]["cited_ids"]
     assert seen["answer"]["offline"] is True
-    assert "msg_4" in cited
-    assert all(ref == "msg_4" or ref.startswith("sum_") for ref in cited)
+    assert step_3 in cited
+    assert all(ref == step_3 or ref.startswith("sum_") for ref in cited)
     assert "someone else" not in seen["answer"]["answer"]
 
 

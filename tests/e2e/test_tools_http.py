@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from lcm.db.engine import Database
-from lcm.db.models import ContextItem, ExpansionGrant
+from lcm.db.models import ContextItem, ExpansionGrant, Message
 from lcm.tenants.service import IssuedKey
 from tests.conftest import auth, new_tenant
 from tests.integration.retrieval_data import compact, ingest
@@ -46,7 +46,11 @@ def test_grep_contract(client: TestClient, tenant: IssuedKey, history: str) -> N
     assert "«" in matches[0]["snippet"]
     regex = client.post(
         "/v1/grep",
-        json={"pattern": r"s3://ops-2\d\b", "scope": "messages", "conversation_id": 1},
+        json={
+            "pattern": r"s3://ops-2\d\b",
+            "scope": "messages",
+            "conversation_id": matches[0]["conversation_id"],
+        },
         headers=auth(tenant),
     )
     assert [m["seq"] for m in regex.json()["matches"]] == list(range(30, 20, -1))
@@ -145,12 +149,16 @@ def test_expand_query_over_http_with_a_real_worker(
     worker_client: TestClient, pg_db: Database
 ) -> None:
     tenant = new_tenant(pg_db)
-    ingest(pg_db, tenant.tenant_id, "agent:main", TEXTS)
+    cid = ingest(pg_db, tenant.tenant_id, "agent:main", TEXTS)
+    with pg_db.read_session() as s:
+        eighth = s.scalar(
+            select(Message.id).where(Message.conversation_id == cid, Message.seq == 8)
+        )
     body = {"prompt": "Where did backup 7 go?", "query": "ops-7", "session_key": "agent:main"}
     r = worker_client.post("/v1/expand-query", json=body, headers=auth(tenant))
     assert r.status_code == 200, r.text
     assert r.json()["offline"] is True
-    assert r.json()["cited_ids"] == ["msg_8"]
+    assert r.json()["cited_ids"] == [f"msg_{eighth}"]
     worker_client.app.state.settings = pg_db.settings.model_copy(  # type: ignore[attr-defined]
         update={"expand_query_timeout_seconds": 0.001}
     )

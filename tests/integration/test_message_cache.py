@@ -1,0 +1,158 @@
+"""The process's message views by id: read once, equal to a fresh read, forgotten on erase."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from lcm.context import MessageView
+from lcm.context_repository import load_context
+from lcm.db.engine import Database
+from lcm.erasure.service import erase_conversation
+from lcm.message_cache import MessageCache
+from tests.conftest import new_tenant, settings_for
+from tests.integration.retrieval_data import compact, ingest
+
+
+def tool_turn(i: int) -> list[Any]:
+    return [
+        {"type": "text", "text": f"step {i}: reading the deploy log", "cache_control": {"x": i}},
+        {"type": "tool_use", "id": f"call_{i}", "name": "read", "input": {"path": f"/l/{i}"}},
+    ]
+
+
+def history(n: int) -> list[str | list[Any]]:
+    return [tool_turn(i) if i % 3 == 1 else f"message {i}: checked build {i}" for i in range(n)]
+
+
+@pytest.fixture
+def part_reads(pg_db: Database) -> Iterator[list[str]]:
+    """The ``message_parts`` SELECTs sent while the test runs."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM message_parts" in statement:
+            seen.append(statement)
+
+    event.listen(pg_db.engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(pg_db.engine, "before_cursor_execute", record)
+
+
+def fresh_read(db: Database, cid: int, from_ordinal: int | None = None) -> list[Any]:
+    """The context as a process without cached views reads it."""
+    uncached = Database(settings_for(db.settings.database_url, message_cache_size=0))
+    try:
+        assert uncached.message_cache is None
+        with uncached.read_session() as session:
+            return load_context(session, cid, from_ordinal)
+    finally:
+        uncached.dispose()
+
+
+def test_a_window_read_twice_builds_its_messages_once(
+    pg_db: Database, part_reads: list[str]
+) -> None:
+    tenant = new_tenant(pg_db)
+    cid = ingest(pg_db, tenant.tenant_id, "agent", history(30))
+    assert pg_db.message_cache is not None
+    with pg_db.read_session() as session:
+        first = load_context(session, cid, from_ordinal=10)
+    assert len(part_reads) == 1
+    assert len(pg_db.message_cache) == 21
+    part_reads.clear()
+    with pg_db.read_session() as session:
+        second = load_context(session, cid, from_ordinal=10)
+    assert part_reads == []  # every block message's view came from the cache
+    assert second == first == fresh_read(pg_db, cid, 10)
+    for a, b in zip(first, second, strict=True):
+        assert a.message is b.message  # the same view, not rebuilt
+
+
+def test_a_longer_window_reads_only_the_messages_not_yet_cached(
+    pg_db: Database, part_reads: list[str]
+) -> None:
+    tenant = new_tenant(pg_db)
+    cid = ingest(pg_db, tenant.tenant_id, "agent", history(30))
+    with pg_db.read_session() as session:
+        load_context(session, cid, from_ordinal=20)
+    part_reads.clear()
+    with pg_db.read_session() as session:
+        wider = load_context(session, cid)
+    # One read by id for the block messages below ordinal 20, none above.
+    assert len(part_reads) == 1
+    assert "IN" in part_reads[0].upper()
+    assert wider == fresh_read(pg_db, cid)
+    assert len(wider) == 30
+
+
+def test_a_compacted_context_reads_the_same_with_and_without_cached_views(
+    pg_db: Database,
+) -> None:
+    tenant = new_tenant(pg_db)
+    cid = ingest(pg_db, tenant.tenant_id, "agent", history(40))
+    with pg_db.read_session() as session:
+        load_context(session, cid)  # every message cached before the compaction
+    compact(pg_db, tenant.tenant_id, cid)
+    with pg_db.read_session() as session:
+        cached = load_context(session, cid)
+    assert any(e.is_summary for e in cached)
+    assert cached == fresh_read(pg_db, cid)
+
+
+def test_erasing_a_conversation_forgets_its_views(pg_db: Database) -> None:
+    tenant = new_tenant(pg_db)
+    kept = ingest(pg_db, tenant.tenant_id, "kept", history(5))
+    erased = ingest(pg_db, tenant.tenant_id, "erased", history(7))
+    cache = pg_db.message_cache
+    assert cache is not None
+    with pg_db.read_session() as session:
+        load_context(session, kept)
+        load_context(session, erased)
+    assert len(cache) == 12
+    with pg_db.transaction() as session:
+        erase_conversation(session, tenant.tenant_id, erased)
+    assert len(cache) == 5
+
+
+def test_sqlite_keeps_no_views(sqlite_db: Database) -> None:
+    # SQLite may give an erased message's id to the next one.
+    assert sqlite_db.message_cache is None
+
+
+def view(message_id: int) -> MessageView:
+    return MessageView(message_id, message_id, "user", f"m{message_id}", datetime.now(UTC))
+
+
+def test_the_cache_drops_the_least_recently_used_views_first() -> None:
+    cache = MessageCache(3)
+    cache.put_many(1, {1: view(1), 2: view(2), 3: view(3)})
+    assert set(cache.get_many([1])) == {1}  # 1 is now the most recently used
+    cache.put_many(1, {4: view(4)})
+    assert set(cache.get_many([1, 2, 3, 4])) == {1, 3, 4}
+    cache.forget_conversations([1])
+    assert len(cache) == 0
+
+
+def test_threads_sharing_the_cache_never_see_another_id_s_view() -> None:
+    cache = MessageCache(200)
+    wrong: list[tuple[int, int]] = []
+
+    def work(offset: int) -> None:
+        for round_ in range(200):
+            ids = [(offset + round_ + k) % 500 for k in range(20)]
+            cache.put_many(offset, {i: view(i) for i in ids})
+            wrong.extend((i, v.id) for i, v in cache.get_many(ids).items() if v.id != i)
+
+    threads = [threading.Thread(target=work, args=(n * 100,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+    assert len(cache) <= 200
