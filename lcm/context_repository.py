@@ -171,17 +171,20 @@ _LOAD_CONTEXT = (
 )
 
 
+# A part as PartView holds it, after its message's id.
+_PART_COLUMNS = (
+    MessagePart.message_id,
+    MessagePart.part_type,
+    MessagePart.payload,
+    MessagePart.tool_call_id,
+    MessagePart.text,
+)
+
 # The parts of the block messages from an ordinal on (0: all), as _LOAD_CONTEXT
 # reads their items. By subquery, not by a list of ids: a long raw history of
 # tool calls would exceed the bound-parameter limits.
 _LOAD_WINDOW_PARTS = (
-    select(
-        MessagePart.message_id,
-        MessagePart.part_type,
-        MessagePart.payload,
-        MessagePart.tool_call_id,
-        MessagePart.text,
-    )
+    select(*_PART_COLUMNS)
     .join(Message, Message.id == MessagePart.message_id)
     .where(
         MessagePart.message_id.in_(
@@ -198,13 +201,7 @@ _LOAD_WINDOW_PARTS = (
 
 
 _LOAD_PARTS_BY_ID = (
-    select(
-        MessagePart.message_id,
-        MessagePart.part_type,
-        MessagePart.payload,
-        MessagePart.tool_call_id,
-        MessagePart.text,
-    )
+    select(*_PART_COLUMNS)
     .where(MessagePart.message_id.in_(bindparam("message_ids", expanding=True)))
     .order_by(MessagePart.message_id, MessagePart.ordinal)
 )
@@ -216,13 +213,7 @@ def load_parts(
 ) -> dict[int, list[PartView]]:
     """The parts of ``message_ids`` in order (``blocks_only``: of block messages among them)."""
     stmt = (
-        select(
-            MessagePart.message_id,
-            MessagePart.part_type,
-            MessagePart.payload,
-            MessagePart.tool_call_id,
-            MessagePart.text,
-        )
+        select(*_PART_COLUMNS)
         .where(MessagePart.message_id.in_(message_ids))
         .order_by(MessagePart.message_id, MessagePart.ordinal)
     )
