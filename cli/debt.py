@@ -11,7 +11,8 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, console, in_session, out, tenant_id_for
-from lcm.compaction.debt_repository import DONE, FAILED, PENDING, RUNNING, DebtListing
+from lcm.compaction.debt_repository import DebtListing
+from lcm.compaction.debt_statements import DONE, FAILED, PENDING, RUNNING
 from lcm.settings import get_settings
 
 debt_app = typer.Typer(help="Compaction debt (one row per conversation).", no_args_is_help=True)

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from api.console.auth import CheckedForm, ConsoleUser
 from api.console.rendering import render
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
-from lcm.compaction.debt_repository import FAILED, PENDING, RUNNING
+from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
 from lcm.compaction.reconcile import retry_failed_debt
 from lcm.compaction.service import owe_compaction
 from lcm.console.repository import ConsoleRepository

@@ -72,13 +72,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import BindParameter, ColumnElement, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import (
-    PENDING,
-    Claim,
-    DebtRepository,
-    claim_params,
-    claim_statement,
-)
+from lcm.compaction.debt_repository import Claim, DebtRepository
+from lcm.compaction.debt_statements import PENDING, claim_params, claim_statement
 from lcm.db.models import CompactionDebt, Tenant
 
 

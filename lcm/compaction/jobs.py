@@ -23,7 +23,8 @@ from typing import Literal
 from sqlalchemy.orm import Session
 
 from lcm.compaction.claims import LeaseClaims
-from lcm.compaction.debt_repository import FAILED, REPAIR, Claim, DebtRepository
+from lcm.compaction.debt_repository import Claim, DebtRepository
+from lcm.compaction.debt_statements import FAILED, REPAIR
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository

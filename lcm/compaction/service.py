@@ -11,7 +11,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import DONE, FAILED, DebtRepository
+from lcm.compaction.debt_repository import DebtRepository
+from lcm.compaction.debt_statements import DONE, FAILED
 from lcm.compaction.repository import CompactionRepository
 from lcm.completions import Completions, debt_key
 from lcm.db.engine import Transaction

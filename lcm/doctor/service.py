@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import REPAIR
+from lcm.compaction.debt_statements import REPAIR
 from lcm.compaction.service import owe_compaction
 from lcm.doctor.repository import DoctorRepository
 

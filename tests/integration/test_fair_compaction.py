@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from lcm.compaction.debt_repository import DONE, PENDING
+from lcm.compaction.debt_statements import DONE, PENDING
 from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
