@@ -15,7 +15,8 @@ from lcm.assembly.service import assemble
 from lcm.compaction.planning import evaluate_threshold
 from lcm.console.repository import ConsoleRepository, ConversationRow, RunRow, SortColumn
 from lcm.context import MessageView
-from lcm.conversations.repository import ConversationRepository, DagRepository
+from lcm.conversations.dag_repository import DagRepository
+from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import Conversation
 from lcm.errors import NotFound
 from lcm.retrieval.repository import HistoryRepository

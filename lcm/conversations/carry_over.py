@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from lcm.conversations.repository import CarryOverRepository, ConversationRepository
+from lcm.conversations.carry_over_repository import CarryOverRepository
+from lcm.conversations.repository import ConversationRepository
 
 
 def carry_summaries(

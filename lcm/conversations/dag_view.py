@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from lcm.conversations.repository import DagRepository
+from lcm.conversations.dag_repository import DagRepository
 from lcm.retrieval.repository import HistoryRepository
 
 MAX_LEVELS = 64  # bounds the walk down a corrupt (cyclic) DAG

@@ -1,21 +1,21 @@
-"""All SQL about conversation rows, their status and the DAG view."""
+"""All SQL about conversation rows: finding, locking and creating them, their counters.
+
+The DAG view's SQL is in ``dag_repository.py``, what a new session carries
+over in ``carry_over_repository.py``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import BigInteger, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.models import (
     CompactionRun,
     ContextItem,
     Conversation,
-    Message,
-    Summary,
-    SummaryMessage,
     utcnow,
 )
 
@@ -298,127 +298,3 @@ _REMEMBER_MODEL = {
     (True, False): _remember(True, False),
     (False, True): _remember(False, True),
 }
-
-CONTEXT_ITEMS: Table = ContextItem.__table__  # type: ignore[assignment]
-_CHUNK = 500  # ids per IN (...) list
-
-
-class SummaryFacts(NamedTuple):
-    id: str
-    kind: str
-    depth: int
-    token_count: int
-    descendant_count: int
-    earliest_at: datetime
-    latest_at: datetime
-
-
-class DagRepository:
-    """The reads behind ``lcm dag`` (a conversation's context and DAG), chunked by 500 ids."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def context(self, conversation_id: int) -> list[tuple[str | None, int | None, int]]:
-        """(summary id, message seq, tokens) per context item, in order."""
-        return [
-            (summary_id, seq, int(tokens))
-            for summary_id, seq, tokens in self.session.execute(
-                select(ContextItem.summary_id, Message.seq, ContextItem.token_count)
-                .outerjoin(Message, Message.id == ContextItem.message_id)
-                .where(ContextItem.conversation_id == conversation_id)
-                .order_by(ContextItem.ordinal)
-            )
-        ]
-
-    def summaries(self, ids: Sequence[str]) -> list[SummaryFacts]:
-        """The summaries' figures, without their text (the DAG view never reads it)."""
-        found: list[SummaryFacts] = []
-        columns = [getattr(Summary, name) for name in SummaryFacts._fields]
-        for start in range(0, len(ids), _CHUNK):
-            # Plain rows, not ORM objects: a DAG of thousands of nodes stays cheap.
-            found += (
-                SummaryFacts(*row)
-                for row in self.session.execute(
-                    select(*columns).where(Summary.id.in_(ids[start : start + _CHUNK]))
-                )
-            )
-        return found
-
-    def leaf_ranges(self, ids: Sequence[str]) -> dict[str, tuple[int, int, int, int]]:
-        """Leaf summary -> (first seq, last seq, messages, tokens) of what it covers."""
-        found: dict[str, tuple[int, int, int, int]] = {}
-        for start in range(0, len(ids), _CHUNK):
-            for summary_id, first, last, count, tokens in self.session.execute(
-                select(
-                    SummaryMessage.summary_id,
-                    func.min(Message.seq),
-                    func.max(Message.seq),
-                    func.count(),
-                    func.sum(Message.token_count),
-                )
-                .join(Message, Message.id == SummaryMessage.message_id)
-                .where(SummaryMessage.summary_id.in_(ids[start : start + _CHUNK]))
-                .group_by(SummaryMessage.summary_id)
-            ):
-                found[summary_id] = (first, last, count, int(tokens or 0))
-        return found
-
-
-class CarryOverRepository:
-    """What a new session of a family starts with (``lcm.conversations.carry_over``)."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def context_summaries(self, conversation_id: int, min_depth: int) -> list[tuple[str, int]]:
-        """(summary id, context token count) of the context's summaries at ``min_depth``+."""
-        return [
-            (str(summary_id), int(tokens))
-            for summary_id, tokens in self.session.execute(
-                select(ContextItem.summary_id, ContextItem.token_count)
-                .join(Summary, Summary.id == ContextItem.summary_id)
-                .where(ContextItem.conversation_id == conversation_id, Summary.depth >= min_depth)
-                .order_by(ContextItem.ordinal)
-            )
-        ]
-
-    def prune_context(self, conversation_id: int, min_depth: int) -> int:
-        """Remove every context item but summaries of ``min_depth`` or deeper; how many went."""
-        doomed = list(
-            self.session.scalars(
-                select(ContextItem.id)
-                .outerjoin(Summary, Summary.id == ContextItem.summary_id)
-                .where(
-                    ContextItem.conversation_id == conversation_id,
-                    ContextItem.summary_id.is_(None) | (Summary.depth < min_depth),
-                )
-            )
-        )
-        for start in range(0, len(doomed), 500):  # within any driver's bind limit
-            self.session.execute(
-                delete(ContextItem).where(ContextItem.id.in_(doomed[start : start + 500]))
-            )
-        return len(doomed)
-
-    def append_summary_items(
-        self,
-        tenant_id: str,
-        conversation_id: int,
-        first_ordinal: int,
-        items: list[tuple[str, int]],
-    ) -> None:
-        self.session.execute(
-            insert(CONTEXT_ITEMS),
-            [
-                {
-                    "tenant_id": tenant_id,
-                    "conversation_id": conversation_id,
-                    "ordinal": first_ordinal + i,
-                    "item_type": "summary",
-                    "summary_id": summary_id,
-                    "token_count": tokens,
-                }
-                for i, (summary_id, tokens) in enumerate(items)
-            ],
-        )

@@ -17,7 +17,8 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from lcm.conversations.repository import CarryOverRepository, ConversationRepository
+from lcm.conversations.carry_over_repository import CarryOverRepository
+from lcm.conversations.repository import ConversationRepository
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import utcnow
 from lcm.errors import Conflict, NotFound
