@@ -7,8 +7,6 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
-    BindParameter,
-    Column,
     Table,
     TextClause,
     bindparam,
@@ -20,9 +18,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
+from lcm.compaction.pass_statement import WRITE_PASS, pass_params
 from lcm.context import (
     ContextEntry,
 )
@@ -224,13 +222,9 @@ class CompactionRepository:
             self.record_run(run)
             self.record_usage(usage)
             return
-        links = SUMMARY_MESSAGES if summary.kind == "leaf" else SUMMARY_PARENTS
-        params: dict[str, Any] = {"sources": list(sources)}
-        for prefix, obj in (("s", summary), ("i", item), ("r", run)):
-            params.update({f"{prefix}_{k}": v for k, v in _row(obj).items()})
-        rows = [_row(u) for u in usage]
-        params.update({f"u_{c.name}": [r[c.name] for r in rows] for c in _columns(LLM_USAGE)})
-        self.session.connection().execute(_WRITE_PASS[links], params)
+        self.session.connection().execute(
+            WRITE_PASS[summary.kind == "leaf"], pass_params(summary, sources, item, run, usage)
+        )
 
     def nth_newest_run_since(
         self, conversation_id: int, since: datetime, n: int
@@ -347,71 +341,6 @@ def _link_many(table: Table, column: str, sql_type: str) -> TextClause:
 _LINK_MANY = {
     SUMMARY_MESSAGES: _link_many(SUMMARY_MESSAGES, "message_id", "BIGINT"),
     SUMMARY_PARENTS: _link_many(SUMMARY_PARENTS, "parent_id", "VARCHAR"),
-}
-
-
-LLM_USAGE: Table = LlmUsage.__table__  # type: ignore[assignment]
-
-
-def _columns(table: Table) -> list[Column[Any]]:
-    """The columns an insert writes: all but the generated key and computed ones."""
-    return [c for c in table.columns if c.computed is None and c is not table.autoincrement_column]
-
-
-def _row(obj: Base) -> dict[str, Any]:
-    """``obj``'s column values as an ORM insert would send them, Python defaults applied."""
-    table = cast(Table, sa_inspect(obj).mapper.local_table)
-    state = vars(obj)
-    row = {}
-    for column in _columns(table):
-        value = state.get(column.key)
-        # Every column is written, so a database-side default would be
-        # overwritten with NULL: none of these tables has one (yet).
-        assert column.server_default is None, f"{table.name}.{column.name} has a server default"
-        if value is None and column.default is not None:
-            default = column.default
-            value = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]
-        row[column.name] = value
-    return row
-
-
-def _write_pass(links: Table) -> TextClause:
-    """Postgres: a pass's rows in one statement (``write_pass``)."""
-
-    def values(prefix: str, table: Table) -> tuple[str, list[BindParameter[Any]]]:
-        cols = _columns(table)
-        sql = (
-            f"INSERT INTO {table.name} ({', '.join(c.name for c in cols)}) "
-            f"VALUES ({', '.join(f':{prefix}_{c.name}' for c in cols)})"
-        )
-        return sql, [bindparam(f"{prefix}_{c.name}", type_=c.type) for c in cols]
-
-    summary_sql, summary_params = values("s", SUMMARIES)
-    item_sql, item_params = values("i", CONTEXT_ITEMS)
-    run_sql, run_params = values("r", COMPACTION_RUNS)
-    usage_cols = _columns(LLM_USAGE)
-    pg = postgresql.dialect()
-    arrays = ", ".join(f"CAST(:u_{c.name} AS {c.type.compile(dialect=pg)}[])" for c in usage_cols)
-    source = "message_id" if links is SUMMARY_MESSAGES else "parent_id"
-    source_type = "BIGINT" if links is SUMMARY_MESSAGES else "VARCHAR"
-    return text(
-        f"WITH summary AS ({summary_sql}), "
-        f"links AS (INSERT INTO {links.name} (summary_id, {source}, tenant_id, ordinal) "
-        f"SELECT :s_id, source, :s_tenant_id, position - 1 "
-        f"FROM unnest(CAST(:sources AS {source_type}[])) WITH ORDINALITY AS l(source, position)), "
-        f"item AS ({item_sql}), "
-        f"run AS ({run_sql}) "
-        f"INSERT INTO {LLM_USAGE.name} ({', '.join(c.name for c in usage_cols)}) "
-        f"SELECT * FROM unnest({arrays})"
-    ).bindparams(*summary_params, *item_params, *run_params)
-
-
-SUMMARIES: Table = Summary.__table__  # type: ignore[assignment]
-CONTEXT_ITEMS: Table = ContextItem.__table__  # type: ignore[assignment]
-COMPACTION_RUNS: Table = CompactionRun.__table__  # type: ignore[assignment]
-_WRITE_PASS = {
-    SUMMARY_MESSAGES: _write_pass(SUMMARY_MESSAGES),
-    SUMMARY_PARENTS: _write_pass(SUMMARY_PARENTS),
 }
 
 
