@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import gc
 
+_frozen = False
+
 
 def freeze_startup_heap() -> None:
     """Move every object alive now into the collector's permanent generation.
 
-    Call once, when the process has finished starting. Frozen objects are
-    never collected, which costs nothing for objects that live as long as the
-    process; the garbage of startup is collected first so it is not kept.
+    For when the process has finished starting; later calls do nothing (a
+    process that builds several apps, as the tests do, must not freeze the
+    garbage of the earlier ones). Frozen objects are never collected, which
+    costs nothing for objects that live as long as the process; the garbage
+    of startup is collected first so it is not kept.
     """
+    global _frozen
+    if _frozen:
+        return
+    _frozen = True
     gc.collect()
     gc.freeze()
