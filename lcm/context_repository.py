@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Executable, Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from lcm.context import (
@@ -37,54 +37,86 @@ def load_context(
     condensed summaries, each only when there are any. ``from_ordinal``
     limits them to a suffix of the context. Messages whose views the
     session's :class:`MessageCache` holds are not built again, nor their
-    parts read.
+    parts read; summaries whose parents it holds do not read them.
     """
     params = {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0}
-    rows = session.connection().execute(_LOAD_CONTEXT, params).all()
+    rows: Sequence[Any] = session.connection().execute(_LOAD_CONTEXT, params).all()
     cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
     messages = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
-    pending = [r for r in rows if r[2] is not None and r[2] not in messages]
+    pending = [r[_MESSAGE_AT] for r in rows if r[2] is not None and r[2] not in messages]
     built = _message_views(session, pending, params, whole=not messages)
     if cache is not None and built:
         cache.put_many(conversation_id, built)
     messages.update(built)
-    condensed = [r.summary_id for r in rows if r.summary_id is not None and r[9] != "leaf"]
-    parents = _parents(session, condensed) if condensed else {}
-    return [_entry(r, messages, parents) for r in rows]
+    kinds = [(r[3], r[_SUMMARY_AT.start]) for r in rows if r[3] is not None]
+    parents = _parents(session, cache, conversation_id, kinds)
+    return [_entry(r[:4], r[_SUMMARY_AT], messages, parents) for r in rows]
+
+
+def window_entries(
+    session: Session, conversation_id: int, items: Sequence[Sequence[Any]]
+) -> list[ContextEntry]:
+    """Entries for assembly's window rows, without reading the items again.
+
+    ``items`` are rows of ``(ordinal, token_count, message_id, summary_id,
+    kind, depth, content, summary token_count, earliest_at, latest_at,
+    descendant_count)``, oldest first (``lcm.assembly.repository``): a summary
+    comes with its columns, a message from the session's :class:`MessageCache`
+    or, when not held there, read by id (by ordinal range when none is).
+    """
+    cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
+    messages = cache.get_many(r[2] for r in items if r[2] is not None) if cache else {}
+    missing = [r[2] for r in items if r[2] is not None and r[2] not in messages]
+    if missing:
+        params = {"conversation_id": conversation_id, "from_ordinal": items[0][0]}
+        rows: Sequence[Any]
+        if messages:
+            rows = _in_chunks(session, _LOAD_MESSAGES_BY_ID, "message_ids", missing)
+        else:
+            rows = session.connection().execute(_LOAD_WINDOW_MESSAGES, params).all()
+        built = _message_views(session, rows, params, whole=not messages)
+        if cache is not None:
+            cache.put_many(conversation_id, built)
+        messages.update(built)
+    kinds = [(r[3], r[4]) for r in items if r[3] is not None]
+    parents = _parents(session, cache, conversation_id, kinds)
+    return [_entry(r[:4], tuple(r[4:]), messages, parents) for r in items]
+
+
+def _in_chunks(session: Session, statement: Executable, name: str, ids: Sequence[Any]) -> list[Any]:
+    """``statement`` run for ``ids`` a chunk at a time (bound-parameter limits)."""
+    return [
+        row
+        for start in range(0, len(ids), _CHUNK)
+        for row in session.connection().execute(statement, {name: ids[start : start + _CHUNK]})
+    ]
 
 
 def _message_views(
     session: Session, rows: Sequence[Any], window: dict[str, int], *, whole: bool
 ) -> dict[int, MessageView]:
-    """Views of the messages of ``rows`` (rows of ``_LOAD_CONTEXT``).
+    """Views of the messages of ``rows`` (``id, seq, role, content, created_at, shape``).
 
     The parts of their block messages are read for the whole ``window`` when
     no message of it was cached (one query whatever its length), else by id.
     """
-    blocks = [r[2] for r in rows if r[8] == "blocks"]
+    blocks = [r[0] for r in rows if r[5] == "blocks"]
     parts: dict[int, list[PartView]] = defaultdict(list)
     if blocks and whole:
         found = session.connection().execute(_LOAD_WINDOW_PARTS, window).all()
     else:
-        found = [
-            row
-            for start in range(0, len(blocks), _CHUNK)
-            for row in session.connection()
-            .execute(_LOAD_PARTS_BY_ID, {"message_ids": blocks[start : start + _CHUNK]})
-            .all()
-        ]
+        found = _in_chunks(session, _LOAD_PARTS_BY_ID, "message_ids", blocks)
     for message_id, part_type, payload, tool_call_id, plain in found:
         parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
     views = {}
-    for r in rows:
-        message_id, shape, content = r[2], r[8], r[6]
+    for message_id, seq, role, content, created_at, shape in rows:
         # Roles and shapes were validated on ingest; the casts only tell mypy.
         views[message_id] = MessageView(
             message_id,
-            r[4],
-            cast(Role, r[5]),
+            seq,
+            cast(Role, role),
             content,
-            r[7],
+            created_at,
             tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(content),
             cast(ContentShape, shape),
         )
@@ -98,11 +130,31 @@ _LOAD_PARENTS = (
 )
 
 
-def _parents(session: Session, summary_ids: list[str]) -> dict[str, list[str]]:
-    parents: dict[str, list[str]] = defaultdict(list)
-    found = session.connection().execute(_LOAD_PARENTS, {"summary_ids": summary_ids})
-    for summary_id, parent_id in found.all():
-        parents[summary_id].append(parent_id)
+def _parents(
+    session: Session,
+    cache: MessageCache | None,
+    conversation_id: int,
+    kinds: Sequence[tuple[str, str]],
+) -> dict[str, tuple[str, ...]]:
+    """The parent ids of the condensed summaries among ``kinds`` (summary id, kind).
+
+    From the cache when it holds them (a summary's parents never change),
+    else read in one query.
+    """
+    condensed = [summary_id for summary_id, kind in kinds if kind != "leaf"]
+    if not condensed:
+        return {}
+    parents = cache.parents_of(condensed) if cache is not None else {}
+    missing = [summary_id for summary_id in condensed if summary_id not in parents]
+    if missing:
+        read: dict[str, list[str]] = {summary_id: [] for summary_id in missing}
+        found = session.connection().execute(_LOAD_PARENTS, {"summary_ids": missing})
+        for summary_id, parent_id in found.all():
+            read[summary_id].append(parent_id)
+        built = {summary_id: tuple(ids) for summary_id, ids in read.items()}
+        if cache is not None:
+            cache.put_parents(conversation_id, built)
+        parents.update(built)
     return parents
 
 
@@ -148,6 +200,7 @@ _LOAD_CONTEXT = (
         ContextItem.token_count,
         ContextItem.message_id,
         ContextItem.summary_id,
+        Message.id,
         Message.seq,
         Message.role,
         Message.content,
@@ -168,6 +221,30 @@ _LOAD_CONTEXT = (
         ContextItem.ordinal >= bindparam("from_ordinal"),  # 0: all (ordinals start at 1)
     )
     .order_by(ContextItem.ordinal)
+)
+_MESSAGE_AT = slice(4, 10)  # a _LOAD_CONTEXT row's message columns (as _MESSAGE_COLUMNS)
+_SUMMARY_AT = slice(10, 17)  # and its summary's (kind … descendant_count)
+
+_MESSAGE_COLUMNS = (
+    Message.id,
+    Message.seq,
+    Message.role,
+    Message.content,
+    Message.created_at,
+    Message.content_shape,
+)
+# The messages of a window's items from an ordinal on, when none is cached.
+_LOAD_WINDOW_MESSAGES = (
+    select(*_MESSAGE_COLUMNS)
+    .join(ContextItem, ContextItem.message_id == Message.id)
+    .where(
+        ContextItem.conversation_id == bindparam("conversation_id"),
+        ContextItem.ordinal >= bindparam("from_ordinal"),
+    )
+    .order_by(ContextItem.ordinal)
+)
+_LOAD_MESSAGES_BY_ID = select(*_MESSAGE_COLUMNS).where(
+    Message.id.in_(bindparam("message_ids", expanding=True))
 )
 
 
@@ -228,24 +305,32 @@ def load_parts(
 
 
 def _entry(
-    r: Sequence[Any], messages: dict[int, MessageView], parents: dict[str, list[str]]
+    item: Sequence[Any],
+    summary: Sequence[Any],
+    messages: dict[int, MessageView],
+    parents: dict[str, tuple[str, ...]],
 ) -> ContextEntry:
-    """One row of ``_LOAD_CONTEXT`` as a context entry."""
-    ordinal, tokens, message_id, summary_id = r[0], r[1], r[2], r[3]
+    """One item (``ordinal, tokens, message_id, summary_id``) as a context entry.
+
+    ``summary`` is the summary's columns (kind, depth, content, token_count,
+    earliest_at, latest_at, descendant_count) for a summary item.
+    """
+    ordinal, tokens, message_id, summary_id = item
     if message_id is not None:
         return ContextEntry(ordinal, tokens, message=messages[message_id])
-    summary = SummaryView(
+    kind, depth, content, token_count, earliest_at, latest_at, descendants = summary
+    view = SummaryView(
         id=str(summary_id),
-        kind=cast(SummaryKind, r[9]),
-        depth=r[10],
-        content=r[11],
-        token_count=r[12],
-        earliest_at=r[13],
-        latest_at=r[14],
-        descendant_count=r[15],
-        parent_ids=tuple(parents.get(str(summary_id), ())),
+        kind=cast(SummaryKind, kind),
+        depth=depth,
+        content=content,
+        token_count=token_count,
+        earliest_at=earliest_at,
+        latest_at=latest_at,
+        descendant_count=descendants,
+        parent_ids=parents.get(str(summary_id), ()),
     )
-    return ContextEntry(ordinal, tokens, summary=summary)
+    return ContextEntry(ordinal, tokens, summary=view)
 
 
 def _text_part(content: str) -> tuple[PartView, ...]:

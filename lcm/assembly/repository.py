@@ -14,13 +14,15 @@ items refer to is then read by the context read compaction uses too
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVarTuple
+from datetime import datetime
+from typing import Any, NamedTuple, TypeVarTuple
 
 from sqlalchemy import ColumnElement, Result, Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
-from lcm.db.models import ContextItem
+from lcm.db.models import ContextItem, Summary
 
 _Row = TypeVarTuple("_Row")
 
@@ -37,21 +39,38 @@ def first_span(token_budget: int, min_items: int) -> int:
     return min(FIRST_SPAN, max(256, min_items, token_budget // _GUESSED_ITEM_TOKENS))
 
 
+# An item and, for a summary item, the summary's columns: a summary in the
+# window is read with its item (one query), a message by id or from the
+# process's cache of message views (lcm.context_repository.window_entries).
 ITEM_COLUMNS = (
     ContextItem.ordinal,
     ContextItem.token_count,
     ContextItem.message_id,
     ContextItem.summary_id,
+    Summary.kind,
+    Summary.depth,
+    Summary.content,
+    Summary.token_count,
+    Summary.earliest_at,
+    Summary.latest_at,
+    Summary.descendant_count,
 )
 
 
 class ItemRef(NamedTuple):
-    """A ``context_items`` row without what it refers to."""
+    """A ``context_items`` row, with its summary's columns when it is a summary item."""
 
     ordinal: int
     token_count: int
     message_id: int | None
     summary_id: str | None
+    kind: str | None = None
+    depth: int | None = None
+    content: str | None = None
+    summary_tokens: int | None = None
+    earliest_at: datetime | None = None
+    latest_at: datetime | None = None
+    descendant_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +103,15 @@ class AssemblyRepository:
         a sparse, compacted context takes few queries too.
         """
         span = first_span(token_budget, min_items)
-        first = (
+        first: Sequence[Any] = (
             self.session.connection()
             .execute(_FIRST_RANGE, {"conversation_id": conversation_id, "span": span})
             .all()
         )
         if not first:
             return Window([], whole=True)
-        rows = [ItemRef(*row[:4]) for row in first]
-        lowest = first[0][4]
+        rows = [ItemRef._make(row[:_WIDTH]) for row in first]
+        lowest: int = first[0][_WIDTH]
         newest_first: list[ItemRef] = []
         highest, total = rows[0].ordinal, 0
         upper = highest + 1 - span  # the next range ends below this ordinal
@@ -119,19 +138,27 @@ class AssemblyRepository:
     def _items(self, *where: ColumnElement[bool]) -> list[ItemRef]:
         """Items matching ``where``, newest first."""
         rows = self._rows(
-            select(*ITEM_COLUMNS).where(*where).order_by(ContextItem.ordinal.desc())
+            select(*ITEM_COLUMNS)
+            .select_from(_ITEMS_WITH_SUMMARIES)
+            .where(*where)
+            .order_by(ContextItem.ordinal.desc())
         ).all()  # all at once: iterating the result fetches row by row
         return [ItemRef._make(row) for row in rows]
 
 
 # The first range, with the conversation's oldest ordinal (where to stop), in
 # one query built once: every assembly runs it.
+_WIDTH = len(ITEM_COLUMNS)
+_ITEMS_WITH_SUMMARIES = ContextItem.__table__.outerjoin(
+    Summary.__table__, Summary.id == ContextItem.summary_id
+)
 _IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
 _FIRST_RANGE = (
     select(
         *ITEM_COLUMNS,
         select(func.min(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery(),
     )
+    .select_from(_ITEMS_WITH_SUMMARIES)
     .where(
         _IN_CONVERSATION,
         ContextItem.ordinal

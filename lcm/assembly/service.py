@@ -13,6 +13,7 @@ from lcm.assembly.assembler import AssembledContext, assemble_context
 from lcm.assembly.repository import AssemblyRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
+from lcm.context_repository import window_entries
 from lcm.settings import CompactionSettings
 
 
@@ -33,7 +34,7 @@ def assemble(
         return assemble_context([], token_budget, settings)
     repo = CompactionRepository(session)
     start = window.items[0].ordinal
-    entries = repo.load_entries(conversation_id, from_ordinal=start)
+    entries = window_entries(session, conversation_id, window.items)
     if window.whole:
         return assemble_context(entries, token_budget, settings)
     if not any(_bounds_the_tail(e) for e in entries):

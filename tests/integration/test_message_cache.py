@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from lcm.assembly.repository import AssemblyRepository
 from lcm.context import MessageView
-from lcm.context_repository import load_context
+from lcm.context_repository import load_context, window_entries
 from lcm.db.engine import Database
 from lcm.erasure.service import erase_conversation
 from lcm.message_cache import MessageCache
@@ -26,22 +27,35 @@ def tool_turn(i: int) -> list[Any]:
     ]
 
 
-def history(n: int) -> list[str | list[Any]]:
-    return [tool_turn(i) if i % 3 == 1 else f"message {i}: checked build {i}" for i in range(n)]
+def history(n: int, pad: int = 0) -> list[str | list[Any]]:
+    """Text and tool-call messages; ``pad`` words more per text (enough to condense)."""
+    words = " and reran the suite" * pad
+    return [
+        tool_turn(i) if i % 3 == 1 else f"message {i}: checked build {i}{words}" for i in range(n)
+    ]
+
+
+def selects_from(db: Database, table: str) -> Iterator[list[str]]:
+    """The SELECTs reading ``table`` sent while the test runs."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and f"FROM {table}" in statement:
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(db.engine, "before_cursor_execute", record)
 
 
 @pytest.fixture
 def part_reads(pg_db: Database) -> Iterator[list[str]]:
-    """The ``message_parts`` SELECTs sent while the test runs."""
-    seen: list[str] = []
+    yield from selects_from(pg_db, "message_parts")
 
-    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "FROM message_parts" in statement:
-            seen.append(statement)
 
-    event.listen(pg_db.engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(pg_db.engine, "before_cursor_execute", record)
+@pytest.fixture
+def parent_reads(pg_db: Database) -> Iterator[list[str]]:
+    yield from selects_from(pg_db, "summary_parents")
 
 
 def fresh_read(db: Database, cid: int, from_ordinal: int | None = None) -> list[Any]:
@@ -103,6 +117,49 @@ def test_a_compacted_context_reads_the_same_with_and_without_cached_views(
         cached = load_context(session, cid)
     assert any(e.is_summary for e in cached)
     assert cached == fresh_read(pg_db, cid)
+
+
+def test_condensed_summaries_read_their_parents_once(
+    pg_db: Database, parent_reads: list[str]
+) -> None:
+    tenant = new_tenant(pg_db)
+    cid = ingest(pg_db, tenant.tenant_id, "agent", history(60, pad=20))
+    compact(pg_db, tenant.tenant_id, cid)
+    assert pg_db.message_cache is not None
+    pg_db.message_cache.forget_conversations([cid])  # what the compaction's reads cached
+    parent_reads.clear()
+    with pg_db.read_session() as session:
+        first = load_context(session, cid)
+    assert any(e.summary is not None and e.summary.parent_ids for e in first)
+    assert len(parent_reads) == 1
+    parent_reads.clear()
+    with pg_db.read_session() as session:
+        second = load_context(session, cid)
+    assert parent_reads == []  # a summary's parents never change: kept by summary id
+    assert second == first == fresh_read(pg_db, cid)
+
+
+def window_read(db: Database, cid: int, budget: int) -> tuple[list[Any], list[Any]]:
+    """Assembly's window as entries, and the same suffix of the context read whole."""
+    with db.read_session() as session:
+        items = AssemblyRepository(session).window(cid, budget, 5).items
+        return window_entries(session, cid, items), load_context(session, cid, items[0].ordinal)
+
+
+@pytest.mark.parametrize("budget", [300, 2_000, 10_000_000])
+def test_window_entries_are_the_context_from_the_window_on(db: Database, budget: int) -> None:
+    """Cold, warm, past what was cached, compacted: as a whole read, on both databases."""
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", history(90, pad=20))
+    for wider in (budget, budget, budget * 4):  # cold, then warm, then partly cached
+        entries, whole = window_read(db, cid, wider)
+        assert entries == whole == fresh_read(db, cid, entries[0].ordinal)
+    compact(db, tenant.tenant_id, cid)
+    for _ in range(2):
+        entries, whole = window_read(db, cid, budget)
+        assert entries == whole == fresh_read(db, cid, entries[0].ordinal)
+    if budget == 10_000_000:  # the whole context: condensed summaries and their parents too
+        assert any(e.summary is not None and e.summary.parent_ids for e in entries)
 
 
 def test_erasing_a_conversation_forgets_its_views(pg_db: Database) -> None:

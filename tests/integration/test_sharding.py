@@ -187,10 +187,9 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT compaction_debt by compaction_debt.conversation_id",
     "SELECT compaction_runs by compaction_runs.conversation_id",
     "SELECT context_items by context_items.conversation_id",
-    "SELECT context_items by context_items.conversation_id,context_items.ordinal",
     "SELECT context_items by context_items.summary_id",
-    "SELECT context_items,messages,summaries by "
-    "context_items.conversation_id,context_items.ordinal",
+    "SELECT context_items,summaries by "
+    "context_items.conversation_id,context_items.ordinal,summaries.id",
     "SELECT conversations by conversations.id",
     "SELECT message_parts,messages by message_parts.message_id,messages.content_shape",
     "SELECT messages by messages.client_id,messages.conversation_id",
