@@ -9,7 +9,7 @@ a list of entries cannot be changed behind the planner's back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
@@ -37,7 +37,15 @@ class PartView:
 
 @dataclass(frozen=True, slots=True)
 class MessageView:
-    """A raw message as the planner and the assembler see it."""
+    """A raw message as the planner and the assembler see it.
+
+    What planning and assembly ask of a message on every pass and every turn
+    is derived once, when the view is built (views are kept between requests,
+    see :mod:`lcm.message_cache`): the tool calls it makes and answers, and
+    ``rendering``, the assembler's memo of it as a provider turn
+    (:func:`lcm.assembly.render.render_entry` fills it on first use). None
+    of them take part in comparisons: they follow from the fields.
+    """
 
     id: int
     seq: int
@@ -46,39 +54,22 @@ class MessageView:
     created_at: datetime
     parts: tuple[PartView, ...] = ()
     content_shape: ContentShape = "text"
+    tool_use_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    """Ids of the tool calls this message makes, in order."""
+    tool_result_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    """Ids of the tool calls this message answers, in order.
+
+    A ``tool`` role message answers through any part tagged with a call id
+    (OpenAI-style plain-text tool output), not only ``tool_result`` blocks.
+    """
+    rendering: Any = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
             raise ValueError(f"unknown message role {self.role!r}")
-
-    @property
-    def tool_use_ids(self) -> tuple[str, ...]:
-        """Ids of the tool calls this message makes, in order."""
-        return tuple(
-            call_id
-            for part in self.parts
-            if part.part_type == "tool_use"
-            and (call_id := part.tool_call_id or _str_or_none(part.payload.get("id")))
-        )
-
-    @property
-    def tool_result_ids(self) -> tuple[str, ...]:
-        """Ids of the tool calls this message answers, in order.
-
-        A ``tool`` role message answers through any part tagged with a call id
-        (OpenAI-style plain-text tool output), not only ``tool_result`` blocks.
-        """
-        ids: list[str] = []
-        for part in self.parts:
-            if part.part_type == "tool_result":
-                call_id = part.tool_call_id or _str_or_none(part.payload.get("tool_use_id"))
-            elif self.role == "tool" and part.part_type != "tool_use":
-                call_id = part.tool_call_id
-            else:
-                call_id = None
-            if call_id:
-                ids.append(call_id)
-        return tuple(ids)
+        # Frozen: the derived fields are set once, here, as dataclasses allow.
+        object.__setattr__(self, "tool_use_ids", _tool_use_ids(self.parts))
+        object.__setattr__(self, "tool_result_ids", _tool_result_ids(self.role, self.parts))
 
     @property
     def starts_user_turn(self) -> bool:
@@ -88,6 +79,29 @@ class MessageView:
         continue the assistant's agent loop rather than starting a new turn.
         """
         return self.role == "user" and not self.tool_result_ids
+
+
+def _tool_use_ids(parts: tuple[PartView, ...]) -> tuple[str, ...]:
+    return tuple(
+        call_id
+        for part in parts
+        if part.part_type == "tool_use"
+        and (call_id := part.tool_call_id or _str_or_none(part.payload.get("id")))
+    )
+
+
+def _tool_result_ids(role: Role, parts: tuple[PartView, ...]) -> tuple[str, ...]:
+    ids: list[str] = []
+    for part in parts:
+        if part.part_type == "tool_result":
+            call_id = part.tool_call_id or _str_or_none(part.payload.get("tool_use_id"))
+        elif role == "tool" and part.part_type != "tool_use":
+            call_id = part.tool_call_id
+        else:
+            call_id = None
+        if call_id:
+            ids.append(call_id)
+    return tuple(ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from xml.sax.saxutils import escape
 
 from lcm.context import ContextEntry, MessageView, PartView, SummaryView
@@ -115,37 +115,61 @@ def message_to_provider(message: MessageView) -> dict[str, Any]:
 
 
 def render_entry(entry: ContextEntry) -> RenderedEntry:
-    """One context entry as an API-acceptable turn, and the tokens it costs."""
+    """One context entry as an API-acceptable turn, and the tokens it costs.
+
+    A message's turn is built once per view and kept on it
+    (``MessageView.rendering``): assembly renders the same newest messages
+    turn after turn. The turn is shared from then on, so it is never changed
+    in place (the normalizer copies what it changes).
+    """
     if entry.summary is not None:
         text = render_summary(entry.summary)
         return RenderedEntry(Turn("user", [text_block(text)]), estimate_tokens(text))
     message = entry.message
     assert message is not None  # ContextEntry guarantees one of the two
+    rendering: _Rendering | None = message.rendering
+    if rendering is None:
+        rendering = _render_message(message)
+        # The view is frozen and its fields decide the turn: a memo, never stale.
+        object.__setattr__(message, "rendering", rendering)
+    turn, extra, counts_entry = rendering
+    return RenderedEntry(turn, extra + entry.token_count if counts_entry else extra)
+
+
+class _Rendering(NamedTuple):
+    """A message's turn, and its cost: ``extra`` plus its entry's tokens if ``counts_entry``."""
+
+    turn: Turn | None
+    extra: int
+    counts_entry: bool
+
+
+def _render_message(message: MessageView) -> _Rendering:
     if message.role == "system":
-        return _wrapped(entry.token_count, message.content, "system_message")
+        return _wrapped(message.content, "system_message")
     if message.role == "tool":
-        return _tool_turn(entry.token_count, message)
+        return _tool_turn(message)
     if message.content_shape == "text":  # most messages: one text block, or none if blank
         if not message.content.strip():
-            return RenderedEntry(None, entry.token_count)
+            return _Rendering(None, 0, True)
         role: TurnRole = "assistant" if message.role == "assistant" else "user"
-        return RenderedEntry(Turn(role, [text_block(message.content)]), entry.token_count)
+        return _Rendering(Turn(role, [text_block(message.content)]), 0, True)
     blocks = [_block_for(message.role, part) for part in message.parts]
-    return RenderedEntry(_turn(message.role, blocks), entry.token_count)
+    return _Rendering(_turn(message.role, blocks), 0, True)
 
 
-def _wrapped(tokens: int, text: str, tag: str) -> RenderedEntry:
+def _wrapped(text: str, tag: str) -> _Rendering:
     if not text.strip():
-        return RenderedEntry(None, 0)
+        return _Rendering(None, 0, False)
     opening, closing = f"<{tag}>\n", f"\n</{tag}>"
     overhead = estimate_tokens(opening + closing)
-    return RenderedEntry(Turn("user", [text_block(opening + text + closing)]), tokens + overhead)
+    return _Rendering(Turn("user", [text_block(opening + text + closing)]), overhead, True)
 
 
-def _tool_turn(tokens: int, message: MessageView) -> RenderedEntry:
+def _tool_turn(message: MessageView) -> _Rendering:
     """A ``tool`` role message: results when parts carry call ids, else tagged text."""
     if not any(p.part_type == "tool_result" or p.tool_call_id for p in message.parts):
-        return _wrapped(tokens, message.content, "tool_output")
+        return _wrapped(message.content, "tool_output")
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if part.part_type == "tool_result":
@@ -157,7 +181,7 @@ def _tool_turn(tokens: int, message: MessageView) -> RenderedEntry:
             )
         else:
             blocks.append(_block_for("user", part))
-    return RenderedEntry(_turn("user", blocks), tokens)
+    return _Rendering(_turn("user", blocks), 0, True)
 
 
 def _block_for(role: str, part: PartView) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -87,3 +88,34 @@ def test_assembled_context_is_valid_within_budget_and_keeps_the_tail(
                 assert dict(part.payload) in out
             elif part.part_type == "tool_result" and part.tool_call_id in tail_calls:
                 assert dict(part.payload) in out
+
+
+def without_memo(entries: list[ContextEntry]) -> list[ContextEntry]:
+    """The same entries with message views built anew: nothing rendered yet."""
+    return [replace(e, message=replace(e.message)) if e.message is not None else e for e in entries]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    config=configs,
+    budget=st.one_of(st.integers(1, 3_000), st.integers(3_000, 300_000)),
+    specs=st.lists(turns(), min_size=1, max_size=6),
+    summaries=st.lists(st.integers(0, 3), max_size=5),
+    cut=st.tuples(st.integers(0, 30), st.integers(1, 12)),
+    second_budget=st.integers(1, 300_000),
+)
+def test_rendered_turns_kept_on_the_views_do_not_change_later_assemblies(
+    config: CompactionSettings,
+    budget: int,
+    specs: list[TurnSpec],
+    summaries: list[int],
+    cut: tuple[int, int],
+    second_budget: int,
+) -> None:
+    """Views keep their rendered turn between turns; no repair may change it in place."""
+    entries = build(specs, summaries, cut, config)
+    assemble_context(entries, budget, config)  # renders, repairs, and keeps the turns
+    for b in (budget, second_budget):
+        assert assemble_context(entries, b, config) == assemble_context(
+            without_memo(entries), b, config
+        )
