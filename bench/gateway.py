@@ -19,7 +19,8 @@ worker threads available, errors, and a losslessness audit of every
 conversation (each message stored once, and reachable once from the context)
 read from one snapshot while the workers still run. The same load against
 ``bench/reference_app.py`` (FastAPI + psycopg inserting the same message and
-part rows, one durable commit per call) is the reference.
+part rows, one durable commit per call) is the reference, run before and
+after the deployments (ratios are to the mean of the two).
 """
 
 from __future__ import annotations
@@ -666,8 +667,10 @@ def storage(conn: psycopg.Connection[Any]) -> tuple[int, int]:
     return int(row[0]), int(row[1] or 0)
 
 
-def run_reference(srv: Servers, load: Load, steps: list[Step], api_processes: int) -> Outcome:
-    name = f"gateway_ref_{os.getpid()}"
+def run_reference(
+    srv: Servers, load: Load, steps: list[Step], api_processes: int, when: str
+) -> Outcome:
+    name = f"gateway_ref_{os.getpid()}_{when}"
     url = fresh_database(srv.admin_url, name)
     port = servers.free_port()
     log = srv.workdir / "reference.log"
@@ -693,7 +696,7 @@ def run_reference(srv: Servers, load: Load, steps: list[Step], api_processes: in
         drive = asyncio.run(
             drive_load(ReferenceTarget(base, load.tenants, load.token_budget), steps, load)
         )
-        return Outcome(f"reference N={api_processes}", drive, cores=meter.cores())
+        return Outcome(f"ref N={api_processes} {when}", drive, cores=meter.cores())
     finally:
         _stop([server])
         drop_database(srv.admin_url, name)
@@ -753,6 +756,11 @@ def measure(
     srv: Servers, shapes: list[Shape], load: Load, steps: list[Step], *, reference: bool = True
 ) -> list[Outcome]:
     outcomes = []
+    if reference:
+        # Bracketed: this shared host's speed drifts by tens of percent within
+        # minutes, so the reference runs before and after the deployments and
+        # each ratio is taken against the mean of the two.
+        outcomes.append(run_reference(srv, load, steps, 1, "before"))
     llm = ModelLikeLLM()
     llm.start()
     try:
@@ -771,7 +779,7 @@ def measure(
     finally:
         llm.stop()
     if reference:
-        outcomes.append(run_reference(srv, load, steps, 1))
+        outcomes.append(run_reference(srv, load, steps, 1, "after"))
     return outcomes
 
 
@@ -820,14 +828,18 @@ def run(args: argparse.Namespace) -> None:
     print(HEADER)
     for outcome in outcomes:
         print(row(outcome))
-    ref = outcomes[-1].drive
-    ref_rate = ref.turns / ref.seconds
-    for outcome in outcomes[:-1]:
+    references, deployments = outcomes[:: len(outcomes) - 1], outcomes[1:-1]
+    ref_rate = statistics.mean(r.drive.turns / r.drive.seconds for r in references)
+    for outcome in deployments:
         rate = outcome.drive.turns / outcome.drive.seconds
-        print(f"  {outcome.label}: {rate / ref_rate:5.1%} of the reference's turns/s")
-    per_core(outcomes[0], os.cpu_count() or 1)
-    used = ", ".join(f"{name} {c:.2f}" for name, c in outcomes[-1].cores.items())
-    print(f"  CPU cores used by the reference: {used}")
+        print(
+            f"  {outcome.label}: {rate / ref_rate:5.1%} of the reference's turns/s "
+            f"(the mean of before and after, {ref_rate:.1f})"
+        )
+    per_core(deployments[0], os.cpu_count() or 1)
+    for reference in references:
+        used = ", ".join(f"{name} {c:.2f}" for name, c in reference.cores.items())
+        print(f"  CPU cores used by the reference ({reference.label}): {used}")
 
 
 def per_core(outcome: Outcome, cores: int) -> None:
