@@ -15,6 +15,7 @@ elsewhere).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import BindParameter, Column, Table, TextClause, bindparam, text
@@ -55,9 +56,12 @@ def pass_params(
 LLM_USAGE: Table = LlmUsage.__table__  # type: ignore[assignment]
 
 
-def _columns(table: Table) -> list[Column[Any]]:
+@cache  # per table: every pass asks for the same four tables' columns
+def _columns(table: Table) -> tuple[Column[Any], ...]:
     """The columns an insert writes: all but the generated key and computed ones."""
-    return [c for c in table.columns if c.computed is None and c is not table.autoincrement_column]
+    return tuple(
+        c for c in table.columns if c.computed is None and c is not table.autoincrement_column
+    )
 
 
 def _row(obj: Base) -> dict[str, Any]:

@@ -219,9 +219,13 @@ class CompactionRepository:
         (SQLite, in process) one plain statement each.
         """
         if self.session.get_bind().dialect.name == "postgresql":
-            rows = self.session.connection().execute(
-                REPLACE_RANGE[summary.kind == "leaf"],
-                pass_params(last, summary, sources, item, run, usage),
+            rows = (
+                self.session.connection()
+                .execute(
+                    REPLACE_RANGE[summary.kind == "leaf"],
+                    pass_params(last, summary, sources, item, run, usage),
+                )
+                .all()  # one fetch: iterating fetches row by row
             )
             return sorted(tuple(r) for r in rows)
         taken = self.take_range(item.conversation_id, item.ordinal, last)
