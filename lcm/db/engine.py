@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from lcm.db.liveness import ping_idle_connections
 from lcm.db.write_gate import WriteGate
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
@@ -137,12 +138,11 @@ def make_engine(settings: Settings) -> Engine:
         )
         _configure_sqlite(engine, settings.sqlite_busy_timeout_ms)
         return engine
-    return create_engine(
-        url,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
-        pool_pre_ping=True,
+    engine = create_engine(
+        url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
     )
+    ping_idle_connections(engine)  # not pool_pre_ping: see lcm/db/liveness.py
+    return engine
 
 
 def _commit_if_active(session: Session) -> None:
