@@ -244,37 +244,7 @@ class CompactionEngine:
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
-        # The range's removal, the summary, its links, its item in the
-        # range's place, the run and its usage go in together (one statement
-        # on Postgres); what was removed is checked against the plan after.
-        removed = repo.replace_range(
-            plan.last_ordinal,
-            summary,
-            plan.message_ids if plan.kind == "leaf" else plan.summary_ids,
-            ContextItem(
-                tenant_id=tenant_id,
-                conversation_id=conversation_id,
-                ordinal=plan.first_ordinal,
-                item_type="summary",
-                summary_id=summary.id,
-                token_count=item_tokens,
-            ),
-            pass_run(
-                tenant_id,
-                conversation_id,
-                summary,
-                plan.source_tokens,
-                item_tokens,
-                result,
-                duration_ms,
-            ),
-            LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage),
-        )
-        if removed != _planned_range(plan):
-            # Raising rolls back the removal and every row written with it.
-            raise ContextChanged(
-                f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
-            )
+        _replace_range(repo, plan, summary, item_tokens, result, duration_ms)
         return PassOutcome(
             tenant_id,
             summary.id,
@@ -367,6 +337,51 @@ def _lock_and_fence(
         raise StaleLease(f"conversation {conversation_id} was erased during the pass")
     if fence is not None:
         fence(session)
+
+
+def _replace_range(
+    repo: CompactionRepository,
+    plan: PassPlan,
+    summary: Summary,
+    item_tokens: int,
+    result: SummaryResult,
+    duration_ms: int,
+) -> None:
+    """The pass's write, then the check that the range it removed is what ``plan`` read.
+
+    The range's removal, the summary, its links, its item in the range's
+    place, the run and its usage go in together (one statement on
+    Postgres). A mismatch raises ``ContextChanged``, which rolls back the
+    removal and every row written with it.
+    """
+    tenant_id, conversation_id = summary.tenant_id, summary.conversation_id
+    removed = repo.replace_range(
+        plan.last_ordinal,
+        summary,
+        plan.message_ids if plan.kind == "leaf" else plan.summary_ids,
+        ContextItem(
+            tenant_id=tenant_id,
+            conversation_id=conversation_id,
+            ordinal=plan.first_ordinal,
+            item_type="summary",
+            summary_id=summary.id,
+            token_count=item_tokens,
+        ),
+        pass_run(
+            tenant_id,
+            conversation_id,
+            summary,
+            plan.source_tokens,
+            item_tokens,
+            result,
+            duration_ms,
+        ),
+        LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage),
+    )
+    if removed != _planned_range(plan):
+        raise ContextChanged(
+            f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
+        )
 
 
 def _planned_range(plan: PassPlan) -> list[tuple[int, int | None, str | None]]:
