@@ -6,16 +6,17 @@ A pass is three steps, and no database transaction spans the LLM call:
 2. summarize the planned range (no transaction open: this can take seconds);
 3. in one short write transaction: lock the conversation row (bumping
    ``context_version``), check the caller's fence (a lease still held),
-   remove the planned range checking it is still exactly what was read,
-   then insert the summary, its links and the one summary item in the
-   range's place, and record the run and its LLM usage (and whatever the
-   caller settles with the pass, e.g. releasing a sweep's lease).
+   remove the planned range and write the summary, its links and the one
+   summary item in the range's place, the run and its LLM usage (one
+   statement on Postgres), check that what was removed is exactly what was
+   read, then settle whatever the caller settles with the pass (e.g.
+   releasing a sweep's lease).
 
-If step 3's checks fail, nothing is written (``ContextChanged`` /
-``StaleLease``): the summary is discarded and the next pass replans from the
-committed state. The engine never commits itself: ``transaction`` is supplied
-by the entrypoint that owns the work (a task, a request) and commits when its
-block exits cleanly.
+If step 3's checks fail, nothing is kept (``ContextChanged`` / ``StaleLease``
+roll the transaction back): the summary is discarded and the next pass
+replans from the committed state. The engine never commits itself:
+``transaction`` is supplied by the entrypoint that owns the work (a task, a
+request) and commits when its block exits cleanly.
 """
 
 from __future__ import annotations
@@ -233,40 +234,17 @@ class CompactionEngine:
         duration_ms: int,
         fence: FenceCheck | None,
     ) -> PassOutcome:
-        """Check, then write the pass: the summary, its links, the context swap, run and usage.
+        """Check and write the pass: the summary, its links, the context swap, run and usage.
 
-        The checks come first and raise before anything is kept: the
-        transaction rolls back (``ContextChanged`` / ``StaleLease``).
+        A failed check raises (``ContextChanged`` / ``StaleLease``) and the
+        transaction rolls back: nothing of the pass is kept.
         """
         repo = CompactionRepository(session)
-        _check_commit(repo, session, conversation_id, plan, fence)
+        _lock_and_fence(repo, session, conversation_id, fence)
         summary = self._summary_row(session, tenant_id, conversation_id, plan, result)
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
-        # The summary, its links, its item in the range's place, the run and
-        # its usage go in together (one statement on Postgres).
-        repo.write_pass(
-            summary,
-            plan.message_ids if plan.kind == "leaf" else plan.summary_ids,
-            ContextItem(
-                tenant_id=tenant_id,
-                conversation_id=conversation_id,
-                ordinal=plan.first_ordinal,
-                item_type="summary",
-                summary_id=summary.id,
-                token_count=item_tokens,
-            ),
-            pass_run(
-                tenant_id,
-                conversation_id,
-                summary,
-                plan.source_tokens,
-                item_tokens,
-                result,
-                duration_ms,
-            ),
-            LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage),
-        )
+        _replace_range(repo, plan, summary, item_tokens, result, duration_ms)
         return PassOutcome(
             tenant_id,
             summary.id,
@@ -340,33 +318,75 @@ class CompactionEngine:
         )
 
 
-def _check_commit(
+def _lock_and_fence(
     repo: CompactionRepository,
     session: Session,
     conversation_id: int,
-    plan: PassPlan,
     fence: FenceCheck | None,
 ) -> None:
-    """Inside the commit transaction: the lease is still held and the range unchanged.
+    """Inside the commit transaction, first: lock the conversation, then check the lease.
 
-    Leaves the planned range deleted and ``context_version`` bumped: the
-    caller writes the summary in its place, or the transaction rolls back.
+    Leaves ``context_version`` bumped: the caller replaces the range, or the
+    transaction rolls back.
     """
     # The row lock (taken by the version bump) serializes this commit with
-    # ingest and with any other pass on the conversation; the checks below
-    # then see settled state.
+    # ingest and with any other pass on the conversation; the range is read
+    # (and replaced) only after it, by a statement that sees settled state.
     if not repo.bump_context_version(conversation_id):
         # Erased while the summarizer ran: the lease went with its debt row.
         raise StaleLease(f"conversation {conversation_id} was erased during the pass")
     if fence is not None:
         fence(session)
-    expected = [
-        (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
-        for e in plan.entries
-    ]
-    # The range is deleted and what was there compared with the plan: one
-    # statement for the check and the removal (a mismatch rolls both back).
-    if repo.take_range(conversation_id, plan.first_ordinal, plan.last_ordinal) != expected:
+
+
+def _replace_range(
+    repo: CompactionRepository,
+    plan: PassPlan,
+    summary: Summary,
+    item_tokens: int,
+    result: SummaryResult,
+    duration_ms: int,
+) -> None:
+    """The pass's write, then the check that the range it removed is what ``plan`` read.
+
+    The range's removal, the summary, its links, its item in the range's
+    place, the run and its usage go in together (one statement on
+    Postgres). A mismatch raises ``ContextChanged``, which rolls back the
+    removal and every row written with it.
+    """
+    tenant_id, conversation_id = summary.tenant_id, summary.conversation_id
+    removed = repo.replace_range(
+        plan.last_ordinal,
+        summary,
+        plan.message_ids if plan.kind == "leaf" else plan.summary_ids,
+        ContextItem(
+            tenant_id=tenant_id,
+            conversation_id=conversation_id,
+            ordinal=plan.first_ordinal,
+            item_type="summary",
+            summary_id=summary.id,
+            token_count=item_tokens,
+        ),
+        pass_run(
+            tenant_id,
+            conversation_id,
+            summary,
+            plan.source_tokens,
+            item_tokens,
+            result,
+            duration_ms,
+        ),
+        LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage),
+    )
+    if removed != _planned_range(plan):
         raise ContextChanged(
             f"context items {plan.first_ordinal}..{plan.last_ordinal} changed during the pass"
         )
+
+
+def _planned_range(plan: PassPlan) -> list[tuple[int, int | None, str | None]]:
+    """``(ordinal, message_id, summary_id)`` of the items ``plan`` read, in order."""
+    return [
+        (e.ordinal, e.message.id if e.message else None, e.summary.id if e.summary else None)
+        for e in plan.entries
+    ]

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
-from lcm.compaction.pass_statement import WRITE_PASS, pass_params
+from lcm.compaction.pass_statement import REPLACE_RANGE, pass_params
 from lcm.context import (
     ContextEntry,
 )
@@ -146,10 +146,8 @@ class CompactionRepository:
     def take_range(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
         """Delete the items in [first, last]; their (ordinal, message_id, summary_id) in order.
 
-        Only the replaced rows are touched: other ordinals never move, so the
-        cost of a pass does not grow with the conversation. The caller
-        compares what was deleted with what it planned (and rolls back if
-        they differ), which spares a separate read of the range.
+        The caller compares what was deleted with what it planned (and rolls
+        back if they differ), which spares a separate read of the range.
         """
         rows = self.session.connection().execute(
             _TAKE_RANGE, {"conversation_id": conversation_id, "first": first, "last": last}
@@ -194,37 +192,52 @@ class CompactionRepository:
             ],
         )
 
-    def write_pass(
+    def replace_range(
         self,
+        last: int,
         summary: Summary,
         sources: Sequence[int] | Sequence[str],
         item: ContextItem,
         run: CompactionRun,
         usage: Sequence[LlmUsage],
-    ) -> None:
-        """A pass's rows: the summary, its links to ``sources`` in order, the item
-        that takes the range's place, the run and its LLM usage.
+    ) -> list[tuple[Any, ...]]:
+        """A pass's write: the items from ``item``'s ordinal to ``last`` give way to ``item``.
 
-        On Postgres one statement (data-modifying ``WITH``): a pass commits on
-        every compaction, and five statements cost five round trips and five
-        times the driver's work for rows that always go in together. The
-        foreign keys to the new summary are checked at the end of the
-        statement, so the sibling inserts see it. Elsewhere (SQLite, in
-        process) one plain statement each.
+        Deletes the items in that range of ``item``'s conversation and
+        writes the summary, its links to ``sources`` in order, ``item`` in
+        the range's place, the run and its LLM usage. Returns what was
+        deleted, ``(ordinal, message_id, summary_id)`` in order: the caller
+        compares it with what it planned and, if they differ, raises so that
+        the transaction rolls back with everything written here. Only the
+        replaced rows are touched: other ordinals never move, so the cost of
+        a pass does not grow with the conversation.
+
+        On Postgres one statement (data-modifying ``WITH``,
+        :mod:`lcm.compaction.pass_statement`): a pass commits on every
+        compaction, and six statements cost six round trips and six times
+        the driver's work for rows that always go together. Elsewhere
+        (SQLite, in process) one plain statement each.
         """
-        if self.session.get_bind().dialect.name != "postgresql":
-            self.insert_summary(summary)
-            if summary.kind == "leaf":
-                self.link_messages(summary.tenant_id, summary.id, cast(Sequence[int], sources))
-            else:
-                self.link_parents(summary.tenant_id, summary.id, cast(Sequence[str], sources))
-            _insert(self.session, [item])
-            self.record_run(run)
-            self.record_usage(usage)
-            return
-        self.session.connection().execute(
-            WRITE_PASS[summary.kind == "leaf"], pass_params(summary, sources, item, run, usage)
-        )
+        if self.session.get_bind().dialect.name == "postgresql":
+            rows = (
+                self.session.connection()
+                .execute(
+                    REPLACE_RANGE[summary.kind == "leaf"],
+                    pass_params(last, summary, sources, item, run, usage),
+                )
+                .all()  # one fetch: iterating fetches row by row
+            )
+            return sorted(tuple(r) for r in rows)
+        taken = self.take_range(item.conversation_id, item.ordinal, last)
+        self.insert_summary(summary)
+        if summary.kind == "leaf":
+            self.link_messages(summary.tenant_id, summary.id, cast(Sequence[int], sources))
+        else:
+            self.link_parents(summary.tenant_id, summary.id, cast(Sequence[str], sources))
+        _insert(self.session, [item])
+        self.record_run(run)
+        self.record_usage(usage)
+        return taken
 
     def nth_newest_run_since(
         self, conversation_id: int, since: datetime, n: int

@@ -81,10 +81,9 @@ class SummaryCall:
     # A summary over ``max_overage_factor`` x its target escalates even when
     # smaller than its input (None: only "smaller than the input" counts).
     max_overage_factor: float | None
-
-    @property
-    def input_tokens(self) -> int:
-        return estimate_tokens(self.source_text)
+    # estimate_tokens(source_text), counted once: a leaf's input is ~50 KB
+    # and escalation asks for it at every step.
+    input_tokens: int
 
     def steps(self) -> tuple[tuple[Escalation, SummaryRequest], ...]:
         """normal, then aggressive: the requests escalation tries in order."""
@@ -183,6 +182,7 @@ class Summarizer:
             models=tuple(models),
             truncate_to=truncation_tokens or self._truncation_tokens,
             max_overage_factor=max_overage_factor,
+            input_tokens=estimate_tokens(source_text),
         )
         if not source_text.strip():
             return _truncated(call, [], None)  # nothing an LLM could shorten

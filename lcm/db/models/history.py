@@ -87,6 +87,18 @@ class Summary(Base):
     degraded: Mapped[str | None] = mapped_column(String(16), default=None)
 
 
+def link_tenant() -> Mapped[str]:
+    """A DAG link's tenant: its summary's, with no foreign key of its own (migration 0011).
+
+    The link's ``summary_id`` already names a summary of that tenant (the
+    pass writes both in one statement, the link copying the summary's
+    tenant), and deleting the tenant deletes its summaries and, through
+    them, their links. A foreign key to ``tenants`` would only repeat the
+    check, once per link row: a leaf pass writes a hundred of them.
+    """
+    return mapped_column(String(40))
+
+
 class SummaryMessage(Base):
     """Leaf summary → the raw messages it was made from, in order."""
 
@@ -98,7 +110,7 @@ class SummaryMessage(Base):
     message_id: Mapped[int] = mapped_column(
         BigId, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True, index=True
     )
-    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = link_tenant()
     ordinal: Mapped[int] = mapped_column(Integer)
 
 
@@ -113,7 +125,7 @@ class SummaryParent(Base):
     parent_id: Mapped[str] = mapped_column(
         String(24), ForeignKey("summaries.id", ondelete="CASCADE"), primary_key=True, index=True
     )
-    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = link_tenant()
     ordinal: Mapped[int] = mapped_column(Integer)
 
 
