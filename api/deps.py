@@ -8,11 +8,15 @@ the tenant's request bucket (429) and hands the route the tenant id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.orm import Session
@@ -138,12 +142,37 @@ class RequireScope(ScopedKey):
             return self.caller(request, session, settings).tenant_id
 
 
-@dataclass(frozen=True, slots=True)
 class SnapshotRead:
-    """An authenticated caller and the read-only snapshot session it was looked up in."""
+    """An authenticated caller and the read-only snapshot session it was looked up in.
 
-    caller: Caller
-    session: Session
+    The route ends the snapshot itself, ``with read:`` around its work, in
+    its own thread: ending it is a COMMIT round trip, and left to the
+    dependency it would take one more thread-pool hop per request.
+    """
+
+    def __init__(
+        self, scope: AbstractContextManager[Session], session: Session, caller: Caller
+    ) -> None:
+        self._scope: AbstractContextManager[Session] | None = scope
+        self.session = session
+        self.caller = caller
+
+    def __enter__(self) -> SnapshotRead:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        scope, self._scope = self._scope, None
+        if scope is not None:
+            scope.__exit__(kind, error, trace)
+
+    @property
+    def open(self) -> bool:
+        return self._scope is not None
 
 
 class RequireSnapshotRead(ScopedKey):
@@ -155,17 +184,36 @@ class RequireSnapshotRead(ScopedKey):
     and the messages query would leave an item whose message is gone. The
     session is read-only, so the key lookup in it takes no write lock; one
     session instead of two saves the round trips of a second one (a
-    connection check, BEGIN, ROLLBACK) and a thread-pool hop.
+    connection check, BEGIN, COMMIT).
+
+    Two thread-pool hops per request, not three: the session is opened and
+    the key looked up in one hop, the route ends the session in its own
+    (see :class:`SnapshotRead`), and this dependency ends it only when the
+    route did not (a body refused before the route ran, say).
     """
 
-    def __call__(
+    async def __call__(
         self,
         request: Request,
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
-    ) -> Iterator[SnapshotRead]:
-        with database.snapshot_session() as session:
-            yield SnapshotRead(self.caller(request, session, settings), session)
+    ) -> AsyncIterator[SnapshotRead]:
+        read = await run_in_threadpool(self._open, request, database, settings)
+        try:
+            yield read
+        finally:
+            if read.open:
+                await run_in_threadpool(read.__exit__, *sys.exc_info())
+
+    def _open(self, request: Request, database: Database, settings: Settings) -> SnapshotRead:
+        scope = database.snapshot_session()
+        session = scope.__enter__()
+        try:
+            caller = self.caller(request, session, settings)
+        except BaseException:
+            scope.__exit__(*sys.exc_info())  # a refused key: the snapshot ends here
+            raise
+        return SnapshotRead(scope, session, caller)
 
 
 def take_rate_token(limiter: RateLimiter, tenant_id: str, limit: BucketLimit) -> None:

@@ -133,13 +133,14 @@ def post_turn(
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
 def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
-    session, caller = read.session, read.caller
-    conversation = target_for_read(session, caller.tenant_id, key, body.session_id)
-    effective = settings_for_call(
-        caller.settings, conversation, ModelInfo(body.model, body.context_window)
-    )
-    budget = effective.capped_budget(body.token_budget)
-    result = assemble(session, conversation.id, budget, effective)
+    with read:  # ends the snapshot in this thread (see SnapshotRead)
+        session, caller = read.session, read.caller
+        conversation = target_for_read(session, caller.tenant_id, key, body.session_id)
+        effective = settings_for_call(
+            caller.settings, conversation, ModelInfo(body.model, body.context_window)
+        )
+        budget = effective.capped_budget(body.token_budget)
+        result = assemble(session, conversation.id, budget, effective)
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
     # Built from the domain's typed result: not validated again (see model_response).
     return model_response(

@@ -69,3 +69,26 @@ def test_a_pass_committing_mid_assemble_does_not_break_it(
         headers=auth(tenant),
     )
     assert after.json()["summary_count"] > 0
+
+
+def test_a_body_refused_after_the_key_check_ends_the_snapshot(
+    pg_db: Database, pg_client: TestClient
+) -> None:
+    """The route ends its snapshot itself; when it never runs (a bad body is
+    refused after the key check), the dependency must: no connection stays out."""
+    tenant = new_tenant(pg_db)
+    ingest(pg_db, tenant.tenant_id, "agent", ["hello", "hi there"])
+    url = "/v1/conversations/agent/assemble"
+    pool = pg_db.engine.pool
+    calls = [
+        ({"token_budget": -5}, auth(tenant), 400),
+        ({"token_budget": "many"}, auth(tenant), 400),
+        ({}, auth(tenant), 400),
+        ({"token_budget": 1_000}, {"Authorization": "Bearer nope"}, 401),
+        ({"token_budget": 1_000}, auth(tenant), 200),
+    ]
+    for body, headers, status in calls:
+        r = pg_client.post(url, json=body, headers=headers)
+        assert r.status_code == status, r.text
+        assert pool.checkedout() == 0, (body, status)  # type: ignore[attr-defined]
+    assert [m["content"][0]["text"] for m in r.json()["messages"]] == ["hello", "hi there"]
