@@ -16,7 +16,9 @@ from lcm.compaction.jobs import CompactionJobs
 from lcm.services import Services
 
 
-def get_inline_jobs(request: Request) -> Callable[[], CompactionJobs]:
+async def get_inline_jobs(request: Request) -> Callable[[], CompactionJobs]:
+    # async: it only looks the services up, and FastAPI would run a plain
+    # ``def`` dependency in its thread pool (one more hop on every turn).
     services: Services = request.app.state.services
     return lambda: services.compaction_jobs("api")
 
