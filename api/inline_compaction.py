@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from fastapi import Depends, Request
 
+from lcm.compaction.inline import run_inline
 from lcm.compaction.jobs import CompactionJobs
 from lcm.services import Services
 
@@ -36,6 +37,6 @@ def compaction_outcome(
     """
     if not over_threshold:
         return "none"
-    if mode == "inline" and inline_jobs().run_inline(conversation_id):
+    if mode == "inline" and run_inline(inline_jobs(), conversation_id):
         return "ran"
     return "scheduled"  # deferred: the wake-up left with the commit; or a worker holds the lease

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.servers import postgres
 from lcm.compaction.engine import CompactionEngine
+from lcm.compaction.inline import compact_now
 from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
@@ -76,7 +77,7 @@ def _measure(database: Database, files: list[Path], repeat: int, label: str) -> 
         with database.session() as session:
             pairs = TranscriptRepository(session).tool_pairs(first.conversation_id)
         started = time.perf_counter()
-        sweep = jobs.compact_now(tenant_id, first.conversation_id, TOKEN_BUDGET)
+        sweep = compact_now(jobs, tenant_id, first.conversation_id, TOKEN_BUDGET)
         sweep_s = time.perf_counter() - started
         assert sweep is not None, "nothing else holds this conversation's lease"
         median = statistics.median(seconds)

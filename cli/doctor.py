@@ -12,6 +12,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, in_session, open_services, out, tenant_id_for
+from lcm.compaction.inline import run_inline
 from lcm.settings import get_settings
 
 
@@ -85,7 +86,7 @@ def _apply(
     if inline and owed:
         with open_services() as services:
             jobs = services.compaction_jobs("cli")
-            ended = {cid: _ended(jobs.run_inline(cid)) for cid in owed}
+            ended = {cid: _ended(run_inline(jobs, cid)) for cid in owed}
         typer.echo(json.dumps({"repaired": ended}) if as_json else f"repairs: {ended}")
         if any(status != "done" for status in ended.values()):
             raise typer.Exit(1)

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from cli import conversations
 from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, open_services, out, tenant_id_for
+from lcm.compaction.inline import compact_now
 from lcm.context import context_tokens
 from lcm.errors import LcmError
 from lcm.services import Services
@@ -185,7 +186,7 @@ class _Importer:
                 f"{outcome.tokens_out:,} tokens",
             )
 
-        done = self.jobs.compact_now(self.tenant_id, conversation_id, budget, on_pass=advance)
+        done = compact_now(self.jobs, self.tenant_id, conversation_id, budget, on_pass=advance)
         if done is None:
             raise LcmError("a worker is compacting this conversation; try again when it is done")
         return done.tokens_after, len(done.passes)

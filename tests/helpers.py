@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.jobs import CompactionJobs, SweepReport
+from lcm.compaction.inline import SweepReport, compact_now
+from lcm.compaction.jobs import CompactionJobs
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.sweep import next_pass
 from lcm.db.engine import Database
@@ -42,6 +43,6 @@ def compact(
     )
     engine = CompactionEngine(db.transaction, summarizer or Summarizer(ExtractiveProvider()))
     jobs = CompactionJobs(db.transaction, engine, deployment, owner="test")
-    report = jobs.compact_now(tenant_id, conversation_id, token_budget, target_tokens)
+    report = compact_now(jobs, tenant_id, conversation_id, token_budget, target_tokens)
     assert report is not None, "nothing else holds the lease in a test"
     return report

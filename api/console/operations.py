@@ -11,6 +11,7 @@ from api.console.auth import CheckedForm, ConsoleUser
 from api.console.rendering import render
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
 from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
+from lcm.compaction.inline import run_inline
 from lcm.compaction.reconcile import retry_failed_debt
 from lcm.compaction.service import owe_compaction
 from lcm.console.repository import ConsoleRepository
@@ -105,7 +106,7 @@ def compact_now(
         mode = effective_settings(session, tenant_id, settings).compaction_mode
         owe_compaction(session, tenant_id, conversation.id, "manual", None, mode=mode)
     if mode == "inline":
-        services.compaction_jobs("api").run_inline(conversation.id)
+        run_inline(services.compaction_jobs("api"), conversation.id)
     return RedirectResponse(f"/console/live?done=compact-{conversation.id}", status_code=303)
 
 

@@ -34,6 +34,7 @@ from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.assembly.service import assemble
+from lcm.compaction.inline import run_inline
 from lcm.compaction.overrides import ModelInfo, settings_for_call
 from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.patterns import write_skip
@@ -194,7 +195,7 @@ def post_compact(
             mode=mode,
         )
     if mode == "inline":
-        inline_jobs().run_inline(conversation.id)
+        run_inline(inline_jobs(), conversation.id)
     timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
     status = wait_for_debt(
         database.read_session,

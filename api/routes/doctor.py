@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query
 from api.contract import INT64_MAX, DoctorApplyIn, DoctorApplyOut, DoctorConversation, DoctorOut
 from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep
+from lcm.compaction.inline import run_inline
 from lcm.doctor.service import diagnose, request_repair
 from lcm.tenants.service import effective_settings
 
@@ -51,7 +52,7 @@ def post_doctor_apply(
     if not owed:
         return DoctorApplyOut(status="none", conversations=[])
     if mode == "inline":
-        reports = [inline_jobs().run_inline(cid) for cid in owed]
+        reports = [run_inline(inline_jobs(), cid) for cid in owed]
         # A repair that found the LLM still down ends "retry": its debt retries later.
         if all(r is not None and r.ended == "done" for r in reports):
             return DoctorApplyOut(status="ran", conversations=owed)

@@ -28,9 +28,9 @@ from lcm.compaction.debt_statements import FAILED, REPAIR
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
-from lcm.compaction.service import record_debt
 from lcm.compaction.sweep import (
     ChainPosition,
+    applied,
     chain_bound_reached,
     next_pass,
     plan_after_pass,
@@ -60,16 +60,6 @@ class Step:
     outcome: PassOutcome | None = None
     position: ChainPosition | None = None  # handed to the next pass job with the lease
     queue_lag_seconds: float | None = None  # set on a wake-up's claim
-
-
-@dataclass(frozen=True, slots=True)
-class SweepReport:
-    """A chain run to its end in one thread (:meth:`CompactionJobs.run_inline`)."""
-
-    passes: tuple[PassOutcome, ...]
-    tokens_before: int
-    tokens_after: int
-    ended: Action  # done | failed | retry (a pass failed; the debt retries later) | paused
 
 
 class CompactionJobs:
@@ -292,48 +282,6 @@ class CompactionJobs:
             return Step("noop", claim.conversation_id)  # the lease was lost meanwhile
         return Step("paused", claim.conversation_id, countdown=wait)
 
-    def run_inline(
-        self, conversation_id: int, on_pass: Callable[[PassOutcome], None] | None = None
-    ) -> SweepReport | None:
-        """Run the whole chain in this thread; ``None`` if a worker holds the lease.
-
-        Inline mode and ``lcm import --compact`` use it: the same jobs a
-        worker runs, one after the other, each pass in its own transactions.
-        """
-        tokens_before = context_tokens(self.engine.load(conversation_id))
-        step = self.wake(conversation_id)
-        if step.action == "noop":
-            return None
-        outcomes: list[PassOutcome] = []
-        while True:
-            if step.outcome is not None:
-                outcomes.append(step.outcome)
-                if on_pass is not None:
-                    on_pass(step.outcome)
-            if step.action != "pass" or step.fencing_token is None:
-                break
-            step = self.run_pass(conversation_id, step.fencing_token, position=step.position)
-        tokens_after = context_tokens(self.engine.load(conversation_id))
-        return SweepReport(tuple(outcomes), tokens_before, tokens_after, step.action)
-
-    def compact_now(
-        self,
-        tenant_id: str,
-        conversation_id: int,
-        token_budget: int,
-        target_tokens: int | None = None,
-        on_pass: Callable[[PassOutcome], None] | None = None,
-    ) -> SweepReport | None:
-        """Owe manual compaction and run its chain here (``lcm import --compact``).
-
-        The debt row is the same one the API writes, so a worker that holds
-        the lease is never overlapped: then this returns ``None`` and the
-        worker's follow-up covers the request.
-        """
-        with self.transaction() as session:
-            record_debt(session, tenant_id, conversation_id, "manual", token_budget, target_tokens)
-        return self.run_inline(conversation_id, on_pass)
-
     def _repair(
         self,
         claim: Claim,
@@ -446,16 +394,4 @@ class CompactionJobs:
         return Step("retry", claim.conversation_id, countdown=delay)
 
 
-def applied(entries: list[ContextEntry], plan: PassPlan, entry: ContextEntry) -> list[ContextEntry]:
-    """``entries`` with ``plan``'s range replaced by ``entry``: the context after the pass.
-
-    Enough to decide whether another pass is due without reading the context
-    again. Messages that arrived meanwhile are not in it; they re-arm the
-    debt themselves, and the next job replans from the database anyway.
-    """
-    first = next(i for i, e in enumerate(entries) if e.ordinal == plan.first_ordinal)
-    last = first + len(plan.entries)
-    return [*entries[:first], entry, *entries[last:]]
-
-
-__all__ = ["CompactionJobs", "Step", "SweepReport"]
+__all__ = ["CompactionJobs", "Step"]

@@ -191,3 +191,15 @@ def plan_after_pass(
         return None, position
     plan = next_pass(after, settings, token_budget, target_tokens=target_tokens)
     return plan, replace(position, round=position.round + 1, round_start_tokens=tokens_after)
+
+
+def applied(entries: list[ContextEntry], plan: PassPlan, entry: ContextEntry) -> list[ContextEntry]:
+    """``entries`` with ``plan``'s range replaced by ``entry``: the context after the pass.
+
+    Enough to decide whether another pass is due without reading the context
+    again. Messages that arrived meanwhile are not in it; they re-arm the
+    debt themselves, and the next job replans from the database anyway.
+    """
+    first = next(i for i, e in enumerate(entries) if e.ordinal == plan.first_ordinal)
+    last = first + len(plan.entries)
+    return [*entries[:first], entry, *entries[last:]]

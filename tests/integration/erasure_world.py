@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from lcm.compaction.engine import CompactionEngine
+from lcm.compaction.inline import run_inline
 from lcm.compaction.jobs import CompactionJobs
 from lcm.compaction.service import owe_compaction
 from lcm.db.engine import Database
@@ -115,7 +116,7 @@ def jobs(
 def compact(db: Database, settings: Settings, tenant_id: str, conversation_id: int) -> None:
     with db.transaction() as session:
         owe_compaction(session, tenant_id, conversation_id, "manual", 4_000, 1_000, mode="inline")
-    assert jobs(db, settings).run_inline(conversation_id)
+    assert run_inline(jobs(db, settings), conversation_id)
 
 
 def build_conversation(
