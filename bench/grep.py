@@ -23,7 +23,7 @@ import psycopg
 from bench.servers import postgres
 from lcm.db.engine import Database
 from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
-from lcm.retrieval.search_repository import Bounds
+from lcm.retrieval.search_rows import Bounds
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 

@@ -27,7 +27,7 @@ from lcm.retrieval.describe import describe
 from lcm.retrieval.expand import expand
 from lcm.retrieval.grants import Grant, check_grant, debit
 from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
-from lcm.retrieval.search_repository import Bounds
+from lcm.retrieval.search_rows import Bounds
 from lcm.summarize.truncation import clip_to_tokens
 from lcm.tokens import estimate_tokens
 

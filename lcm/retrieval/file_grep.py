@@ -19,7 +19,7 @@ from lcm.files.storage import FileStorage
 from lcm.retrieval.grep import GrepLimits, GrepMatch, GrepQuery, GrepResult
 from lcm.retrieval.query import TextQuery, compile_regex, parse_text_query
 from lcm.retrieval.repository import HistoryRepository
-from lcm.retrieval.search_repository import Bounds
+from lcm.retrieval.search_rows import Bounds
 from lcm.retrieval.snippets import build_snippet
 
 

@@ -30,16 +30,9 @@ from lcm.retrieval.query import (
     highlight_pattern,
     parse_text_query,
 )
-from lcm.retrieval.ranking_sql import MIN_EXPONENT
-from lcm.retrieval.search_repository import (
-    Bounds,
-    SearchRepository,
-    SearchRow,
-    Sort,
-    Target,
-    is_timeout,
-    refuse_timeout,
-)
+from lcm.retrieval.ranking_sql import MIN_EXPONENT, Target
+from lcm.retrieval.search_repository import SearchRepository, is_timeout, refuse_timeout
+from lcm.retrieval.search_rows import Bounds, SearchRow, Sort
 from lcm.retrieval.snippets import build_snippet
 
 Mode = Literal["regex", "full_text"]

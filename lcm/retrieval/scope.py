@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from lcm.errors import InvalidInput, NotFound
 from lcm.retrieval.repository import HistoryRepository
-from lcm.retrieval.search_repository import Bounds
+from lcm.retrieval.search_rows import Bounds
 
 
 @dataclass(frozen=True, slots=True)

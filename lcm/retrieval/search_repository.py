@@ -20,9 +20,8 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -42,8 +41,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import UnaryExpression
-from sqlalchemy.sql.operators import custom_op
 
 from lcm.db.models import Message, Summary
 from lcm.errors import InvalidInput
@@ -62,37 +59,19 @@ from lcm.retrieval.search_backlog_repository import (
     backlog_ids,
     backlog_ids_where,
 )
-
-Sort = Literal["recency", "relevance", "hybrid"]
+from lcm.retrieval.search_rows import (
+    Bounds,
+    SearchRow,
+    Sort,
+    content_column,
+    order_key,
+    recency_column,
+    row_select,
+    to_row,
+    within_bounds,
+)
 
 _PG_QUERY_CANCELED = "57014"
-
-
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """Where a search may look: always one tenant; ``None`` = all its conversations."""
-
-    tenant_id: str
-    conversation_ids: tuple[int, ...] | None
-    since: datetime | None = None
-    before: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SearchRow:
-    """One searchable row: a message or a summary, with what a match reports."""
-
-    target: Target
-    id: int | str
-    conversation_id: int
-    seq: int | None
-    at: datetime  # what recency means: message time, or a summary's newest source
-    created_at: datetime
-    content: str
-    role: str | None = None
-    kind: str | None = None
-    depth: int | None = None
-    score: float | None = None
 
 
 def is_timeout(exc: OperationalError) -> bool:
@@ -176,7 +155,7 @@ class SearchRepository:
         )
         if not backlog:
             return rows
-        merged = sorted(rows + backlog, key=_order_key(sort), reverse=True)
+        merged = sorted(rows + backlog, key=order_key(sort), reverse=True)
         return merged[:limit]
 
     def _ranked(
@@ -196,7 +175,7 @@ class SearchRepository:
         if self.dialect == "sqlite" and sort == "hybrid":
             raw: Any = self.session.connection().connection.driver_connection
             raw.create_function("lcm_exp", 1, math.exp, deterministic=True)
-        at = _at(target)
+        at = recency_column(target)
         score = (
             hybrid(relevance, at, now, half_life_seconds, self.dialect)
             if sort == "hybrid"
@@ -205,8 +184,8 @@ class SearchRepository:
         order = [at.desc(), row_id(target).desc()]
         if sort != "recency":
             order.insert(0, score.desc())
-        stmt = _row_select(target, score).select_from(source)
-        stmt = stmt.where(match, *_bounds(target, bounds, indexed=not by_id))
+        stmt = row_select(target, score).select_from(source)
+        stmt = stmt.where(match, *within_bounds(target, bounds, indexed=not by_id))
         return self._rows(target, stmt.order_by(*order).limit(limit))
 
     def _backlog_exists(self) -> bool:
@@ -230,7 +209,7 @@ class SearchRepository:
         CJK queries go this way; so do SQLite's backlog rows (``plain``: the
         caller limits the rows to the backlog, which the indexes do not hold).
         """
-        content = _content(target)
+        content = content_column(target)
 
         def contains(needle: str) -> ColumnElement[bool]:
             return _instr(content, needle) if plain else self._contains(target, needle)
@@ -248,7 +227,7 @@ class SearchRepository:
         return and_(*groups, *excluded), relevance
 
     def _contains(self, target: Target, needle: str) -> ColumnElement[bool]:
-        content = _content(target)
+        content = content_column(target)
         if self.dialect == "postgresql":
             # pg_trgm's GIN index answers ILIKE '%…%' for needles of 3+ characters.
             return content.ilike(f"%{_escape_like(needle)}%")
@@ -282,20 +261,20 @@ class SearchRepository:
         ``literals`` must all occur in a matching row; the trigram indexes find
         the rows that hold them, so RE2 only reads those.
         """
-        stmt = _row_select(target, None).where(*_bounds(target, bounds))
+        stmt = row_select(target, None).where(*within_bounds(target, bounds))
         for literal in literals:
             stmt = stmt.where(self._prefilter(target, literal))
-        stmt = stmt.order_by(_at(target).desc(), row_id(target).desc())
+        stmt = stmt.order_by(recency_column(target).desc(), row_id(target).desc())
         result = self.session.execute(stmt, execution_options={"yield_per": 500})
         try:
             for row in result:
-                yield _to_row(target, row._mapping)
+                yield to_row(target, row._mapping)
         finally:
             result.close()
 
     def _prefilter(self, target: Target, literal: str) -> ColumnElement[bool]:
         if self.dialect == "postgresql":
-            return _content(target).ilike(f"%{literal}%")
+            return content_column(target).ilike(f"%{literal}%")
         fts = f"{table_name(target)}_trigram"
         key = "rowid" if target == "message" else "summary_id"
         ids: Any = (
@@ -309,7 +288,7 @@ class SearchRepository:
         return row_id(target).in_(ids)
 
     def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
-        return [_to_row(target, row._mapping) for row in self.session.execute(stmt)]
+        return [to_row(target, row._mapping) for row in self.session.execute(stmt)]
 
 
 # --- building blocks ----------------------------------------------------------------
@@ -318,98 +297,6 @@ class SearchRepository:
 def _instr(content: Any, needle: str) -> ColumnElement[bool]:
     """Case-insensitive (ASCII) substring test by scanning the text itself."""
     return func.instr(func.lower(content), needle.lower()) > 0
-
-
-def _order_key(sort: Sort) -> Any:
-    def key(row: SearchRow) -> tuple[Any, ...]:
-        recency = (row.at, int(row.id))
-        return recency if sort == "recency" else (row.score or 0.0, *recency)
-
-    return key
-
-
-def _at(target: Target) -> Any:
-    return Message.created_at if target == "message" else Summary.latest_at
-
-
-def _content(target: Target) -> Any:
-    return Message.content if target == "message" else Summary.content
-
-
-def _row_select(target: Target, score: ColumnElement[float] | None) -> Any:
-    score_column = (score if score is not None else literal_column("NULL")).label("score")
-    if target == "message":
-        return select(
-            Message.id,
-            Message.conversation_id,
-            Message.seq,
-            Message.created_at,
-            Message.content,
-            Message.role,
-            score_column,
-        )
-    return select(
-        Summary.id,
-        Summary.conversation_id,
-        Summary.latest_at,
-        Summary.created_at,
-        Summary.content,
-        Summary.kind,
-        Summary.depth,
-        score_column,
-    )
-
-
-def _to_row(target: Target, m: Any) -> SearchRow:
-    score = None if m["score"] is None else float(m["score"])
-    if target == "message":
-        return SearchRow(
-            "message",
-            m["id"],
-            m["conversation_id"],
-            m["seq"],
-            m["created_at"],
-            m["created_at"],
-            m["content"],
-            role=m["role"],
-            score=score,
-        )
-    return SearchRow(
-        "summary",
-        m["id"],
-        m["conversation_id"],
-        None,
-        m["latest_at"],
-        m["created_at"],
-        m["content"],
-        kind=m["kind"],
-        depth=m["depth"],
-        score=score,
-    )
-
-
-def _bounds(target: Target, bounds: Bounds, *, indexed: bool = True) -> list[ColumnElement[bool]]:
-    """The rows ``bounds`` allows; ``indexed=False`` keeps the planner off their indexes.
-
-    SQLite has no table statistics here and takes ``tenant_id = ?`` for a
-    handful of rows, so a query meant to fetch a few rows by id (the search
-    backlog's) would walk all the tenant's messages instead. A unary ``+``
-    (a no-op in SQLite) stops a term from using an index; the rowid stays usable.
-    """
-    model: Any = Message if target == "message" else Summary
-
-    def col(c: Any) -> Any:
-        return c if indexed else UnaryExpression(c, operator=custom_op("+"), type_=c.type)
-
-    start = Message.created_at if target == "message" else Summary.earliest_at
-    conditions = [col(model.tenant_id) == bounds.tenant_id]
-    if bounds.conversation_ids is not None:
-        conditions.append(col(model.conversation_id).in_(bounds.conversation_ids))
-    if bounds.since is not None:
-        conditions.append(col(_at(target)) >= bounds.since)
-    if bounds.before is not None:
-        conditions.append(col(start) < bounds.before)
-    return conditions
 
 
 def _words(terms: Sequence[Term]) -> list[Term]:
