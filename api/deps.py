@@ -3,20 +3,21 @@
 Every ``/v1`` route names the scope it needs in its signature, through one
 of ``IngestTenant``, ``ReadTenant`` or ``AdminTenant``: the dependency
 authenticates the key (401), checks its scope (403), takes one token from
-the tenant's request bucket (429) and hands the route the tenant id.
+the tenant's request bucket (429) and hands the route the tenant id. The
+routes of a gateway turn take ``IngestKey`` or ``SnapshotReadDep`` instead,
+and look the key up themselves (see :class:`KeyCheck`).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy.orm import Session
@@ -91,46 +92,41 @@ class ScopedKey:
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
 
-    def caller(self, request: Request, session: Session, settings: Settings) -> Caller:
-        """The caller, looked up in ``session`` (a read-only one: see the subclasses)."""
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
+    def bearer(self, request: Request) -> str:
+        """The request's bearer token, or 401 (no lookup: refused before any database work)."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
+        return token.strip()
+
+    def caller(self, request: Request, session: Session, settings: Settings) -> Caller:
+        """The caller, looked up in ``session`` (a read-only one: see the subclasses)."""
+        return self.resolve(request.app.state.rate_limiter, session, self.bearer(request), settings)
+
+    def resolve(
+        self, limiter: RateLimiter, session: Session, token: str, settings: Settings
+    ) -> Caller:
+        """The caller holding ``token``, looked up in ``session``."""
         # On every request (no cache, so a revoked key is refused on its next
         # request). The tenant's settings are read in the same session.
-        principal, overrides = authenticate_with_tenant(session, token.strip())
+        principal, overrides = authenticate_with_tenant(session, token)
         principal.require(self.scope)
         effective = with_overrides(settings, overrides)
         limit = BucketLimit.of(effective)
         if limit is not None:
             # After authentication and the scope check: a bad or forbidden key
             # spends nobody's bucket.
-            take_rate_token(request.app.state.rate_limiter, principal.tenant_id, limit)
+            take_rate_token(limiter, principal.tenant_id, limit)
         return Caller(principal.tenant_id, effective)
 
 
-class RequireCaller(ScopedKey):
-    """Dependency: the calling tenant and its effective settings (see :class:`ScopedKey`).
+class RequireScope(ScopedKey):
+    """Dependency: the calling tenant's id.
 
     The key is looked up in a short read-only session of its own: looking a
     key up must never wait for (or hold) the write lock, nor keep the
-    request's own transaction open. A route taking the caller uses its
-    settings instead of reading the tenant again.
+    request's own transaction open.
     """
-
-    def __call__(
-        self,
-        request: Request,
-        database: Annotated[Database, Depends(get_database)],
-        settings: Annotated[Settings, Depends(app_settings)],
-    ) -> Caller:
-        with database.lookup_session() as session:
-            return self.caller(request, session, settings)
-
-
-class RequireScope(ScopedKey):
-    """Dependency: the calling tenant's id, the key looked up as :class:`RequireCaller` does."""
 
     def __call__(
         self,
@@ -142,23 +138,88 @@ class RequireScope(ScopedKey):
             return self.caller(request, session, settings).tenant_id
 
 
-class SnapshotRead:
-    """An authenticated caller and the read-only snapshot session it was looked up in.
+# The routes of a gateway turn check their key in their own thread-pool hop,
+# one per request. A sync dependency doing the lookup would be a hop of its
+# own, and one API process serving a gateway is CPU-bound on such hand-offs
+# (docs/scaling.md). Their dependencies below are ``async`` and only read the
+# header (a request without a bearer token is refused before any hop); the
+# lookup runs when the route asks for the caller. A request whose body is
+# refused is therefore answered 400 before its key is looked up.
 
-    The route ends the snapshot itself, ``with read:`` around its work, in
-    its own thread: ending it is a COMMIT round trip, and left to the
-    dependency it would take one more thread-pool hop per request.
-    """
+
+class KeyCheck:
+    """A request's bearer token, looked up when the route asks for its :meth:`caller`."""
+
+    __slots__ = ("_database", "_limiter", "_scoped", "_settings", "_token")
 
     def __init__(
-        self, scope: AbstractContextManager[Session], session: Session, caller: Caller
+        self, scoped: ScopedKey, request: Request, database: Database, settings: Settings
     ) -> None:
-        self._scope: AbstractContextManager[Session] | None = scope
-        self.session = session
-        self.caller = caller
+        self._scoped = scoped
+        self._token = scoped.bearer(request)
+        self._limiter: RateLimiter = request.app.state.rate_limiter
+        self._database = database
+        self._settings = settings
 
-    def __enter__(self) -> SnapshotRead:
-        return self
+    def caller(self) -> Caller:
+        """The calling tenant and its effective settings (401/403/429 as :class:`ScopedKey`).
+
+        Looked up in a short read-only session of its own, as
+        :class:`RequireScope` does: a key lookup never waits for (or holds)
+        the write lock, nor keeps the route's own transaction open.
+        """
+        with self._database.lookup_session() as session:
+            return self.resolve(session)
+
+    def resolve(self, session: Session) -> Caller:
+        """The caller, looked up in ``session`` (one the route has opened)."""
+        return self._scoped.resolve(self._limiter, session, self._token, self._settings)
+
+
+class RequireKeyCheck(ScopedKey):
+    """Dependency: the request's :class:`KeyCheck` for ``scope`` (no lookup yet)."""
+
+    async def __call__(
+        self,
+        request: Request,
+        database: Annotated[Database, Depends(get_database)],
+        settings: Annotated[Settings, Depends(app_settings)],
+    ) -> KeyCheck:
+        return KeyCheck(self, request, database, settings)
+
+
+class SnapshotRead:
+    """A read-only session seeing one snapshot, and the caller looked up in it.
+
+    For routes reading a context in several queries. On Postgres each
+    statement of an ordinary session sees the commits made before it: a
+    compaction pass committing between the context items query and the
+    messages query would leave an item whose message is gone. The session is
+    read-only, so the key lookup in it takes no write lock; one session
+    instead of two saves the round trips of a second one (a connection
+    check, BEGIN, COMMIT).
+
+    ``with read as (session, caller):`` opens the snapshot and looks the key
+    up, in the route's thread; leaving the block ends the snapshot there.
+    """
+
+    __slots__ = ("_check", "_database", "_scope")
+
+    def __init__(self, check: KeyCheck, database: Database) -> None:
+        self._check = check
+        self._database = database
+        self._scope: AbstractContextManager[Session] | None = None
+
+    def __enter__(self) -> tuple[Session, Caller]:
+        scope = self._database.snapshot_session()
+        session = scope.__enter__()
+        try:
+            caller = self._check.resolve(session)
+        except BaseException:
+            scope.__exit__(*sys.exc_info())  # a refused key: the snapshot ends here
+            raise
+        self._scope = scope
+        return session, caller
 
     def __exit__(
         self,
@@ -170,50 +231,17 @@ class SnapshotRead:
         if scope is not None:
             scope.__exit__(kind, error, trace)
 
-    @property
-    def open(self) -> bool:
-        return self._scope is not None
-
 
 class RequireSnapshotRead(ScopedKey):
-    """Dependency for routes reading a context in several queries: one read-only
-    session seeing one snapshot, and the caller looked up in it.
-
-    On Postgres each statement of an ordinary session sees the commits made
-    before it: a compaction pass committing between the context items query
-    and the messages query would leave an item whose message is gone. The
-    session is read-only, so the key lookup in it takes no write lock; one
-    session instead of two saves the round trips of a second one (a
-    connection check, BEGIN, COMMIT).
-
-    Two thread-pool hops per request, not three: the session is opened and
-    the key looked up in one hop, the route ends the session in its own
-    (see :class:`SnapshotRead`), and this dependency ends it only when the
-    route did not (a body refused before the route ran, say).
-    """
+    """Dependency: the request's :class:`SnapshotRead` for ``scope`` (nothing opened yet)."""
 
     async def __call__(
         self,
         request: Request,
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
-    ) -> AsyncIterator[SnapshotRead]:
-        read = await run_in_threadpool(self._open, request, database, settings)
-        try:
-            yield read
-        finally:
-            if read.open:
-                await run_in_threadpool(read.__exit__, *sys.exc_info())
-
-    def _open(self, request: Request, database: Database, settings: Settings) -> SnapshotRead:
-        scope = database.snapshot_session()
-        session = scope.__enter__()
-        try:
-            caller = self.caller(request, session, settings)
-        except BaseException:
-            scope.__exit__(*sys.exc_info())  # a refused key: the snapshot ends here
-            raise
-        return SnapshotRead(scope, session, caller)
+    ) -> SnapshotRead:
+        return SnapshotRead(KeyCheck(self, request, database, settings), database)
 
 
 def take_rate_token(limiter: RateLimiter, tenant_id: str, limit: BucketLimit) -> None:
@@ -259,7 +287,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
-IngestCaller = Annotated[Caller, Depends(RequireCaller("ingest"))]
+IngestKey = Annotated[KeyCheck, Depends(RequireKeyCheck("ingest"))]
 ReadTenant = Annotated[str, Depends(RequireScope("read"))]
 SnapshotReadDep = Annotated[SnapshotRead, Depends(RequireSnapshotRead("read"))]
 AdminTenant = Annotated[str, Depends(RequireScope("admin"))]

@@ -20,7 +20,7 @@ from api.contract import (
 )
 from api.deps import (
     DatabaseDep,
-    IngestCaller,
+    IngestKey,
     IngestTenant,
     ReadSessionDep,
     ReadTenant,
@@ -55,11 +55,12 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
-    caller: IngestCaller,
+    check: IngestKey,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
 ) -> MessagesOut | Response:
+    caller = check.caller()
     batch = prepared_batch(body, settings)
     tenant_id, effective = caller.tenant_id, caller.settings
     skipped = write_skip(effective, key)
@@ -97,12 +98,13 @@ def post_messages(
 def post_turn(
     key: SessionKey,
     body: TurnIn,
-    caller: IngestCaller,
+    check: IngestKey,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
     inline_jobs: InlineJobsDep,
 ) -> TurnOut | Response:
+    caller = check.caller()
     batch = prepared_batch(body, settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
@@ -134,8 +136,7 @@ def post_turn(
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
 def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
-    with read:  # ends the snapshot in this thread (see SnapshotRead)
-        session, caller = read.session, read.caller
+    with read as (session, caller):  # opened and ended in this thread (see SnapshotRead)
         conversation = target_for_read(session, caller.tenant_id, key, body.session_id)
         effective = settings_for_call(
             caller.settings, conversation, ModelInfo(body.model, body.context_window)

@@ -52,8 +52,18 @@ EXPECTED_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/v1/conversations/{key}/export"): "admin",
     ("POST", "/v1/conversations/{key}/import"): "admin",
 }
+# The calls of a gateway turn check their key in the route, after FastAPI has
+# validated the body (one thread-pool hop per request: api/deps.py), so an
+# invalid body is refused before the key. They get a valid one; allowed, it
+# writes to the probe conversation only.
+TURN_MESSAGES = [{"role": "user", "content": "scope probe"}]
+VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/v1/conversations/{key}/messages"): {"messages": TURN_MESSAGES},
+    ("POST", "/v1/conversations/{key}/turns"): {"messages": TURN_MESSAGES, "token_budget": 1000},
+    ("POST", "/v1/conversations/{key}/assemble"): {"token_budget": 1000},
+}
 # Harmless values for path parameters: nothing they name exists (so an
-# allowed request cannot change anything, e.g. revoke the calling key).
+# allowed request cannot change anything else, e.g. revoke the calling key).
 PATH_VALUES = {
     "{key}": "scope-probe",
     "{summary_id}": "sum_0000000000000000",
@@ -81,11 +91,17 @@ def key_with(db: Database, tenant: IssuedKey, *scopes: str, name: str = "probe")
     return issued
 
 
-def call(client: TestClient, method: str, path: str, key: IssuedKey | str) -> Any:
+def call(
+    client: TestClient,
+    method: str,
+    path: str,
+    key: IssuedKey | str,
+    body: dict[str, Any] | None = None,
+) -> Any:
     raw = key if isinstance(key, str) else key.api_key
     headers = {"Authorization": f"Bearer {raw}"}
-    body: dict[str, Any] | None = None if method == "GET" else {}
-    return client.request(method, path, headers=headers, json=body)
+    sent = None if method == "GET" else (body or {})
+    return client.request(method, path, headers=headers, json=sent)
 
 
 def test_the_scope_table_covers_every_route(client: TestClient) -> None:
@@ -102,7 +118,8 @@ def test_every_route_refuses_a_key_without_its_scope(
     assert len(operations) == len(EXPECTED_SCOPES)
     for (method, path), needed in operations.items():
         for scope, key in single.items():
-            response = call(client, method, concrete(path), key)
+            body = VALID_BODIES.get((method, path))
+            response = call(client, method, concrete(path), key, body)
             where = f"{method} {path} with a {scope!r} key: {response.status_code} {response.text}"
             if scope == needed:
                 # Past authentication and the scope check: whatever the

@@ -1,10 +1,10 @@
-"""A gateway turn's requests each make two thread-pool hops: the key lookup, then the work.
+"""A gateway turn's requests each make one thread-pool hop: the route looks its key up itself.
 
 A hop (a sync dependency or route run by ``anyio.to_thread.run_sync``) wakes
 a pool thread and then the event loop again. One API process serving a
 gateway is CPU-bound, and the hand-offs were a measurable part of its CPU
-(see docs/scaling.md): a plain ``def`` dependency that only looks something
-up adds one per request, so these pin the count.
+(see docs/scaling.md): a plain ``def`` dependency adds one per request, so
+these pin the count.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from lcm.db.engine import Database
 from tests.conftest import auth, new_tenant
 
-HOPS_PER_REQUEST = 2
+HOPS_PER_REQUEST = 1
 
 BASE = "/v1/conversations/agent:main"
 ASK = {"messages": [{"role": "user", "content": "run the tests"}]}
@@ -48,7 +48,7 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         ("/turns", TURN),
     ],
 )
-def test_each_request_of_a_turn_hops_twice(
+def test_each_request_of_a_turn_hops_once(
     db: Database, client: TestClient, hops: list[str], path: str, body: dict[str, Any]
 ) -> None:
     headers = auth(new_tenant(db))
@@ -60,10 +60,36 @@ def test_each_request_of_a_turn_hops_twice(
     assert len(hops) == HOPS_PER_REQUEST, hops
 
 
-def test_a_refused_key_is_answered_after_one_hop(
-    db: Database, client: TestClient, hops: list[str]
+@pytest.mark.parametrize("path", ["/messages", "/turns", "/assemble"])
+def test_an_unknown_key_is_refused_in_the_routes_hop(
+    db: Database, client: TestClient, hops: list[str], path: str
 ) -> None:
     new_tenant(db)
-    response = client.post(f"{BASE}/turns", json=TURN, headers={"Authorization": "Bearer nope"})
+    body = {"/messages": ASK, "/turns": TURN, "/assemble": {"token_budget": 50_000}}[path]
+    response = client.post(f"{BASE}{path}", json=body, headers={"Authorization": "Bearer nope"})
     assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthenticated"
     assert len(hops) == 1, hops
+
+
+@pytest.mark.parametrize("path", ["/messages", "/turns", "/assemble"])
+@pytest.mark.parametrize("header", [None, "Basic abc", "Bearer  "])
+def test_a_request_without_a_bearer_token_is_refused_before_any_hop(
+    client: TestClient, hops: list[str], path: str, header: str | None
+) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    response = client.post(f"{BASE}{path}", json=TURN, headers=headers)
+    assert response.status_code == 401
+    assert len(hops) == 0, hops
+
+
+@pytest.mark.parametrize("path", ["/messages", "/turns", "/assemble"])
+def test_a_refused_body_is_answered_before_the_key_is_looked_up(
+    client: TestClient, hops: list[str], path: str
+) -> None:
+    # Any bearer token: the body is refused first, without a hop or a lookup.
+    headers = {"Authorization": "Bearer not-looked-up"}
+    response = client.post(f"{BASE}{path}", json={"token_budget": "many"}, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_input"
+    assert len(hops) == 0, hops
