@@ -12,6 +12,7 @@ from bench import (
     drain,
     erase,
     gateway,
+    gateway_ab,
     grep,
     hot_paths,
     ingest,
@@ -31,6 +32,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "erase": erase.run,
     "console": console.run,
     "gateway": gateway.run,
+    "gateway_ab": gateway_ab.run,
     "search_cost": search_cost.run,
     "search_lock": search_lock.run,
     "hot_paths": hot_paths.run,
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         help="source tree the waits scenario runs lcm serve from (a before figure)",
     )
     gateway.add_arguments(parser)
+    gateway_ab.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.gateway import Load, Servers, Shape, measure, synthetic_steps
+from bench.gateway_ab import HERE, compare
 from tests.servers import PostgresHandle, RedisHandle
 
 
@@ -28,3 +29,18 @@ def test_short_gateway_run_is_error_free_and_lossless(
     assert outcome.llm_calls > 0, "no compaction pass reached the model during the load"
     assert outcome.conversations_audited == 4
     assert outcome.audit == []
+
+
+def test_side_by_side_run_serves_both_trees(
+    pg_server: PostgresHandle, redis_server: RedisHandle, tmp_path: Path
+) -> None:
+    """``bench gateway_ab`` against this same tree: each side migrates, creates its
+    tenants and serves from its own processes, under one load at the same time."""
+    srv = Servers(pg_server.admin_url, redis_server.url, tmp_path)
+    load = Load(tenants=1, conversations=2, seconds=4, token_budget=4_000)
+    results = compare(srv, HERE, load, synthetic_steps())
+    assert [r.label for r in results] == ["this tree", "against"]
+    for result in results:
+        assert result.errors == 0
+        assert result.turns_per_second > 0
+        assert result.api_ms_per_turn > 0  # the CPU meter read each side's own API process
