@@ -9,7 +9,8 @@ turns and fake model) at the same time, half the conversations each: the
 machine's drift falls on both alike. ``--against PATH`` names the other
 tree, a checkout such as a ``git worktree`` of the commit before a change;
 each side migrates its database, creates its tenants and runs its processes
-with its own code. Without ``--against`` both sides run this tree, and the
+with its own code (the load is this tree's client, so both must speak its
+API). Without ``--against`` both sides run this tree, and the
 difference between them is the method's own noise.
 """
 
