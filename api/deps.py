@@ -99,10 +99,6 @@ class ScopedKey:
             raise Unauthenticated("send 'Authorization: Bearer <tenant key>'")
         return token.strip()
 
-    def caller(self, request: Request, session: Session, settings: Settings) -> Caller:
-        """The caller, looked up in ``session`` (a read-only one: see the subclasses)."""
-        return self.resolve(request.app.state.rate_limiter, session, self.bearer(request), settings)
-
     def resolve(
         self, limiter: RateLimiter, session: Session, token: str, settings: Settings
     ) -> Caller:
@@ -121,12 +117,7 @@ class ScopedKey:
 
 
 class RequireScope(ScopedKey):
-    """Dependency: the calling tenant's id.
-
-    The key is looked up in a short read-only session of its own: looking a
-    key up must never wait for (or hold) the write lock, nor keep the
-    request's own transaction open.
-    """
+    """Dependency: the calling tenant's id, the key looked up as :meth:`KeyCheck.caller` does."""
 
     def __call__(
         self,
@@ -134,8 +125,7 @@ class RequireScope(ScopedKey):
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
     ) -> str:
-        with database.lookup_session() as session:
-            return self.caller(request, session, settings).tenant_id
+        return KeyCheck(self, request, database, settings).caller().tenant_id
 
 
 # The routes of a gateway turn check their key in their own thread-pool hop,

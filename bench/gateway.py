@@ -422,12 +422,14 @@ def _wait_ready(base_url: str, processes: list[subprocess.Popen[bytes]], log: Pa
     raise RuntimeError(f"{base_url} did not become ready")
 
 
-@contextmanager
-def lcm_deployment(
-    srv: Servers, url: str, redis_url: str, llm_url: str, shape: Shape, tag: str
-) -> Iterator[tuple[str, dict[str, list[int]]]]:
-    """``lcm api``, the workers and beat on ``url``; yields the API's URL and their pids."""
-    env = {
+def redis_database(srv: Servers, index: int) -> str:
+    """The Redis URL of deployment ``index``: a database of its own on the run's Redis."""
+    return srv.redis_url.rsplit("/", 1)[0] + f"/{index + 1}"
+
+
+def deployment_env(url: str, redis_url: str, llm_url: str) -> dict[str, str]:
+    """A deployment's processes' environment: its database, its Redis, the fake model."""
+    return {
         **DEPLOYMENT_ENV,
         "LCM_DATABASE_URL": url,
         "LCM_BROKER_URL": redis_url,
@@ -436,6 +438,14 @@ def lcm_deployment(
         "LCM_WORKER_CONCURRENCY": str(WORKER_THREADS),
         "LCM_DB_POOL_SIZE": str(WORKER_THREADS),
     }
+
+
+@contextmanager
+def lcm_deployment(
+    srv: Servers, url: str, redis_url: str, llm_url: str, shape: Shape, tag: str
+) -> Iterator[tuple[str, dict[str, list[int]]]]:
+    """``lcm api``, the workers and beat on ``url``; yields the API's URL and their pids."""
+    env = deployment_env(url, redis_url, llm_url)
     port = servers.free_port()
     log = srv.workdir / f"{tag}.log"
     api = _spawn(
@@ -616,7 +626,7 @@ def run_lcm(
             for t in range(load.tenants):
                 issued.append(create_tenant(session, f"gateway-{t}"))
         database.dispose()
-        redis_url = srv.redis_url.rsplit("/", 1)[0] + f"/{index + 1}"
+        redis_url = redis_database(srv, index)
         with lcm_deployment(srv, url, redis_url, llm.base_url, shape, f"d{index}") as (base, pids):
             roots = {**pids, "postgres": [postmaster_pid(url)]}
             if srv.redis_pid is not None:

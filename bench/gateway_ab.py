@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.gateway import (
-    DEPLOYMENT_ENV,
-    WORKER_THREADS,
     CpuMeter,
     Drive,
     LcmTarget,
@@ -41,10 +39,12 @@ from bench.gateway import (
     _stop,
     _wait_ready,
     bench_servers,
+    deployment_env,
     drive_load,
     drop_database,
     fresh_database,
     real_steps,
+    redis_database,
     synthetic_steps,
 )
 from tests import servers
@@ -80,16 +80,9 @@ def deployment(
     """One API process and one worker from ``tree`` on a database of their own."""
     name = f"gateway_ab_{os.getpid()}_{index}"
     url = fresh_database(srv.admin_url, name)
-    redis_url = srv.redis_url.rsplit("/", 1)[0] + f"/{index + 1}"
     env = {
-        **DEPLOYMENT_ENV,
+        **deployment_env(url, redis_database(srv, index), llm.base_url),
         "PYTHONPATH": str(tree),
-        "LCM_DATABASE_URL": url,
-        "LCM_BROKER_URL": redis_url,
-        "LCM_RESULT_BACKEND_URL": redis_url,
-        "LCM_ANTHROPIC_BASE_URL": llm.base_url,
-        "LCM_WORKER_CONCURRENCY": str(WORKER_THREADS),
-        "LCM_DB_POOL_SIZE": str(WORKER_THREADS),
     }
     processes = []
     try:
