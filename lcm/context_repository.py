@@ -8,11 +8,22 @@ the same views, so a message reads back exactly as it was sent whoever asks.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Executable, Select, bindparam, select
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    ColumnElement,
+    Executable,
+    Select,
+    String,
+    any_,
+    bindparam,
+    select,
+)
+from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.types import TypeEngine
 
 from lcm.context import (
     ContentShape,
@@ -23,6 +34,7 @@ from lcm.context import (
     SummaryKind,
     SummaryView,
 )
+from lcm.db.driver import DriverStatement
 from lcm.db.models import ContextItem, Message, MessagePart, Summary, SummaryParent
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 
@@ -40,7 +52,7 @@ def load_context(
     parts read; summaries whose parents it holds do not read them.
     """
     params = {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0}
-    rows: Sequence[Any] = session.connection().execute(_LOAD_CONTEXT, params).all()
+    rows: Sequence[Any] = _LOAD_CONTEXT.run(session, params).all()
     cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
     messages = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
     pending = [r[_MESSAGE_AT] for r in rows if r[2] is not None and r[2] not in messages]
@@ -73,7 +85,7 @@ def window_entries(
         if messages:
             rows = _in_chunks(session, _LOAD_MESSAGES_BY_ID, "message_ids", missing)
         else:
-            rows = session.connection().execute(_LOAD_WINDOW_MESSAGES, params).all()
+            rows = _LOAD_WINDOW_MESSAGES.run(session, params).all()
         built = _message_views(session, rows, params, whole=not messages)
         if cache is not None:
             cache.put_many(conversation_id, built)
@@ -83,12 +95,14 @@ def window_entries(
     return [_entry(r[:4], tuple(r[4:]), messages, parents) for r in items]
 
 
-def _in_chunks(session: Session, statement: Executable, name: str, ids: Sequence[Any]) -> list[Any]:
-    """``statement`` run for ``ids`` a chunk at a time (bound-parameter limits)."""
+def _in_chunks(
+    session: Session, statement: DriverStatement, name: str, ids: Sequence[Any]
+) -> list[Any]:
+    """``statement`` run for ``ids`` a chunk at a time (SQLite's bound-parameter limits)."""
     return [
         row
         for start in range(0, len(ids), _CHUNK)
-        for row in session.connection().execute(statement, {name: ids[start : start + _CHUNK]})
+        for row in statement.run(session, {name: ids[start : start + _CHUNK]})
     ]
 
 
@@ -103,7 +117,7 @@ def _message_views(
     blocks = [r[0] for r in rows if r[5] == "blocks"]
     parts: dict[int, list[PartView]] = defaultdict(list)
     if blocks and whole:
-        found = session.connection().execute(_LOAD_WINDOW_PARTS, window).all()
+        found = _LOAD_WINDOW_PARTS.run(session, window).all()
     else:
         found = _in_chunks(session, _LOAD_PARTS_BY_ID, "message_ids", blocks)
     for message_id, part_type, payload, tool_call_id, plain in found:
@@ -123,10 +137,32 @@ def _message_views(
     return views
 
 
-_LOAD_PARENTS = (
-    select(SummaryParent.summary_id, SummaryParent.parent_id)
-    .where(SummaryParent.summary_id.in_(bindparam("summary_ids", expanding=True)))
-    .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
+def _among_ids(
+    build: Callable[[ColumnElement[bool]], Executable],
+    column: InstrumentedAttribute[Any],
+    name: str,
+    of: type[TypeEngine[Any]] = BigInteger,
+) -> DriverStatement:
+    """The statement ``build`` makes of "``column`` among the ids bound as ``name``".
+
+    ``= ANY(array)`` on Postgres (one statement text whatever the count, run
+    on the driver), an ``IN`` list elsewhere.
+    """
+    return DriverStatement(
+        build(column == any_(bindparam(name, type_=ARRAY(of)))),
+        elsewhere=build(column.in_(bindparam(name, expanding=True))),
+    )
+
+
+_LOAD_PARENTS = _among_ids(
+    lambda among: (
+        select(SummaryParent.summary_id, SummaryParent.parent_id)
+        .where(among)
+        .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
+    ),
+    SummaryParent.summary_id,
+    "summary_ids",
+    String,
 )
 
 
@@ -148,8 +184,7 @@ def _parents(
     missing = [summary_id for summary_id in condensed if summary_id not in parents]
     if missing:
         read: dict[str, list[str]] = {summary_id: [] for summary_id in missing}
-        found = session.connection().execute(_LOAD_PARENTS, {"summary_ids": missing})
-        for summary_id, parent_id in found.all():
+        for summary_id, parent_id in _in_chunks(session, _LOAD_PARENTS, "summary_ids", missing):
             read[summary_id].append(parent_id)
         built = {summary_id: tuple(ids) for summary_id, ids in read.items()}
         if cache is not None:
@@ -194,7 +229,7 @@ def load_message_views(
 
 # Built once with bound parameters: every pass and every assembly runs it, and
 # building a statement per call costs several times the CPU of executing it.
-_LOAD_CONTEXT = (
+_LOAD_CONTEXT = DriverStatement(
     select(
         ContextItem.ordinal,
         ContextItem.token_count,
@@ -234,7 +269,7 @@ _MESSAGE_COLUMNS = (
     Message.content_shape,
 )
 # The messages of a window's items from an ordinal on, when none is cached.
-_LOAD_WINDOW_MESSAGES = (
+_LOAD_WINDOW_MESSAGES = DriverStatement(
     select(*_MESSAGE_COLUMNS)
     .join(ContextItem, ContextItem.message_id == Message.id)
     .where(
@@ -243,8 +278,8 @@ _LOAD_WINDOW_MESSAGES = (
     )
     .order_by(ContextItem.ordinal)
 )
-_LOAD_MESSAGES_BY_ID = select(*_MESSAGE_COLUMNS).where(
-    Message.id.in_(bindparam("message_ids", expanding=True))
+_LOAD_MESSAGES_BY_ID = _among_ids(
+    lambda among: select(*_MESSAGE_COLUMNS).where(among), Message.id, "message_ids"
 )
 
 
@@ -260,7 +295,7 @@ _PART_COLUMNS = (
 # The parts of the block messages from an ordinal on (0: all), as _LOAD_CONTEXT
 # reads their items. By subquery, not by a list of ids: a long raw history of
 # tool calls would exceed the bound-parameter limits.
-_LOAD_WINDOW_PARTS = (
+_LOAD_WINDOW_PARTS = DriverStatement(
     select(*_PART_COLUMNS)
     .join(Message, Message.id == MessagePart.message_id)
     .where(
@@ -277,10 +312,12 @@ _LOAD_WINDOW_PARTS = (
 )
 
 
-_LOAD_PARTS_BY_ID = (
-    select(*_PART_COLUMNS)
-    .where(MessagePart.message_id.in_(bindparam("message_ids", expanding=True)))
-    .order_by(MessagePart.message_id, MessagePart.ordinal)
+_LOAD_PARTS_BY_ID = _among_ids(
+    lambda among: (
+        select(*_PART_COLUMNS).where(among).order_by(MessagePart.message_id, MessagePart.ordinal)
+    ),
+    MessagePart.message_id,
+    "message_ids",
 )
 _CHUNK = 500  # ids per IN (...) list
 

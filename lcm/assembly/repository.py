@@ -17,14 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVarTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Result, Select, bindparam, func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import ContextItem, Summary
-
-_Row = TypeVarTuple("_Row")
 
 # Ordinals the first range covers: the budget over a chat-sized message's
 # tokens, between 256 and FIRST_SPAN (a 100k-token budget). Later ranges are
@@ -85,12 +84,6 @@ class AssemblyRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def _rows(self, statement: Select[*_Row]) -> Result[*_Row]:
-        # Plain column selects, run on the session's connection: through
-        # Session.execute the ORM's result machinery costs more than the
-        # query itself for a window of a thousand rows.
-        return self.session.connection().execute(statement)
-
     def window(self, conversation_id: int, token_budget: int, min_items: int) -> Window:
         """The newest items, up to and including the one that takes the total past the budget.
 
@@ -103,11 +96,9 @@ class AssemblyRepository:
         a sparse, compacted context takes few queries too.
         """
         span = first_span(token_budget, min_items)
-        first: Sequence[Any] = (
-            self.session.connection()
-            .execute(_FIRST_RANGE, {"conversation_id": conversation_id, "span": span})
-            .all()
-        )
+        first: Sequence[Any] = _FIRST_RANGE.run(
+            self.session, {"conversation_id": conversation_id, "span": span}
+        ).all()
         if not first:
             return Window([], whole=True)
         rows = [ItemRef._make(row[:_WIDTH]) for row in first]
@@ -126,24 +117,11 @@ class AssemblyRepository:
                 break
             wanted = (highest + 1 - upper) * (token_budget - total) // total + 1 if total else 0
             span = max(2 * span, wanted + wanted // 4)
-            rows = self._items(
-                ContextItem.conversation_id == conversation_id,
-                ContextItem.ordinal >= upper - span,
-                ContextItem.ordinal < upper,
-            )
+            bounds = {"conversation_id": conversation_id, "low": upper - span, "high": upper}
+            rows = [ItemRef._make(row) for row in _RANGE.run(self.session, bounds).all()]
             upper -= span
         newest_first.reverse()
         return Window(newest_first, whole=True)
-
-    def _items(self, *where: ColumnElement[bool]) -> list[ItemRef]:
-        """Items matching ``where``, newest first."""
-        rows = self._rows(
-            select(*ITEM_COLUMNS)
-            .select_from(_ITEMS_WITH_SUMMARIES)
-            .where(*where)
-            .order_by(ContextItem.ordinal.desc())
-        ).all()  # all at once: iterating the result fetches row by row
-        return [ItemRef._make(row) for row in rows]
 
 
 # The first range, with the conversation's oldest ordinal (where to stop), in
@@ -153,7 +131,7 @@ _ITEMS_WITH_SUMMARIES = ContextItem.__table__.outerjoin(
     Summary.__table__, Summary.id == ContextItem.summary_id
 )
 _IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
-_FIRST_RANGE = (
+_FIRST_RANGE = DriverStatement(
     select(
         *ITEM_COLUMNS,
         select(func.min(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery(),
@@ -164,6 +142,17 @@ _FIRST_RANGE = (
         ContextItem.ordinal
         > select(func.max(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery()
         - bindparam("span"),
+    )
+    .order_by(ContextItem.ordinal.desc())
+)
+# A later range, [low, high), newest first.
+_RANGE = DriverStatement(
+    select(*ITEM_COLUMNS)
+    .select_from(_ITEMS_WITH_SUMMARIES)
+    .where(
+        _IN_CONVERSATION,
+        ContextItem.ordinal >= bindparam("low"),
+        ContextItem.ordinal < bindparam("high"),
     )
     .order_by(ContextItem.ordinal.desc())
 )

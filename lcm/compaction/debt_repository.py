@@ -28,7 +28,6 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.dml import UpdateBase
 
 from lcm.compaction.debt_statements import (
     CLAIM,
@@ -42,6 +41,7 @@ from lcm.compaction.debt_statements import (
     RUNNING,
     claim_params,
 )
+from lcm.db.driver import DriverStatement
 from lcm.db.models import CompactionDebt, Conversation, Tenant
 from lcm.errors import StaleLease
 
@@ -107,26 +107,29 @@ class DebtRepository:
         expired; a pending row, or a running one with a live lease, keeps its
         ``enqueued_at``.
         """
-        connection = self.session.connection()
         # A repair keeps any target; manual, overflow and a given target replace it.
         replaces_target = reason != REPAIR and (
             reason in ("manual", "overflow") or target_tokens is not None
         )
-        enqueued = connection.execute(
-            OWE[connection.dialect.name],
-            {
-                "conversation_id": conversation_id,
-                "tenant_id": tenant_id,
-                "reason": reason,
-                "status": PENDING,
-                "token_budget": token_budget,
-                "target_tokens": target_tokens,
-                "enqueued_at": now,
-                "updated_at": now,
-                "sets_reason": reason == REPAIR or replaces_target,
-                "replaces_target": replaces_target,
-            },
-        ).scalar_one()
+        enqueued = (
+            OWE[self.session.connection().dialect.name]
+            .run(
+                self.session,
+                {
+                    "conversation_id": conversation_id,
+                    "tenant_id": tenant_id,
+                    "reason": reason,
+                    "status": PENDING,
+                    "token_budget": token_budget,
+                    "target_tokens": target_tokens,
+                    "enqueued_at": now,
+                    "updated_at": now,
+                    "sets_reason": reason == REPAIR or replaces_target,
+                    "replaces_target": replaces_target,
+                },
+            )
+            .one()[0]
+        )
         return bool(enqueued == now)
 
     def claim(
@@ -147,12 +150,12 @@ class DebtRepository:
 
     def claimed(
         self,
-        statement: UpdateBase,
+        statement: DriverStatement,
         params: dict[str, Any],
         owner: str,
     ) -> Claim | None:
         """Run a claim statement (:func:`claim_statement`); the claim it made, if any."""
-        row = self.session.connection().execute(statement, params).one_or_none()
+        row = statement.run(self.session, params).one_or_none()
         if row is None:
             return None
         claimed, tenant_id, token, reason, budget, target, tries, created = row
@@ -174,14 +177,13 @@ class DebtRepository:
         Locks the row (``FOR UPDATE`` on Postgres) so no claim can slip in
         between this check and the caller's commit.
         """
-        row = (
-            self.session.connection()
-            .execute(FENCE, {"debt_id": claim.conversation_id})
-            .one_or_none()
-        )
-        if row is None or row.fencing_token != claim.fencing_token or row.status != RUNNING:
+        row = FENCE.run(self.session, {"debt_id": claim.conversation_id}).one_or_none()
+        if row is None:
             raise StaleLease(f"fencing token {claim.fencing_token} is no longer current")
-        if row.lease_expires_at is None or row.lease_expires_at <= now:
+        fencing_token, status, lease_expires_at = row
+        if fencing_token != claim.fencing_token or status != RUNNING:
+            raise StaleLease(f"fencing token {claim.fencing_token} is no longer current")
+        if lease_expires_at is None or lease_expires_at <= now:
             raise StaleLease(f"the lease of token {claim.fencing_token} expired")
 
     def release(self, claim: Claim, now: datetime) -> bool:
@@ -193,8 +195,8 @@ class DebtRepository:
         so a turn re-arming the debt concurrently is either seen here or
         waits and then finds the row done (and makes it pending itself).
         """
-        status = self.session.connection().execute(
-            RELEASE,
+        status = RELEASE.run(
+            self.session,
             {
                 "debt_id": claim.conversation_id,
                 "token": claim.fencing_token,

@@ -3,9 +3,9 @@
 Every pass runs them, and building a statement per call costs several times
 the CPU of executing it (a worker runs dozens of passes a second on one
 core). :class:`lcm.compaction.debt_repository.DebtRepository` runs them on
-the session's connection (its transaction), past the ORM, which they do not
-need; the fair claims (``fairness_repository``) build theirs with
-:func:`claim_statement` too.
+the driver, in the session's transaction (``lcm.db.driver``), past the ORM
+and SQLAlchemy's execution layer, which they do not need; the fair claims
+(``fairness_repository``) build theirs with :func:`claim_statement` too.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute
 from sqlalchemy.sql.dml import UpdateBase
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import CompactionDebt
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
@@ -94,10 +95,10 @@ def claim_statement(which: ColumnElement[bool], *, successor: bool = False) -> U
 
 
 BY_ID = CompactionDebt.conversation_id == bindparam("debt_id")
-CLAIM = claim_statement(BY_ID)
-HAND_OVER = claim_statement(BY_ID, successor=True)
+CLAIM = DriverStatement(claim_statement(BY_ID))
+HAND_OVER = DriverStatement(claim_statement(BY_ID, successor=True))
 
-FENCE = (
+FENCE = DriverStatement(
     select(CompactionDebt.fencing_token, CompactionDebt.status, CompactionDebt.lease_expires_at)
     .where(BY_ID)
     .with_for_update()
@@ -107,7 +108,7 @@ _REARMED = CompactionDebt.rearmed.is_(True)
 # Reads ``rearmed`` under the row lock it takes, so a turn re-arming the
 # debt concurrently is either seen here or waits, then finds the row done
 # and makes it pending itself.
-RELEASE = (
+RELEASE = DriverStatement(
     update(CompactionDebt)
     .where(BY_ID, CompactionDebt.fencing_token == bindparam("token"))
     .values(
@@ -135,7 +136,9 @@ def _owe_statement(insert: Any) -> Any:
     debt = CompactionDebt.__table__
     stmt = insert(debt)
     new, old = stmt.excluded, debt.c
-    settled = old.status.not_in((RUNNING, PENDING))
+    # Not NOT IN: an IN list is expanded at execution, which the driver
+    # statement does not do (``lcm.db.driver``).
+    settled = (old.status != RUNNING) & (old.status != PENDING)
     running = old.status == RUNNING
     # A budget of None (or 0) keeps the one owed.
     budget = func.coalesce(func.nullif(new.token_budget, 0), old.token_budget)
@@ -168,8 +171,19 @@ def _owe_statement(insert: Any) -> Any:
     ).returning(old.enqueued_at)
 
 
-# Built once per dialect (the upsert is dialect-specific SQL); see above.
+# Built once per dialect (the upsert is dialect-specific SQL); see above. The
+# columns are those ``DebtRepository.owe`` gives; the others get their defaults.
+OWE_COLUMNS = (
+    "conversation_id",
+    "tenant_id",
+    "reason",
+    "status",
+    "token_budget",
+    "target_tokens",
+    "enqueued_at",
+    "updated_at",
+)
 OWE = {
-    "postgresql": _owe_statement(postgresql.insert),
-    "sqlite": _owe_statement(sqlite.insert),
+    "postgresql": DriverStatement(_owe_statement(postgresql.insert), OWE_COLUMNS),
+    "sqlite": DriverStatement(_owe_statement(sqlite.insert), OWE_COLUMNS),
 }

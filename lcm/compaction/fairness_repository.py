@@ -74,6 +74,7 @@ from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import Claim, DebtRepository
 from lcm.compaction.debt_statements import PENDING, claim_params, claim_statement
+from lcm.db.driver import DriverStatement
 from lcm.db.models import CompactionDebt, Tenant
 
 
@@ -113,7 +114,7 @@ class FairQueueRepository:
         Never waits: a tenant row another transaction holds (a claimer
         serving that tenant, or ingest charging its quota) is skipped.
         """
-        tenant_id = self.session.connection().execute(_STAMP_NEXT_FREE, {"now": now}).scalar()
+        tenant_id = _STAMP_NEXT_FREE.run(self.session, {"now": now}).scalar()
         return None if tenant_id is None else str(tenant_id)
 
     def claim_oldest_due_free(
@@ -152,7 +153,7 @@ def _due(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
 # Built once with bound parameters (see ``debt_repository``: every wake-up runs them).
 _NOW: BindParameter[datetime] = bindparam("now")
 
-_STAMP_NEXT_FREE = (
+_STAMP_NEXT_FREE = DriverStatement(
     update(Tenant)
     .where(
         Tenant.id
@@ -169,12 +170,14 @@ _STAMP_NEXT_FREE = (
 
 # The tenant's oldest due debt that no other transaction holds, chosen and
 # claimed in one statement (the row is locked once chosen).
-_CLAIM_OLDEST_FREE = claim_statement(
-    CompactionDebt.conversation_id
-    == select(CompactionDebt.conversation_id)
-    .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
-    .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
-    .limit(1)
-    .with_for_update(skip_locked=True)
-    .scalar_subquery()
+_CLAIM_OLDEST_FREE = DriverStatement(
+    claim_statement(
+        CompactionDebt.conversation_id
+        == select(CompactionDebt.conversation_id)
+        .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
+        .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
 )

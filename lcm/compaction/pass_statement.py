@@ -22,6 +22,7 @@ from sqlalchemy import BindParameter, Column, Table, TextClause, bindparam, text
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects import postgresql
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import (
     Base,
     CompactionRun,
@@ -133,6 +134,6 @@ COMPACTION_RUNS: Table = CompactionRun.__table__  # type: ignore[assignment]
 
 # By "is a leaf" (links to messages) or not (links to parent summaries).
 REPLACE_RANGE = {
-    True: _replace_range(SUMMARY_MESSAGES),
-    False: _replace_range(SUMMARY_PARENTS),
+    True: DriverStatement(_replace_range(SUMMARY_MESSAGES)),
+    False: DriverStatement(_replace_range(SUMMARY_PARENTS)),
 }

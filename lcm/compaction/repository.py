@@ -8,7 +8,6 @@ from typing import Any, cast
 
 from sqlalchemy import (
     Table,
-    TextClause,
     bindparam,
     delete,
     func,
@@ -25,6 +24,7 @@ from lcm.context import (
     ContextEntry,
 )
 from lcm.context_repository import load_context
+from lcm.db.driver import DriverStatement
 from lcm.db.models import (
     Base,
     CompactionRun,
@@ -60,11 +60,9 @@ class CompactionRepository:
     ) -> tuple[dict[str, Any], str | None, int | None]:
         """What a pass's settings depend on, in one read: the tenant's stored
         overrides and the model (and context window) of the latest turn."""
-        row = (
-            self.session.connection()
-            .execute(_OVERRIDES_AND_MODEL, {"conversation_id": conversation_id})
-            .one_or_none()
-        )
+        row = _OVERRIDES_AND_MODEL.run(
+            self.session, {"conversation_id": conversation_id}
+        ).one_or_none()
         if row is None:
             return {}, None, None
         return dict(row[0] or {}), row[1], row[2]
@@ -105,7 +103,7 @@ class CompactionRepository:
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
         params = {"conversation_id": conversation_id}
-        return int(self.session.connection().execute(_CONTEXT_TOKENS, params).scalar() or 0)
+        return int(_CONTEXT_TOKENS.run(self.session, params).scalar() or 0)
 
     def range_items(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
         """(ordinal, message_id, summary_id) of the items in an ordinal range."""
@@ -140,7 +138,7 @@ class CompactionRepository:
         pass on the conversation, so the checks that follow see settled state.
         The bump is undone with the rest if a check then fails.
         """
-        bumped = self.session.connection().execute(_BUMP, {"conversation_id": conversation_id})
+        bumped = _BUMP.run(self.session, {"conversation_id": conversation_id})
         return bumped.scalar() is not None
 
     def take_range(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
@@ -149,8 +147,8 @@ class CompactionRepository:
         The caller compares what was deleted with what it planned (and rolls
         back if they differ), which spares a separate read of the range.
         """
-        rows = self.session.connection().execute(
-            _TAKE_RANGE, {"conversation_id": conversation_id, "first": first, "last": last}
+        rows = _TAKE_RANGE.run(
+            self.session, {"conversation_id": conversation_id, "first": first, "last": last}
         )
         return sorted(tuple(r) for r in rows)
 
@@ -179,8 +177,8 @@ class CompactionRepository:
         runs in process, where ``executemany`` costs little.
         """
         if self.session.get_bind().dialect.name == "postgresql":
-            self.session.connection().execute(
-                _LINK_MANY[table],
+            _LINK_MANY[table].run(
+                self.session,
                 {"summary_id": summary_id, "tenant_id": tenant_id, "sources": list(sources)},
             )
             return
@@ -220,12 +218,9 @@ class CompactionRepository:
         """
         if self.session.get_bind().dialect.name == "postgresql":
             rows = (
-                self.session.connection()
-                .execute(
-                    REPLACE_RANGE[summary.kind == "leaf"],
-                    pass_params(last, summary, sources, item, run, usage),
-                )
-                .all()  # one fetch: iterating fetches row by row
+                REPLACE_RANGE[summary.kind == "leaf"]
+                .run(self.session, pass_params(last, summary, sources, item, run, usage))
+                .all()
             )
             return sorted(tuple(r) for r in rows)
         taken = self.take_range(item.conversation_id, item.ordinal, last)
@@ -313,26 +308,28 @@ class CompactionRepository:
 
 # Built once with bound parameters: every pass runs these, and building a
 # statement per call costs several times the CPU of executing it (see
-# ``debt_repository``). They run on the session's connection, past the ORM.
+# ``debt_repository``). They run on the driver (``lcm.db.driver``), past the ORM.
 
 # Every turn checks its threshold against this sum (an index range scan).
-_CONTEXT_TOKENS = select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(
-    ContextItem.conversation_id == bindparam("conversation_id")
+_CONTEXT_TOKENS = DriverStatement(
+    select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(
+        ContextItem.conversation_id == bindparam("conversation_id")
+    )
 )
-_OVERRIDES_AND_MODEL = (
+_OVERRIDES_AND_MODEL = DriverStatement(
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
     .join(Tenant, Tenant.id == Conversation.tenant_id)
     .where(Conversation.id == bindparam("conversation_id"))
 )
 
-_BUMP = (
+_BUMP = DriverStatement(
     update(Conversation)
     .where(Conversation.id == bindparam("conversation_id"))
     .values(context_version=Conversation.context_version + 1)
     .returning(Conversation.id)
 )
 
-_TAKE_RANGE = (
+_TAKE_RANGE = DriverStatement(
     delete(ContextItem)
     .where(
         ContextItem.conversation_id == bindparam("conversation_id"),
@@ -342,12 +339,14 @@ _TAKE_RANGE = (
 )
 
 
-def _link_many(table: Table, column: str, sql_type: str) -> TextClause:
+def _link_many(table: Table, column: str, sql_type: str) -> DriverStatement:
     """Postgres: a summary's links from one array, in its order (``_link``)."""
-    return text(
-        f"INSERT INTO {table.name} (summary_id, {column}, tenant_id, ordinal) "
-        f"SELECT :summary_id, source, :tenant_id, position - 1 "
-        f"FROM unnest(CAST(:sources AS {sql_type}[])) WITH ORDINALITY AS s(source, position)"
+    return DriverStatement(
+        text(
+            f"INSERT INTO {table.name} (summary_id, {column}, tenant_id, ordinal) "
+            f"SELECT :summary_id, source, :tenant_id, position - 1 "
+            f"FROM unnest(CAST(:sources AS {sql_type}[])) WITH ORDINALITY AS s(source, position)"
+        )
     )
 
 

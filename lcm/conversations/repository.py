@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import BigInteger, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import (
     CompactionRun,
     ContextItem,
@@ -79,13 +80,13 @@ class ConversationRepository:
     ) -> ConversationRef | None:
         """``find_by_session_id(..., lock=True)`` as a :class:`ConversationRef`."""
         params = {"tenant": tenant_id, "key": session_key, "session": session_id}
-        row = self.session.connection().execute(_LOCK_BY_SESSION_ID, params).first()
+        row = _LOCK_BY_SESSION_ID.run(self.session, params).first()
         return None if row is None else ConversationRef(*row)
 
     def lock_active(self, tenant_id: str, session_key: str) -> ConversationRef | None:
         """``find_active(..., lock=True)`` as a :class:`ConversationRef`."""
         params = {"tenant": tenant_id, "key": session_key}
-        row = self.session.connection().execute(_LOCK_ACTIVE, params).first()
+        row = _LOCK_ACTIVE.run(self.session, params).first()
         return None if row is None else ConversationRef(*row)
 
     def ref_by_session_id(
@@ -93,13 +94,13 @@ class ConversationRepository:
     ) -> ConversationRef | None:
         """``find_by_session_id`` as a :class:`ConversationRef` (no lock)."""
         params = {"tenant": tenant_id, "key": session_key, "session": session_id}
-        row = self.session.connection().execute(_REF_BY_SESSION_ID, params).first()
+        row = _REF_BY_SESSION_ID.run(self.session, params).first()
         return None if row is None else ConversationRef(*row)
 
     def latest_ref(self, tenant_id: str, session_key: str) -> ConversationRef | None:
         """``find_latest`` as a :class:`ConversationRef`."""
         params = {"tenant": tenant_id, "key": session_key}
-        row = self.session.connection().execute(_LATEST_REF, params).first()
+        row = _LATEST_REF.run(self.session, params).first()
         return None if row is None else ConversationRef(*row)
 
     def find_latest(self, tenant_id: str, session_key: str) -> Conversation | None:
@@ -162,8 +163,8 @@ class ConversationRepository:
         """Record what a turn named (only what it named: None leaves the stored value)."""
         statement = _REMEMBER_MODEL.get((model_id is not None, context_window is not None))
         if statement is not None:
-            self.session.connection().execute(
-                statement,
+            statement.run(
+                self.session,
                 {"conversation": conversation_id, "model": model_id, "window": context_window},
             )
 
@@ -183,11 +184,7 @@ class ConversationRepository:
         }
         if seq_by > 0:
             params["now"] = utcnow()
-        row = (
-            self.session.connection()
-            .execute(_ADVANCE_WITH_ACTIVITY if seq_by > 0 else _ADVANCE, params)
-            .one()
-        )
+        row = (_ADVANCE_WITH_ACTIVITY if seq_by > 0 else _ADVANCE).run(self.session, params).one()
         return int(row[0]), int(row[1])
 
     def advance_counting_tokens(self, conversation_id: int, messages: int) -> tuple[int, int, int]:
@@ -208,7 +205,7 @@ class ConversationRepository:
             "ordinal_by": messages,
             "now": utcnow(),
         }
-        row = self.session.connection().execute(_ADVANCE_COUNTING_TOKENS, params).one()
+        row = _ADVANCE_COUNTING_TOKENS.run(self.session, params).one()
         return int(row[0]), int(row[1]), int(row[2])
 
     def last_run(self, conversation_id: int) -> CompactionRun | None:
@@ -238,19 +235,19 @@ _IN_FAMILY = (
 # FOR UPDATE (ignored by SQLite, whose write transaction holds the database
 # lock): the row lock serializes the writers of one conversation until the
 # caller commits, so the seqs they reserve have no gaps and no duplicates.
-_LOCK_BY_SESSION_ID = (
+_LOCK_BY_SESSION_ID = DriverStatement(
     select(*_REF_COLUMNS)
     .where(*_IN_FAMILY, Conversation.session_id == bindparam("session"))
     .with_for_update()
 )
-_LOCK_ACTIVE = (
+_LOCK_ACTIVE = DriverStatement(
     select(*_REF_COLUMNS).where(*_IN_FAMILY, Conversation.archived_at.is_(None)).with_for_update()
 )
-_REF_BY_SESSION_ID = select(*_REF_COLUMNS).where(
-    *_IN_FAMILY, Conversation.session_id == bindparam("session")
+_REF_BY_SESSION_ID = DriverStatement(
+    select(*_REF_COLUMNS).where(*_IN_FAMILY, Conversation.session_id == bindparam("session"))
 )
 # The active conversation of the family, else its most recent one.
-_LATEST_REF = (
+_LATEST_REF = DriverStatement(
     select(*_REF_COLUMNS)
     .where(*_IN_FAMILY)
     .order_by(Conversation.archived_at.is_not(None), Conversation.id.desc())
@@ -263,19 +260,20 @@ _COUNTERS = {
     "last_ordinal": Conversation.last_ordinal + bindparam("ordinal_by", type_=BigInteger),
     "context_version": Conversation.context_version + 1,
 }
-_ADVANCE = (
+_ADVANCE_COUNTERS = (
     update(Conversation)
     .where(_BY_CONVERSATION)
     .values(_COUNTERS)
     .returning(Conversation.last_seq, Conversation.last_ordinal)
 )
-_ADVANCE_WITH_ACTIVITY = _ADVANCE.values(updated_at=bindparam("now"))
+_ADVANCE = DriverStatement(_ADVANCE_COUNTERS)
+_ADVANCE_WITH_ACTIVITY = DriverStatement(_ADVANCE_COUNTERS.values(updated_at=bindparam("now")))
 _CONTEXT_TOKENS = (
     select(func.coalesce(func.sum(ContextItem.token_count), 0))
     .where(ContextItem.conversation_id == bindparam("conversation"))
     .scalar_subquery()
 )
-_ADVANCE_COUNTING_TOKENS = (
+_ADVANCE_COUNTING_TOKENS = DriverStatement(
     update(Conversation)
     .where(_BY_CONVERSATION)
     .values({**_COUNTERS, "updated_at": bindparam("now")})
@@ -283,13 +281,13 @@ _ADVANCE_COUNTING_TOKENS = (
 )
 
 
-def _remember(model: bool, window: bool) -> Any:
+def _remember(model: bool, window: bool) -> DriverStatement:
     values: dict[str, Any] = {}
     if model:
         values["model_id"] = bindparam("model")
     if window:
         values["context_window"] = bindparam("window")
-    return update(Conversation).where(_BY_CONVERSATION).values(values)
+    return DriverStatement(update(Conversation).where(_BY_CONVERSATION).values(values))
 
 
 # By (model named, window named); naming neither writes nothing.

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import ARRAY, String, Table, any_, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import ContextItem, Message, MessagePart
 
 MESSAGES: Table = Message.__table__  # type: ignore[assignment]
@@ -20,11 +21,11 @@ class MessageRepository:
         self.session = session
 
     def existing_client_ids(self, conversation_id: int, client_ids: Iterable[str]) -> set[str]:
-        connection = self.session.connection()
         wanted = list(set(client_ids))
+        connection = self.session.connection()
         if connection.dialect.name == "postgresql":
             params = {"conversation": conversation_id, "client_ids": wanted}
-            return set(connection.execute(_CLIENT_IDS_ANY, params).scalars())
+            return set(_CLIENT_IDS_ANY.run(self.session, params).scalars())
         found: set[str] = set()
         # Chunked so a 1,000-message batch never exceeds a driver's bind limit.
         for start in range(0, len(wanted), 500):
@@ -67,9 +68,11 @@ _IN_CONVERSATION = MESSAGES.c.conversation_id == bindparam("conversation")
 # Postgres: one array parameter, so the statement text is the same for every
 # batch size and the driver prepares it once instead of parsing an IN list of
 # a different length each time.
-_CLIENT_IDS_ANY = select(MESSAGES.c.client_id).where(
-    _IN_CONVERSATION,
-    MESSAGES.c.client_id == any_(bindparam("client_ids", type_=ARRAY(String))),
+_CLIENT_IDS_ANY = DriverStatement(
+    select(MESSAGES.c.client_id).where(
+        _IN_CONVERSATION,
+        MESSAGES.c.client_id == any_(bindparam("client_ids", type_=ARRAY(String))),
+    )
 )
 _CLIENT_IDS_IN = select(MESSAGES.c.client_id).where(
     _IN_CONVERSATION, MESSAGES.c.client_id.in_(bindparam("client_ids", expanding=True))

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import BigInteger, bindparam, case, func, select, update
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import ApiKey, Tenant
 
 
@@ -85,11 +86,7 @@ class TenantRepository:
         Every request runs it: a statement built once, plain columns off the
         session's connection (no ORM entities to build and track).
         """
-        row = (
-            self.session.connection()
-            .execute(_ACTIVE_KEY_WITH_TENANT, {"key_hash": key_hash})
-            .first()
-        )
+        row = _ACTIVE_KEY_WITH_TENANT.run(self.session, {"key_hash": key_hash}).first()
         return None if row is None else ActiveKey(row[0], row[1], row[2], dict(row[3] or {}))
 
     def charge_storage(
@@ -109,8 +106,8 @@ class TenantRepository:
         counts the previous one committed. A cap is therefore never passed.
         """
         statement = _CHARGE_STORAGE[(max_messages is not None, max_file_bytes is not None)]
-        result = self.session.connection().execute(
-            statement,
+        result = statement.run(
+            self.session,
             {
                 "tenant": tenant_id,
                 "messages": messages,
@@ -149,14 +146,14 @@ class TenantRepository:
         return int(row[0]), int(row[1])
 
 
-_ACTIVE_KEY_WITH_TENANT = (
+_ACTIVE_KEY_WITH_TENANT = DriverStatement(
     select(ApiKey.tenant_id, ApiKey.id, ApiKey.scopes, Tenant.settings_overrides)
     .join(Tenant, Tenant.id == ApiKey.tenant_id)
     .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
 )
 
 
-def _charge(capped_messages: bool, capped_bytes: bool) -> Any:
+def _charge(capped_messages: bool, capped_bytes: bool) -> DriverStatement:
     """The charge of one batch: the caps it checks are in its WHERE clause."""
     messages = bindparam("messages", type_=BigInteger)
     file_bytes = bindparam("file_bytes", type_=BigInteger)
@@ -176,7 +173,7 @@ def _charge(capped_messages: bool, capped_bytes: bool) -> Any:
         statement = statement.where(
             Tenant.stored_file_bytes + file_bytes <= bindparam("max_file_bytes", type_=BigInteger)
         )
-    return statement
+    return DriverStatement(statement)
 
 
 # Every ingest charges its batch: the statements are built once, one per

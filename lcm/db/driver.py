@@ -1,0 +1,258 @@
+"""Hot statements run on the database driver: SQLAlchemy compiles them once, psycopg runs them.
+
+Every request of a gateway turn and every compaction pass runs a handful of
+statements that are built once, at import, with bound parameters. Through
+``Connection.execute`` each one still pays for SQLAlchemy's execution layer
+on every call: an execution context, the compiled cache lookup, parameter
+processing and a ``Result`` with its row objects. On the key lookup that is
+~115 µs of CPU per statement where psycopg's own ``cursor.execute`` and
+fetch take ~50 µs, and a turn runs about twenty such statements.
+
+A :class:`DriverStatement` wraps one of them. On Postgres it compiles the
+statement once for the dialect and runs the SQL on the DBAPI cursor of the
+session's own connection, so it takes part in the session's transaction
+exactly as ``Connection.execute`` would. It applies what SQLAlchemy would
+have applied around the call:
+
+* each parameter's and each result column's type processing (the types'
+  public ``bind_processor`` / ``result_processor``: JSON wrapped for the
+  driver, timestamps made UTC-aware), only for the columns that have one;
+* the ``before_cursor_execute`` / ``after_cursor_execute`` events, so
+  statement logs (the tests' counts, the sharding check) and tracing
+  instrumentation still see every statement;
+* a driver error raised as SQLAlchemy's own (``IntegrityError`` and the
+  rest, via ``DBAPIError.instance``), the connection invalidated when the
+  error says it is gone.
+
+Rows come back as plain tuples (index them; no attribute access). Elsewhere
+(SQLite, embedded mode, where one process serves a few users and the write
+lock dominates) it is ``Connection.execute``, whose ``Result`` has the same
+methods used here.
+
+Only statements whose compiled form the driver can run as is are accepted:
+no ``IN`` lists expanded at execution (use ``= ANY(array)``), no
+``onupdate`` values; an ``INSERT`` names the columns its parameters give
+(``column_keys``) and the others get their plain or callable defaults, one
+row per call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+from psycopg.pq import ExecStatus
+from sqlalchemy import Connection, Executable
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.compiler import SQLCompiler
+
+Processor = Callable[[Any], Any]
+
+TUPLES_OK = ExecStatus.TUPLES_OK
+
+# Connection record info key: the cursor this module reuses on a DBAPI connection.
+_CURSOR = "lcm_driver_cursor"
+
+
+class Rows(Protocol):
+    """What callers read off a statement's result, on either path."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def all(self) -> Sequence[Any]: ...
+
+    def first(self) -> Any | None: ...
+
+    def one(self) -> Any: ...
+
+    def one_or_none(self) -> Any | None: ...
+
+    def scalar(self) -> Any: ...
+
+    def scalars(self) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class DriverRows:
+    """A statement's rows, fetched whole (the cursor is reused for the next statement)."""
+
+    __slots__ = ("_rows", "rowcount")
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def all(self) -> list[Any]:
+        return self._rows
+
+    def first(self) -> Any | None:
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Any:
+        if len(self._rows) != 1:
+            raise ValueError(f"expected one row, got {len(self._rows)}")
+        return self._rows[0]
+
+    def one_or_none(self) -> Any | None:
+        if len(self._rows) > 1:
+            raise ValueError(f"expected at most one row, got {len(self._rows)}")
+        return self._rows[0] if self._rows else None
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def scalars(self) -> list[Any]:
+        return [row[0] for row in self._rows]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A statement compiled for one dialect: its SQL and the processing around it."""
+
+    sql: str
+    defaults: dict[str, Any]  # parameters the statement carries a value for (literals)
+    generated: tuple[tuple[str, Callable[[], Any]], ...]  # an INSERT's callable defaults
+    binds: tuple[tuple[str, Processor], ...]  # only parameters whose type processes them
+    results: tuple[Processor | None, ...] | None  # None: no column needs processing
+
+
+class DriverStatement:
+    """A statement built once, run on the driver's cursor on Postgres (see the module)."""
+
+    def __init__(
+        self,
+        statement: Executable,
+        column_keys: Sequence[str] | None = None,
+        *,
+        elsewhere: Executable | None = None,
+    ) -> None:
+        """``column_keys``: the columns an INSERT writes from its parameters (the
+        others get their defaults); None for any other statement. ``elsewhere``:
+        the statement to run on other databases, when it differs (an ``IN`` list
+        there where Postgres takes ``= ANY(array)``)."""
+        self.statement = statement
+        self.elsewhere = statement if elsewhere is None else elsewhere
+        self.column_keys = None if column_keys is None else list(column_keys)
+        self._plans: dict[str, _Plan] = {}
+        # Compiling is idempotent: two threads compiling at once would only
+        # waste a compile. The lock keeps the dict consistent all the same.
+        self._lock = threading.Lock()
+
+    def run(self, session: Session, params: Mapping[str, Any] | None = None) -> Rows:
+        """Run on the session's connection (its transaction); every row fetched."""
+        connection = session.connection()
+        dialect = connection.dialect
+        if dialect.name != "postgresql":
+            return connection.execute(self.elsewhere, params)
+        plan = self._plans.get(dialect.name) or self._compile(dialect)
+        values = dict(plan.defaults)
+        for name, generate in plan.generated:  # columns the parameters do not give
+            values[name] = generate()
+        if params:
+            values.update(params)
+        for name, process in plan.binds:
+            values[name] = process(values.get(name))
+        return _execute(connection, plan, values)
+
+    def _compile(self, dialect: Dialect) -> _Plan:
+        compile: Any = self.statement.compile  # type: ignore[attr-defined]
+        compiled = compile(dialect=dialect, column_keys=self.column_keys)
+        assert isinstance(compiled, SQLCompiler)
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("a driver statement cannot expand IN lists: use = ANY(array)")
+        if compiled.update_prefetch:
+            raise ValueError("a driver statement cannot fill in onupdate values")
+        if compiled.escaped_bind_names:
+            raise ValueError("a driver statement's parameter names must need no escaping")
+        named = {name: bind for bind, name in compiled.bind_names.items()}
+        defaults = {name: bind.effective_value for name, bind in named.items() if not bind.required}
+        # An INSERT of the columns in ``column_keys``: the table's other
+        # columns get their Python-side defaults, as SQLAlchemy gives them.
+        generated: list[tuple[str, Callable[[], Any]]] = []
+        for column in compiled.insert_prefetch:
+            default: Any = column.default
+            if default is None or not (default.is_scalar or default.is_callable):
+                raise ValueError(f"{column.key}: a driver statement fills in plain defaults only")
+            if default.is_scalar:
+                defaults[column.key] = default.arg
+            else:  # SQLAlchemy wraps a default function to take an execution context
+                generated.append((column.key, partial(default.arg, None)))
+        binds = []
+        for name, bind in named.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                binds.append((name, process))
+        columns = getattr(self.statement, "exported_columns", ())  # a text() statement: none
+        results = tuple(
+            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
+        )
+        plan = _Plan(
+            compiled.string,
+            defaults,
+            tuple(generated),
+            tuple(binds),
+            results if any(p is not None for p in results) else None,
+        )
+        with self._lock:
+            self._plans[dialect.name] = plan
+        return plan
+
+
+def _execute(connection: Connection, plan: _Plan, params: dict[str, Any]) -> DriverRows:
+    fairy = connection.connection
+    raw = fairy.driver_connection
+    cursor = fairy.info.get(_CURSOR)
+    if cursor is None or cursor.connection is not raw or cursor.closed:
+        cursor = raw.cursor()  # type: ignore[union-attr]
+        fairy.info[_CURSOR] = cursor
+    dispatch = connection.dispatch
+    if dispatch.before_cursor_execute:
+        dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, False)
+    try:
+        cursor.execute(plan.sql, params)
+        result = cursor.pgresult  # not ``description``: it builds column objects each time
+        rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise _wrapped(connection, cursor, plan.sql, params, error) from error
+    if dispatch.after_cursor_execute:
+        dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
+    if plan.results is not None:
+        rows = [_processed(row, plan.results) for row in rows]
+    return DriverRows(rows, cursor.rowcount)
+
+
+def _processed(row: tuple[Any, ...], processors: tuple[Processor | None, ...]) -> tuple[Any, ...]:
+    return tuple(
+        value if process is None else process(value)
+        for value, process in zip(row, processors, strict=True)
+    )
+
+
+def _wrapped(
+    connection: Connection, cursor: Any, sql: str, params: dict[str, Any], error: Exception
+) -> DBAPIError:
+    """The driver's error as SQLAlchemy raises it; a dead connection is invalidated first."""
+    dialect = connection.dialect
+    gone = dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor)  # type: ignore[arg-type]
+    if gone:
+        connection.invalidate(error)
+    wrapped = DBAPIError.instance(
+        sql,
+        params,
+        error,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=gone,
+        dialect=dialect,
+    )
+    assert isinstance(wrapped, DBAPIError)
+    return wrapped
