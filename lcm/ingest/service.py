@@ -17,7 +17,7 @@ from lcm.errors import Conflict, TooLarge
 from lcm.files.extraction import LargeFileExtractor, PendingFile
 from lcm.files.repository import LargeFileRepository
 from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
-from lcm.ingest.repository import MessageRepository
+from lcm.ingest.repository import MessageRepository, NewPart
 from lcm.outbox import SummarizeFile, request_job
 from lcm.retrieval.search_backlog import request_indexing
 from lcm.settings import CompactionSettings
@@ -178,52 +178,25 @@ def _write_rows(
             conversation_id, seq_by=len(fresh), ordinal_by=len(fresh)
         )
     first_seq, first_ordinal = last_seq - len(fresh) + 1, last_ordinal - len(fresh) + 1
-    messages = MessageRepository(session)
-    ids = messages.insert_messages(
-        _message_rows(tenant_id, conversation_id, first_seq, fresh, utcnow())
-    )
-    messages.insert_parts(
+    ids = MessageRepository(session).insert_batch(
+        tenant_id,
+        conversation_id,
+        first_ordinal,
+        _message_rows(first_seq, fresh, utcnow()),
         [
-            {
-                "tenant_id": tenant_id,
-                "message_id": message_id,
-                "ordinal": ordinal,
-                "part_type": part.part_type,
-                "text": part.text,
-                "tool_call_id": part.tool_call_id,
-                "payload": part.payload,
-            }
-            for message_id, m in zip(ids, fresh, strict=True)
-            for ordinal, part in enumerate(m.parts)
-        ]
-    )
-    messages.insert_context_items(
-        [
-            {
-                "tenant_id": tenant_id,
-                "conversation_id": conversation_id,
-                "ordinal": first_ordinal + i,
-                "item_type": "message",
-                "message_id": message_id,
-                "token_count": m.token_count,
-            }
-            for i, (message_id, m) in enumerate(zip(ids, fresh, strict=True))
-        ]
+            NewPart(first_seq + i, ordinal, p.part_type, p.text, p.tool_call_id, p.payload)
+            for i, m in enumerate(fresh)
+            for ordinal, p in enumerate(m.parts)
+        ],
     )
     return first_seq, last_seq, ids, tokens
 
 
 def _message_rows(
-    tenant_id: str,
-    conversation_id: int,
-    first_seq: int,
-    fresh: Sequence[PreparedMessage],
-    now: datetime,
+    first_seq: int, fresh: Sequence[PreparedMessage], now: datetime
 ) -> list[dict[str, Any]]:
     return [
         {
-            "tenant_id": tenant_id,
-            "conversation_id": conversation_id,
             "seq": first_seq + i,
             "role": m.role,
             "content": m.content,

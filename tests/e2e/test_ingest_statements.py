@@ -20,12 +20,13 @@ from tests.conftest import RecordingSender, auth, new_tenant
 from tests.integration.retrieval_data import compact, ingest
 
 # The key with its tenant, the conversation row (locked), the stored client
-# ids of the batch, the counters, the messages, their parts, their context
-# items, the tenant's storage counters.
-MESSAGES_STATEMENTS = 8
+# ids of the batch, the counters, the messages with their parts and their
+# context items (one statement on Postgres, three on SQLite), the tenant's
+# storage counters.
+MESSAGES_STATEMENTS = {"postgresql": 6, "sqlite": 8}
 # The same (the counters statement also reads the context's token total),
 # then the debt row (one upsert).
-TURNS_STATEMENTS = 9
+TURNS_STATEMENTS = {"postgresql": 7, "sqlite": 9}
 
 
 @pytest.fixture
@@ -55,6 +56,10 @@ def test_steady_turns_run_a_fixed_number_of_statements(
 ) -> None:
     headers = auth(new_tenant(db))
     base = "/v1/conversations/agent:main"
+    messages_statements, turns_statements = (
+        MESSAGES_STATEMENTS[db.dialect],
+        TURNS_STATEMENTS[db.dialect],
+    )
 
     def post(path: str, body: dict[str, Any]) -> list[str]:
         statements.clear()
@@ -71,20 +76,20 @@ def test_steady_turns_run_a_fixed_number_of_statements(
     post("messages", {"messages": batch(0, 5)})  # creates the conversation
     for first in (5, 10):
         seen = post("messages", {"messages": batch(first, 5)})
-        assert len(seen) == MESSAGES_STATEMENTS, seen
+        assert len(seen) == messages_statements, seen
     # Over the threshold each time: the first turn owes compaction (a wake-up
     # after commit), the later ones coalesce into the pending debt.
     for first in (15, 20, 25):
         seen = post("turns", {"messages": batch(first, 2), "token_budget": 40})
-        assert len(seen) == TURNS_STATEMENTS, seen
+        assert len(seen) == turns_statements, seen
     assert len(sender.woken) == 1
     # Naming a model writes it to the conversation once, not on every turn.
     named = {"token_budget": 40, "model": "claude-sonnet-4-5", "context_window": 200_000}
     remembered = post("turns", {"messages": batch(30, 2), **named})
-    assert len(remembered) == TURNS_STATEMENTS + 1, remembered
+    assert len(remembered) == turns_statements + 1, remembered
     for start in (32, 34):
         seen = post("turns", {"messages": batch(start, 2), **named})
-        assert len(seen) == TURNS_STATEMENTS, seen
+        assert len(seen) == turns_statements, seen
 
 
 def test_a_turn_checks_the_whole_stored_context(db: Database, client: TestClient) -> None:

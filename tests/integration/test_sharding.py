@@ -141,11 +141,26 @@ def tenant_tables_of(statement: str) -> set[str]:
     return {t for t in _TABLE_REF.findall(statement) if t not in GLOBAL_TABLES}
 
 
+_INSERT_COLUMNS = re.compile(r"\bINSERT\s+INTO\s+\w+\s*\(([^)]*)\)", re.IGNORECASE)
+_WITH_NAMES = re.compile(r"(?:\bWITH|,)\s*(\w+)\s+AS\s*\(", re.IGNORECASE)
+
+
 def names_a_tenant(statement: str) -> bool:
-    """A tenant_id predicate, or an INSERT writing tenant_id (routed by its value)."""
-    if statement.lstrip().upper().startswith("INSERT"):
-        columns = statement.split(")", 1)[0]
-        return "tenant_id" in columns
+    """A tenant_id predicate, or INSERTs all writing tenant_id (routed by its value).
+
+    A ``WITH`` statement of INSERTs only (a batch written in one statement)
+    counts as its INSERTs when it reads no table but its own sub-statements
+    and ``unnest`` of its parameters.
+    """
+    head = statement.lstrip().upper()
+    if head.startswith("INSERT"):
+        return "tenant_id" in _INSERT_COLUMNS.findall(statement)[0]
+    if head.startswith("WITH") and not re.search(r"\b(?:UPDATE|DELETE)\b", head):
+        own = {name.lower() for name in _WITH_NAMES.findall(statement)} | {"unnest"}
+        read = {t.lower() for t in re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", statement, re.I)}
+        inserts = _INSERT_COLUMNS.findall(statement)
+        if inserts and read <= own:
+            return all("tenant_id" in columns for columns in inserts)
     return bool(_TENANT_FILTER.search(statement))
 
 
