@@ -115,6 +115,50 @@ def test_parts_rebuild_the_sent_message_exactly(db: Database, tenant: IssuedKey)
     assert parts[2].tool_call_id == "toolu_1"
 
 
+def test_a_batch_keeps_each_message_with_its_own_parts(db: Database, tenant: IssuedKey) -> None:
+    """Postgres writes a batch in one statement, parts joined to messages by seq."""
+    sent = [
+        IncomingMessage("user", "first", client_id="c1"),
+        IncomingMessage(
+            "assistant",
+            [{"type": "text", "text": "two"}, {"type": "tool_use", "id": "t2", "name": "x"}],
+        ),
+        IncomingMessage("user", [{"type": "tool_result", "tool_use_id": "t2", "content": "ok"}]),
+        IncomingMessage("assistant", "last", client_id="c4"),
+    ]
+    ingest(db, tenant.tenant_id, "k", [IncomingMessage("user", "before")])
+    r = ingest(db, tenant.tenant_id, "k", sent)
+    with db.session() as s:
+        messages = s.execute(
+            select(Message.id, Message.seq, Message.client_id, Message.token_count)
+            .where(Message.conversation_id == r.conversation_id, Message.seq >= 2)
+            .order_by(Message.seq)
+        ).all()
+        parts = s.execute(
+            select(MessagePart.message_id, MessagePart.payload).order_by(
+                MessagePart.message_id, MessagePart.ordinal
+            )
+        ).all()
+        items = s.execute(
+            select(ContextItem.ordinal, ContextItem.message_id, ContextItem.token_count)
+            .where(ContextItem.ordinal >= 2)
+            .order_by(ContextItem.ordinal)
+        ).all()
+    ids = [m.id for m in messages]
+    assert [m.seq for m in messages] == [2, 3, 4, 5]
+    assert ids == sorted(ids)  # ids ascend with seqs, as one insert per message gives them
+    client_ids = [m.client_id for m in messages]
+    assert (client_ids[0], client_ids[3]) == ("c1", "c4")
+    assert all(c.startswith("evt:") for c in client_ids[1:3])  # keyed by their events
+    by_message = {mid: [p for m, p in parts if m == mid] for mid in ids}
+    assert by_message[ids[0]] == [{"type": "text", "text": "first"}]
+    assert by_message[ids[1]] == sent[1].content
+    assert by_message[ids[2]] == sent[2].content
+    assert [(o, mid, t) for o, mid, t in items] == [
+        (2 + i, m.id, m.token_count) for i, m in enumerate(messages)
+    ]
+
+
 def test_session_families(db: Database, tenant: IssuedKey) -> None:
     t = tenant.tenant_id
     a = ingest(db, t, "fam", [IncomingMessage("user", "a")], session_id="s1")
