@@ -74,30 +74,8 @@ class CompactionRepository:
         ends the trailing run of raw messages, so only messages after the
         newest summary count. The fresh tail never splits this turn.
         """
-        in_conversation = ContextItem.conversation_id == conversation_id
-        newest_summary = (
-            select(func.coalesce(func.max(ContextItem.ordinal), 0))
-            .where(in_conversation, ContextItem.summary_id.is_not(None))
-            .scalar_subquery()
-        )
-        answers_a_tool = (
-            select(MessagePart.id)
-            .where(MessagePart.message_id == Message.id, MessagePart.part_type == "tool_result")
-            .exists()
-        )
-        ordinal = self.session.scalar(
-            select(ContextItem.ordinal)
-            .join(Message, Message.id == ContextItem.message_id)
-            .where(
-                in_conversation,
-                ContextItem.ordinal > newest_summary,
-                ContextItem.ordinal < before,
-                Message.role == "user",
-                ~answers_a_tool,
-            )
-            .order_by(ContextItem.ordinal.desc())
-            .limit(1)
-        )
+        params = {"conversation_id": conversation_id, "before": before}
+        ordinal = _LATEST_TURN_START.run(self.session, params).scalar()
         return None if ordinal is None else int(ordinal)
 
     def context_token_total(self, conversation_id: int) -> int:
@@ -320,6 +298,28 @@ _OVERRIDES_AND_MODEL = DriverStatement(
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
     .join(Tenant, Tenant.id == Conversation.tenant_id)
     .where(Conversation.id == bindparam("conversation_id"))
+)
+
+_IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
+# Assembly asks when its window holds no turn start: the newest turn-starting
+# user message after the newest summary (``latest_turn_start``).
+_LATEST_TURN_START = DriverStatement(
+    select(ContextItem.ordinal)
+    .join(Message, Message.id == ContextItem.message_id)
+    .where(
+        _IN_CONVERSATION,
+        ContextItem.ordinal
+        > select(func.coalesce(func.max(ContextItem.ordinal), 0))
+        .where(_IN_CONVERSATION, ContextItem.summary_id.is_not(None))
+        .scalar_subquery(),
+        ContextItem.ordinal < bindparam("before"),
+        Message.role == "user",
+        ~select(MessagePart.id)
+        .where(MessagePart.message_id == Message.id, MessagePart.part_type == "tool_result")
+        .exists(),
+    )
+    .order_by(ContextItem.ordinal.desc())
+    .limit(1)
 )
 
 _BUMP = DriverStatement(

@@ -123,7 +123,7 @@ class _Plan:
     defaults: dict[str, Any]  # parameters the statement carries a value for (literals)
     generated: tuple[tuple[str, Callable[[], Any]], ...]  # an INSERT's callable defaults
     binds: tuple[tuple[str, Processor], ...]  # only parameters whose type processes them
-    results: tuple[Processor | None, ...] | None  # None: no column needs processing
+    results: tuple[tuple[int, Processor], ...]  # only columns whose type processes them
 
 
 class DriverStatement:
@@ -193,16 +193,12 @@ class DriverStatement:
             if process is not None:
                 binds.append((name, process))
         columns = getattr(self.statement, "exported_columns", ())  # a text() statement: none
-        results = tuple(
-            column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
-        )
-        plan = _Plan(
-            compiled.string,
-            defaults,
-            tuple(generated),
-            tuple(binds),
-            results if any(p is not None for p in results) else None,
-        )
+        results = []
+        for index, column in enumerate(columns):
+            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            if process is not None:
+                results.append((index, process))
+        plan = _Plan(compiled.string, defaults, tuple(generated), tuple(binds), tuple(results))
         with self._lock:
             self._plans[dialect.name] = plan
         return plan
@@ -219,23 +215,27 @@ def _execute(connection: Connection, plan: _Plan, params: dict[str, Any]) -> Dri
     if dispatch.before_cursor_execute:
         dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, False)
     try:
-        cursor.execute(plan.sql, params)
+        # Binary parameters and rows: a batch's text arrays cost psycopg ~40 µs
+        # a kilobyte to quote in text format and almost nothing in binary.
+        cursor.execute(plan.sql, params, binary=True)
         result = cursor.pgresult  # not ``description``: it builds column objects each time
         rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
     except connection.dialect.loaded_dbapi.Error as error:
         raise _wrapped(connection, cursor, plan.sql, params, error) from error
     if dispatch.after_cursor_execute:
         dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    if plan.results is not None:
+    if plan.results:
         rows = [_processed(row, plan.results) for row in rows]
     return DriverRows(rows, cursor.rowcount)
 
 
-def _processed(row: tuple[Any, ...], processors: tuple[Processor | None, ...]) -> tuple[Any, ...]:
-    return tuple(
-        value if process is None else process(value)
-        for value, process in zip(row, processors, strict=True)
-    )
+def _processed(
+    row: tuple[Any, ...], processors: tuple[tuple[int, Processor], ...]
+) -> tuple[Any, ...]:
+    values = list(row)
+    for index, process in processors:
+        values[index] = process(values[index])
+    return tuple(values)
 
 
 def _wrapped(
