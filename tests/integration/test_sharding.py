@@ -80,8 +80,6 @@ KNOWN_VIOLATIONS = {
     "message_parts: foreign key (message_id) -> messages(id)",
     "messages: foreign key (conversation_id) -> conversations(id)",
     "summaries: foreign key (conversation_id) -> conversations(id)",
-    "summary_messages: foreign key (message_id) -> messages(id)",
-    "summary_messages: foreign key (summary_id) -> summaries(id)",
     "summary_parents: foreign key (parent_id) -> summaries(id)",
     "summary_parents: foreign key (summary_id) -> summaries(id)",
     "turn_commits: foreign key (conversation_id) -> conversations(id)",
