@@ -16,7 +16,8 @@ have applied around the call:
 
 * each parameter's and each result column's type processing (the types'
   public ``bind_processor`` / ``result_processor``: JSON wrapped for the
-  driver, timestamps made UTC-aware), only for the columns that have one;
+  driver, timestamps made UTC-aware), only for the columns that have one
+  (a NULL result stays None without a call: every lcm type maps it so);
 * the ``before_cursor_execute`` / ``after_cursor_execute`` events, so
   statement logs (the tests' counts, the sharding check) and tracing
   instrumentation still see every statement;
@@ -234,7 +235,9 @@ def _processed(
 ) -> tuple[Any, ...]:
     values = list(row)
     for index, process in processors:
-        values[index] = process(values[index])
+        value = values[index]
+        if value is not None:  # NULL stays None (every lcm type maps it so)
+            values[index] = process(value)
     return tuple(values)
 
 
