@@ -83,8 +83,10 @@ def create_app(
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    # The app is built and the server is about to take requests: what is
-    # alive now lives as long as the process (see lcm/heap.py).
+    # The app is built and the server is about to take requests: its hot
+    # statements are compiled now rather than by the first requests, and
+    # what is alive then lives as long as the process (see lcm/heap.py).
+    app.state.database.compile_statements()
     freeze_startup_heap()
     yield
 

@@ -111,25 +111,21 @@ class DebtRepository:
         replaces_target = reason != REPAIR and (
             reason in ("manual", "overflow") or target_tokens is not None
         )
-        enqueued = (
-            OWE[self.session.connection().dialect.name]
-            .run(
-                self.session,
-                {
-                    "conversation_id": conversation_id,
-                    "tenant_id": tenant_id,
-                    "reason": reason,
-                    "status": PENDING,
-                    "token_budget": token_budget,
-                    "target_tokens": target_tokens,
-                    "enqueued_at": now,
-                    "updated_at": now,
-                    "sets_reason": reason == REPAIR or replaces_target,
-                    "replaces_target": replaces_target,
-                },
-            )
-            .one()[0]
-        )
+        enqueued = OWE.run(
+            self.session,
+            {
+                "conversation_id": conversation_id,
+                "tenant_id": tenant_id,
+                "reason": reason,
+                "status": PENDING,
+                "token_budget": token_budget,
+                "target_tokens": target_tokens,
+                "enqueued_at": now,
+                "updated_at": now,
+                "sets_reason": reason == REPAIR or replaces_target,
+                "replaces_target": replaces_target,
+            },
+        ).one()[0]
         return bool(enqueued == now)
 
     def claim(

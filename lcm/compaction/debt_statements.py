@@ -171,8 +171,9 @@ def _owe_statement(insert: Any) -> Any:
     ).returning(old.enqueued_at)
 
 
-# Built once per dialect (the upsert is dialect-specific SQL); see above. The
-# columns are those ``DebtRepository.owe`` gives; the others get their defaults.
+# Built once, Postgres's and SQLite's (the upsert is dialect-specific SQL);
+# see above. The columns are those ``DebtRepository.owe`` gives; the others
+# get their defaults.
 OWE_COLUMNS = (
     "conversation_id",
     "tenant_id",
@@ -183,7 +184,6 @@ OWE_COLUMNS = (
     "enqueued_at",
     "updated_at",
 )
-OWE = {
-    "postgresql": DriverStatement(_owe_statement(postgresql.insert), OWE_COLUMNS),
-    "sqlite": DriverStatement(_owe_statement(sqlite.insert), OWE_COLUMNS),
-}
+OWE = DriverStatement(
+    _owe_statement(postgresql.insert), OWE_COLUMNS, elsewhere=_owe_statement(sqlite.insert)
+)

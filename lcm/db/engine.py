@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from lcm.db.driver import compile_all
 from lcm.db.write_gate import WriteGate
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
@@ -316,6 +317,13 @@ class Database:
             log.info("no job sender here: %d job(s) left to the reconcilers", len(jobs))
             return
         self.sender.send(jobs)
+
+    def compile_statements(self) -> int:
+        """Compile the hot statements for this database now (``lcm.db.driver``); how many.
+
+        A process's start calls it, so that no request or pass pays for it.
+        """
+        return compile_all(self.engine.dialect)
 
     def ping(self) -> None:
         """One round trip to the database (readiness checks); raises if it is unreachable."""

@@ -123,6 +123,8 @@ def _warm_up(**_kwargs: Any) -> None:
     """Build the job runner (LLM SDK import, client, breaker) before the first task.
 
     Otherwise the first wave of tasks all wait on that one-time setup (about
-    1.5 s for the SDK import alone), which shows up as queue lag.
+    1.5 s for the SDK import alone), which shows up as queue lag. The hot
+    statements are compiled here too, for the same reason.
     """
     runtime.compaction_jobs()
+    runtime.database().compile_statements()
