@@ -86,13 +86,7 @@ class FairQueueRepository:
 
     def next_due(self, now: datetime) -> tuple[str, int] | None:
         """(tenant, conversation) whose pending debt should be claimed next, if any is due."""
-        due = _due(now)
-        tenant_id = self.session.scalar(
-            select(Tenant.id)
-            .where(exists().where(CompactionDebt.tenant_id == Tenant.id, due))
-            .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
-            .limit(1)
-        )
+        tenant_id = _DUE_TENANTS.run(self.session, {"now": now, "limit": 1}).scalar()
         if tenant_id is None:
             return None
         conversation_id = self.oldest_due(tenant_id, now)
@@ -100,12 +94,8 @@ class FairQueueRepository:
 
     def oldest_due(self, tenant_id: str, now: datetime) -> int | None:
         """The tenant's pending debt that waited longest and is due, if any."""
-        conversation_id = self.session.scalar(
-            select(CompactionDebt.conversation_id)
-            .where(CompactionDebt.tenant_id == tenant_id, _due(now))
-            .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
-            .limit(1)
-        )
+        params = {"for_tenant": tenant_id, "now": now}
+        conversation_id = _OLDEST_DUE.run(self.session, params).scalar()
         return None if conversation_id is None else int(conversation_id)
 
     def stamp_next_free(self, now: datetime) -> str | None:
@@ -126,21 +116,12 @@ class FairQueueRepository:
 
     def due_tenants(self, now: datetime, limit: int) -> list[str]:
         """Up to ``limit`` tenants with due debt, least recently served first (no lock)."""
-        return [
-            str(t)
-            for t in self.session.scalars(
-                select(Tenant.id)
-                .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(now)))
-                .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
-                .limit(limit)
-            )
-        ]
+        params = {"now": now, "limit": limit}
+        return [str(t) for t in _DUE_TENANTS.run(self.session, params).scalars()]
 
     def mark_served(self, tenant_id: str, now: datetime) -> None:
         """Send the tenant to the back of the round (locks its row until the claim commits)."""
-        self.session.execute(
-            update(Tenant).where(Tenant.id == tenant_id).values(compaction_claimed_at=now)
-        )
+        _MARK_SERVED.run(self.session, {"for_tenant": tenant_id, "now": now})
 
 
 def _due(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
@@ -168,16 +149,30 @@ _STAMP_NEXT_FREE = DriverStatement(
     .returning(Tenant.id)
 )
 
+# Tenants with due debt, least recently served first; a tenant's oldest due
+# debt; a tenant sent to the back of the round.
+_DUE_TENANTS = DriverStatement(
+    select(Tenant.id)
+    .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(_NOW)))
+    .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
+    .limit(bindparam("limit"))
+)
+_OLDEST_DUE_OF_TENANT = (
+    select(CompactionDebt.conversation_id)
+    .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
+    .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
+    .limit(1)
+)
+_OLDEST_DUE = DriverStatement(_OLDEST_DUE_OF_TENANT)
+_MARK_SERVED = DriverStatement(
+    update(Tenant).where(Tenant.id == bindparam("for_tenant")).values(compaction_claimed_at=_NOW)
+)
+
 # The tenant's oldest due debt that no other transaction holds, chosen and
 # claimed in one statement (the row is locked once chosen).
 _CLAIM_OLDEST_FREE = DriverStatement(
     claim_statement(
         CompactionDebt.conversation_id
-        == select(CompactionDebt.conversation_id)
-        .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
-        .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
+        == _OLDEST_DUE_OF_TENANT.with_for_update(skip_locked=True).scalar_subquery()
     )
 )
