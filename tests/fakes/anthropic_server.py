@@ -24,7 +24,9 @@ is refused with 400 unless it asks for ``anthropic-version: 2023-06-01``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -56,7 +58,7 @@ class FakeAnthropicServer:
         self._model_defaults: dict[str, Behaviour] = {}
         self._requests: list[RecordedRequest] = []
         self._counter = 0
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _QuietServer | None = None
         self._thread: threading.Thread | None = None
 
     # --- scripting -----------------------------------------------------------
@@ -136,6 +138,9 @@ class FakeAnthropicServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            # Kept-alive connections end with the server, as a real one's do:
+            # a client must not be served by a stopped server.
+            self._httpd.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
@@ -256,6 +261,28 @@ class _QuietServer(ThreadingHTTPServer):
     # SYN a second later, which would show up as fake LLM latency.
     request_queue_size = 256
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._open_lock:
+            open_now = list(self._open)
+        for connection in open_now:
+            with contextlib.suppress(OSError):  # the client closed it already
+                connection.shutdown(socket.SHUT_RDWR)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out closes its socket before a delayed reply is
         # written; that broken pipe is expected, not worth a traceback.
@@ -264,6 +291,10 @@ class _QuietServer(ThreadingHTTPServer):
 
 def _make_handler(server: FakeAnthropicServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.1: connections stay open between calls, as the real API's
+        # do, and the SDK's pool reuses them (every reply has a length).
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
