@@ -294,6 +294,10 @@ def _make_handler(server: FakeAnthropicServer) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.1: connections stay open between calls, as the real API's
         # do, and the SDK's pool reuses them (every reply has a length).
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY, as real servers set it: a reply's headers and body go
+        # out in two writes, and on a kept-alive connection Nagle's algorithm
+        # held the body back until the client's delayed ACK (40 ms a call).
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
