@@ -6,6 +6,12 @@ is ``200 * 1 s / C``; efficiency is that bound over the measured drain time.
 Run with one worker process, then two (the goal is about 2x faster). While the
 drain runs, a client sends ``POST …/assemble`` at 20 requests/s over real
 HTTP to an ``lcm api`` process on the same database and records its latency.
+
+The reference in the same run (``bench/celery_floor.py``): Celery alone,
+with the same threads and settings, draining 200 tasks that only wait as
+long as the model, then tasks that also burn as much CPU as the workers
+spent per pass. The first says what the queue costs, the second what a
+pass's CPU costs on this machine whatever it is spent on.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import func, select
 
+from bench import celery_floor
 from bench.servers import postgres
 from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
@@ -211,21 +218,38 @@ def run(args: argparse.Namespace) -> None:
                     if len(latencies) >= 100
                     else float("nan")
                 )
+                per_pass = worker_cpu * 1000 / CONVERSATIONS
                 print(
                     f"  {len(tenant_ids)} tenant(s), {processes} worker process(es) x "
                     f"{concurrency} threads: drained "
                     f"{CONVERSATIONS} in {elapsed:5.1f} s; bound {bound:4.1f} s; efficiency "
                     f"{bound / elapsed:5.1%}; assemble over HTTP p50 {p50:.1f} ms, "
                     f"p99 {p99:.1f} ms ({len(latencies)} requests); worker CPU "
-                    f"{worker_cpu * 1000 / CONVERSATIONS:.0f} ms per pass, machine CPU "
+                    f"{per_pass:.0f} ms per pass, machine CPU "
                     f"{machine:.0%} busy",
                     flush=True,
                 )
+                _floor(redis_handle.url, processes, concurrency, per_pass, Path(workdir))
         finally:
             api.terminate()
             api.wait(20)
             db.dispose()
             redis_handle.stop()
+
+
+def _floor(broker_url: str, processes: int, threads: int, cpu_ms: float, logs: Path) -> None:
+    """The reference: Celery alone with these threads, tasks of the model's wait (and CPU)."""
+    bound = CONVERSATIONS * LATENCY / (threads * processes)
+    figures = []
+    for cpu in (0.0, cpu_ms):
+        seconds = celery_floor.drain_seconds(
+            broker_url, processes, threads, CONVERSATIONS, cpu, logs
+        )
+        figures.append(f"{cpu:.0f} ms of CPU per task {bound / seconds:5.1%}")
+    print(
+        f"    reference, Celery alone with the same threads and settings: {'; '.join(figures)}",
+        flush=True,
+    )
 
 
 def _wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
