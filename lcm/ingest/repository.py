@@ -43,8 +43,8 @@ class MessageRepository:
         self.session = session
 
     def existing_client_ids(self, conversation_id: int, client_ids: Iterable[str]) -> set[str]:
-        wanted = list(set(client_ids))
         connection = self.session.connection()
+        wanted = list(set(client_ids))
         if connection.dialect.name == "postgresql":
             params = {"conversation": conversation_id, "client_ids": wanted}
             return set(_CLIENT_IDS_ANY.run(self.session, params).scalars())
