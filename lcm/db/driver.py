@@ -11,8 +11,9 @@ fetch take ~50 µs, and a turn runs about twenty such statements.
 A :class:`DriverStatement` wraps one of them. On Postgres it compiles the
 statement once for the dialect and runs the SQL on the DBAPI cursor of the
 session's own connection, so it takes part in the session's transaction
-exactly as ``Connection.execute`` would. It applies what SQLAlchemy would
-have applied around the call:
+exactly as ``Connection.execute`` would, with every parameter and row in
+binary (psycopg quotes a text array's elements in Python). It applies what
+SQLAlchemy would have applied around the call:
 
 * each parameter's and each result column's type processing (the types'
   public ``bind_processor`` / ``result_processor``: JSON wrapped for the
