@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import BindParameter, ColumnElement, bindparam, exists, or_, select, update
+from sqlalchemy import BindParameter, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import Claim, DebtRepository
@@ -124,22 +124,19 @@ class FairQueueRepository:
         _MARK_SERVED.run(self.session, {"for_tenant": tenant_id, "now": now})
 
 
-def _due(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
-    """Pending, and not held back by a retry delay (``enqueued_at`` is "not before")."""
-    return (CompactionDebt.status == PENDING) & or_(
-        CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= now
-    )
-
-
 # Built once with bound parameters (see ``debt_repository``: every wake-up runs them).
 _NOW: BindParameter[datetime] = bindparam("now")
+# Due: pending, and not held back by a retry delay (``enqueued_at`` is "not before").
+_DUE = (CompactionDebt.status == PENDING) & or_(
+    CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= _NOW
+)
 
 _STAMP_NEXT_FREE = DriverStatement(
     update(Tenant)
     .where(
         Tenant.id
         == select(Tenant.id)
-        .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(_NOW)))
+        .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _DUE))
         .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -153,13 +150,13 @@ _STAMP_NEXT_FREE = DriverStatement(
 # debt; a tenant sent to the back of the round.
 _DUE_TENANTS = DriverStatement(
     select(Tenant.id)
-    .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _due(_NOW)))
+    .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _DUE))
     .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
     .limit(bindparam("limit"))
 )
 _OLDEST_DUE_OF_TENANT = (
     select(CompactionDebt.conversation_id)
-    .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _due(_NOW))
+    .where(CompactionDebt.tenant_id == bindparam("for_tenant"), _DUE)
     .order_by(CompactionDebt.enqueued_at.asc().nulls_first())
     .limit(1)
 )

@@ -288,11 +288,10 @@ class CompactionRepository:
 # statement per call costs several times the CPU of executing it (see
 # ``debt_repository``). They run on the driver (``lcm.db.driver``), past the ORM.
 
+_IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
 # Every turn checks its threshold against this sum (an index range scan).
 _CONTEXT_TOKENS = DriverStatement(
-    select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(
-        ContextItem.conversation_id == bindparam("conversation_id")
-    )
+    select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(_IN_CONVERSATION)
 )
 _OVERRIDES_AND_MODEL = DriverStatement(
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
@@ -300,7 +299,6 @@ _OVERRIDES_AND_MODEL = DriverStatement(
     .where(Conversation.id == bindparam("conversation_id"))
 )
 
-_IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
 # Assembly asks when its window holds no turn start: the newest turn-starting
 # user message after the newest summary (``latest_turn_start``).
 _LATEST_TURN_START = DriverStatement(
