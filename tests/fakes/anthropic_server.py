@@ -58,6 +58,8 @@ class FakeAnthropicServer:
         self._model_defaults: dict[str, Behaviour] = {}
         self._requests: list[RecordedRequest] = []
         self._counter = 0
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._httpd: _QuietServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -84,6 +86,12 @@ class FakeAnthropicServer:
         """Every request received so far, in arrival order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most requests the server held at once (a reply's delay included)."""
+        with self._lock:
+            return self._peak_in_flight
 
     def requests_for(self, model: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.model == model]
@@ -158,6 +166,18 @@ class FakeAnthropicServer:
         self, body: dict[str, Any], headers: dict[str, str]
     ) -> tuple[int, dict[str, str], bytes]:
         """Status, headers and body for one request (called from handler threads)."""
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            return self._reply(body, headers)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _reply(
+        self, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
         number = self._record(body, headers)
         problem = validate(body, headers)
         if problem is not None:
