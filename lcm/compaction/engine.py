@@ -25,6 +25,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -175,6 +176,9 @@ class CompactionEngine:
         result = self.summarize(
             tenant_id,
             render_source(plan, settings.strip_injected_context_tags),
+            # The summary's item must cost less than the range it replaces:
+            # a pass never grows the context it compacts.
+            must_beat_tokens=plan.source_tokens - wrapper_tokens(plan),
             depth=plan.depth,
             target_tokens=(
                 settings.leaf_target_tokens
@@ -202,6 +206,7 @@ class CompactionEngine:
         target_tokens: int,
         previous_context: str | None,
         settings: CompactionSettings | TenantSettings,
+        must_beat_tokens: int | None = None,
     ) -> SummaryResult:
         """One summary at the tenant's effective settings, offline once its LLM budget is spent.
 
@@ -222,6 +227,7 @@ class CompactionEngine:
             truncation_tokens=settings.truncation_tokens,
             max_overage_factor=settings.summary_max_overage_factor,
             offline=offline,
+            must_beat_tokens=must_beat_tokens,
         )
 
     def _commit(
@@ -269,9 +275,8 @@ class CompactionEngine:
         plan: PassPlan,
         result: SummaryResult,
     ) -> Summary:
+        earliest, latest, descendants = _span(plan)
         if plan.kind == "leaf":
-            times = [e.message.created_at for e in plan.entries if e.message is not None]
-            earliest, latest, descendants = min(times), max(times), len(times)
             # Large files referenced by the summarized messages stay findable
             # from the summary (and from every summary condensed from it).
             # The substring test first: most messages name no file, and it
@@ -287,9 +292,6 @@ class CompactionEngine:
             )
         else:
             parents = [e.summary for e in plan.entries if e.summary is not None]
-            earliest = min(p.earliest_at for p in parents)
-            latest = max(p.latest_at for p in parents)
-            descendants = sum(p.descendant_count for p in parents)
             file_ids = sorted(
                 {
                     fid
@@ -316,6 +318,40 @@ class CompactionEngine:
             model=result.model,
             degraded=result.degraded,
         )
+
+
+def _span(plan: PassPlan) -> tuple[datetime, datetime, int]:
+    """The summary's earliest and latest times and its descendant count."""
+    if plan.kind == "leaf":
+        times = [e.message.created_at for e in plan.entries if e.message is not None]
+        return min(times), max(times), len(times)
+    parents = [e.summary for e in plan.entries if e.summary is not None]
+    return (
+        min(p.earliest_at for p in parents),
+        max(p.latest_at for p in parents),
+        sum(p.descendant_count for p in parents),
+    )
+
+
+def wrapper_tokens(plan: PassPlan) -> int:
+    """What the summary ``plan`` writes costs in the context before its text.
+
+    The ``<summary …>`` element with this plan's attributes (and a condensed
+    summary's parent list) around an empty text.
+    """
+    earliest, latest, descendants = _span(plan)
+    empty = SummaryView(
+        id=new_summary_id(),
+        kind=plan.kind,
+        depth=plan.depth,
+        content="",
+        token_count=0,
+        earliest_at=earliest,
+        latest_at=latest,
+        descendant_count=descendants,
+        parent_ids=plan.summary_ids,
+    )
+    return summary_context_tokens(empty)
 
 
 def _lock_and_fence(

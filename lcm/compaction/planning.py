@@ -22,7 +22,8 @@ Rules chosen where DESIGN §3 is silent (each is tested):
   reports ``fresh_tail_overflow`` when that no longer fits the budget.
 * **Leaf chunk.** The oldest run of raw messages outside the tail that holds
   at least ``leaf_min_fanout`` messages (a shorter run stranded between
-  summaries is skipped, it cannot grow). The chunk takes the first
+  summaries is skipped, it cannot grow) and whose chunk holds more than
+  ``LEAF_MIN_SOURCE_TOKENS`` (no summary could be smaller). The chunk takes the first
   ``leaf_min_fanout`` messages whatever their size (so a pass always makes
   progress, even over oversized messages) and then more while the chunk stays
   within ``leaf_chunk_tokens``. If its end would split a tool call from its
@@ -43,6 +44,15 @@ from typing import Literal, NamedTuple
 
 from lcm.context import ContextEntry, MessageView, SummaryView
 from lcm.settings import CompactionSettings
+
+# A leaf chunk must hold more than this many tokens. Its summary costs the
+# ``<summary …>`` wrapper (~45 tokens) plus at least the truncation marker
+# and a footer (~18): a chunk this small cannot be replaced by anything
+# smaller, so summarizing it would only grow the context. Left raw, it grows
+# as messages leave the fresh tail (a stranded run never does, and stays raw,
+# as short runs do). tests/unit/compaction/test_leaf_chunk.py checks the margin
+# against the real wrapper.
+LEAF_MIN_SOURCE_TOKENS = 96
 
 PassKind = Literal["leaf", "condensed"]
 SweepPhase = Literal["leaf", "routine", "pressure"]
@@ -198,7 +208,9 @@ def oldest_leaf_chunk(
         while run_end < tail and entries[run_end].is_message:
             run_end += 1
         if run_end - index >= settings.leaf_min_fanout:
-            return _leaf_plan(entries, index, run_end, settings)
+            plan = _leaf_plan(entries, index, run_end, settings)
+            if plan.source_tokens > LEAF_MIN_SOURCE_TOKENS:
+                return plan
         index = run_end
     return None
 

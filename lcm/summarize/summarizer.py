@@ -81,8 +81,10 @@ class SummaryCall:
     # A summary over ``max_overage_factor`` x its target escalates even when
     # smaller than its input (None: only "smaller than the input" counts).
     max_overage_factor: float | None
-    # estimate_tokens(source_text), counted once: a leaf's input is ~50 KB
-    # and escalation asks for it at every step.
+    # What a usable summary must stay under: estimate_tokens(source_text),
+    # counted once (a leaf's input is ~50 KB and escalation asks for it at
+    # every step), or less when the caller says what the summary replaces
+    # costs less than its rendered input (``must_beat_tokens``).
     input_tokens: int
 
     def steps(self) -> tuple[tuple[Escalation, SummaryRequest], ...]:
@@ -161,6 +163,7 @@ class Summarizer:
         truncation_tokens: int | None = None,
         max_overage_factor: float | None = None,
         offline: bool = False,
+        must_beat_tokens: int | None = None,
     ) -> SummaryResult:
         """Summarize ``source_text`` (depth 0 = leaf) into about ``target_tokens`` tokens.
 
@@ -170,7 +173,20 @@ class Summarizer:
         summarizer's defaults (the deployment's). ``offline`` uses the
         extractive summarizer instead of the LLM (the spend guard); the
         result is then marked degraded with reason ``budget``.
+
+        ``must_beat_tokens``: the summary must come out under this many
+        tokens, when that is less than the source's own estimate. A
+        compaction pass passes what the range it replaces costs in the
+        context, less the summary's wrapper: the rendered source carries a
+        timestamp per line and can outweigh the context it came from, so
+        "smaller than its input" alone let a pass grow the context.
+        Truncation is clipped to it too.
         """
+        input_tokens = estimate_tokens(source_text)
+        truncate_to = truncation_tokens or self._truncation_tokens
+        if must_beat_tokens is not None:
+            input_tokens = min(input_tokens, max(1, must_beat_tokens))
+            truncate_to = min(truncate_to, max(1, must_beat_tokens - 1))
         call = SummaryCall(
             source_text=source_text,
             depth=depth,
@@ -180,9 +196,9 @@ class Summarizer:
                 self._custom_instructions if custom_instructions is None else custom_instructions
             ),
             models=tuple(models),
-            truncate_to=truncation_tokens or self._truncation_tokens,
+            truncate_to=truncate_to,
             max_overage_factor=max_overage_factor,
-            input_tokens=estimate_tokens(source_text),
+            input_tokens=input_tokens,
         )
         if not source_text.strip():
             return _truncated(call, [], None)  # nothing an LLM could shorten

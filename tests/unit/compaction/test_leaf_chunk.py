@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from lcm.compaction.planning import fresh_tail_start, oldest_leaf_chunk
+from datetime import UTC, datetime
+
+from lcm.assembly.render import summary_context_tokens
+from lcm.compaction.engine import wrapper_tokens
+from lcm.compaction.planning import LEAF_MIN_SOURCE_TOKENS, fresh_tail_start, oldest_leaf_chunk
+from lcm.context import SummaryView
+from lcm.summarize.truncation import truncate_source
+from lcm.tokens import estimate_tokens
 from tests.unit.compaction.builders import Conversation, settings, summary_entry
 
 
@@ -12,10 +19,10 @@ def seqs(plan: object) -> list[int]:
 
 def test_no_chunk_below_the_minimum_fanout() -> None:
     conv = Conversation()
-    conv.exchanges(7 + 4)
+    conv.exchanges(7 + 4, tokens=20)
     config = settings(fresh_tail_count=4, leaf_min_fanout=8)
     assert oldest_leaf_chunk(conv.entries, config) is None
-    conv.exchanges(2)  # the tail moves on: nine messages are now outside it
+    conv.exchanges(2, tokens=20)  # the tail moves on: nine messages are now outside it
     plan = oldest_leaf_chunk(conv.entries, config)
     assert plan is not None
     assert seqs(plan) == list(range(1, 10))
@@ -113,3 +120,52 @@ def test_a_short_run_stranded_between_summaries_is_skipped() -> None:
     assert plan is not None
     assert seqs(plan)[0] == 3
     assert plan.previous_summary is conv.entries[2].summary
+
+
+def test_a_chunk_no_summary_could_shrink_waits_until_it_can() -> None:
+    # Eight messages of 10 tokens: any summary item (wrapper, marker and
+    # footer) costs more than the 80 tokens it would replace.
+    conv = Conversation()
+    conv.exchanges(8 + 4, tokens=10)
+    config = settings(fresh_tail_count=4, leaf_min_fanout=4)
+    assert oldest_leaf_chunk(conv.entries, config) is None
+    conv.exchanges(4, tokens=10)  # four more leave the tail: 120 tokens outside it
+    plan = oldest_leaf_chunk(conv.entries, config)
+    assert plan is not None
+    assert plan.source_tokens == 120 > LEAF_MIN_SOURCE_TOKENS
+
+
+def test_a_small_stranded_run_is_passed_over_for_a_later_one() -> None:
+    conv = Conversation()
+    conv.exchanges(4, tokens=10)  # 40 tokens: nothing could replace them for less
+    conv.entries.append(summary_entry(conv.next_ordinal, tokens=50))
+    conv.next_ordinal += 1
+    conv.exchanges(12, tokens=50)
+    plan = oldest_leaf_chunk(conv.entries, settings(fresh_tail_count=4, leaf_min_fanout=4))
+    assert plan is not None
+    assert seqs(plan)[0] == 5
+
+
+def test_the_floor_leaves_room_for_the_smallest_summary() -> None:
+    # The largest wrapper a leaf gets (a long count, times with microseconds)
+    # plus the smallest text a pass writes (marker and footer) fit under the
+    # floor, with room left for a few words.
+    stamp = datetime(2026, 11, 26, 13, 43, 11, 389_801, tzinfo=UTC)
+    widest = SummaryView(
+        id="sum_0123456789abcdef",
+        kind="leaf",
+        depth=0,
+        content="",
+        token_count=0,
+        earliest_at=stamp,
+        latest_at=stamp,
+        descendant_count=999_999,
+    )
+    smallest_text = estimate_tokens(truncate_source("ok", 1))
+    assert summary_context_tokens(widest) + smallest_text + 16 <= LEAF_MIN_SOURCE_TOKENS
+    # The engine's bound uses the same wrapper, for the plan at hand.
+    conv = Conversation()
+    conv.exchanges(12, tokens=100)
+    plan = oldest_leaf_chunk(conv.entries, settings(fresh_tail_count=2, leaf_min_fanout=4))
+    assert plan is not None
+    assert 0 < wrapper_tokens(plan) <= summary_context_tokens(widest)

@@ -176,9 +176,9 @@ def test_a_sweep_runs_leaf_then_routine_passes_and_honours_max_depth(max_depth: 
 
 
 def test_a_sweep_stops_when_a_pass_saves_nothing() -> None:
-    conv = long_conversation(tokens=1)
+    conv = long_conversation(tokens=2)
     config = settings(**SWEEP)
-    compactor = InMemoryCompactor(conv, config, summary_chars=400)
+    compactor = InMemoryCompactor(conv, config, summary_chars=800)
     result = drive_chain(conv.entries, config, BIG_BUDGET, compactor)
     assert result.stop == "no_savings"
     assert len(result.passes) == 1
@@ -253,9 +253,9 @@ def test_without_pressure_a_pass_that_saves_nothing_ends_the_chain() -> None:
 
 
 def test_a_round_that_saved_nothing_at_all_ends_the_chain() -> None:
-    conv = long_conversation(tokens=1)
+    conv = long_conversation(tokens=2)
     config = settings(**SWEEP)
-    compactor = InMemoryCompactor(conv, config, summary_chars=400)
+    compactor = InMemoryCompactor(conv, config, summary_chars=800)
     result = drive_chain(conv.entries, config, BIG_BUDGET, compactor, target_tokens=0)
     assert result.rounds == 1
     assert len(result.passes) == 1

@@ -69,6 +69,30 @@ def test_oversized_escalates_to_aggressive_then_truncation(
     assert "durable facts" not in normal.system
 
 
+def test_a_summary_must_beat_what_it_replaces_not_only_its_rendered_input(
+    fake_anthropic: FakeAnthropicServer, make_provider: ProviderFactory
+) -> None:
+    # A reply smaller than the rendered source (timestamps on every line)
+    # but not under ``must_beat_tokens`` escalates, to truncation at the end,
+    # and the truncation is clipped under the bound as well.
+    reply = Behaviour.reply("Forty steps of fixing the sweep tests. " * 12)
+    fake_anthropic.script([reply, reply])
+    bound = 60
+    assert bound < estimate_tokens(reply.text) < estimate_tokens(SOURCE)
+    result = Summarizer(make_provider()).summarize(
+        SOURCE, depth=0, target_tokens=300, must_beat_tokens=bound
+    )
+    assert result.escalation == "fallback"
+    assert TRUNCATION_MARKER in result.text
+    assert result.token_count < bound
+    assert [u.escalation for u in result.usage] == ["normal", "aggressive"]
+    # Without the bound the same reply is a normal summary.
+    fake_anthropic.script([reply])
+    assert Summarizer(make_provider()).summarize(SOURCE, depth=0, target_tokens=300).escalation == (
+        "normal"
+    )
+
+
 def test_oversized_then_good_aggressive_is_accepted(
     fake_anthropic: FakeAnthropicServer, make_provider: ProviderFactory
 ) -> None:
