@@ -43,8 +43,12 @@ def test_import_status_and_dag(tmp_path: Path) -> None:
         "pi_v1.jsonl": (11, 3),
         "pi_v3_branches.jsonl": (9, 2),
     }
-    assert all(r["passes"] >= 1 for r in reports.values())
+    assert reports["pi_v1.jsonl"]["passes"] >= 1
+    # The other two hold about 100 tokens in all: no summary could cost less
+    # than the messages it would replace, so they stay raw.
+    assert [reports[n]["passes"] for n in ("claude_code.jsonl", "pi_v3_branches.jsonl")] == [0, 0]
     assert all(r["context_tokens_before"] > 0 for r in reports.values())
+    assert all(r["context_tokens_after"] <= r["context_tokens_before"] for r in reports.values())
     assert "files" in imported.stderr
     assert "msg/s" in imported.stderr
 
