@@ -21,21 +21,18 @@ request) and commits when its block exits cleanly.
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from lcm.assembly import summary_context_tokens
-from lcm.assembly.render import format_timestamp
-from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
-from lcm.context import ContextEntry, MessageView, SummaryView
+from lcm.compaction.source import new_summary_id, render_source, summary_span, wrapper_tokens
+from lcm.context import ContextEntry
 from lcm.context_repository import summary_view
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
@@ -111,38 +108,6 @@ def record_pass(
         pass_run(tenant_id, conversation_id, summary, tokens_in, tokens_out, result, duration_ms)
     )
     repo.record_usage(LlmUsage.from_calls(tenant_id, conversation_id, "summary", result.usage))
-
-
-def new_summary_id() -> str:
-    return "sum_" + secrets.token_hex(8)
-
-
-def render_source(plan: PassPlan, strip_tags: Sequence[str] = ()) -> str:
-    """The summarizer's input: messages with timestamps, or child summaries with spans.
-
-    Blocks of ``strip_tags`` (injected plugin context) are left out of message text.
-    """
-    messages = [e.message for e in plan.entries if e.message is not None]
-    summaries = [e.summary for e in plan.entries if e.summary is not None]
-    return render_messages(messages, strip_tags) if messages else render_summaries(summaries)
-
-
-def render_messages(messages: Sequence[MessageView], strip_tags: Sequence[str] = ()) -> str:
-    """A leaf's input: each message with its time, role and sequence number."""
-    return "\n\n".join(
-        f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): "
-        f"{strip_injected_context(m.content, strip_tags)}"
-        for m in messages
-    )
-
-
-def render_summaries(summaries: Sequence[SummaryView]) -> str:
-    """A condensed summary's input: each child summary with its time span."""
-    return "\n\n".join(
-        f"[{format_timestamp(s.earliest_at)} .. {format_timestamp(s.latest_at)}]"
-        f" summary {s.id} (depth {s.depth}):\n{s.content}"
-        for s in summaries
-    )
 
 
 class CompactionEngine:
@@ -275,7 +240,7 @@ class CompactionEngine:
         plan: PassPlan,
         result: SummaryResult,
     ) -> Summary:
-        earliest, latest, descendants = _span(plan)
+        earliest, latest, descendants = summary_span(plan)
         if plan.kind == "leaf":
             # Large files referenced by the summarized messages stay findable
             # from the summary (and from every summary condensed from it).
@@ -318,40 +283,6 @@ class CompactionEngine:
             model=result.model,
             degraded=result.degraded,
         )
-
-
-def _span(plan: PassPlan) -> tuple[datetime, datetime, int]:
-    """The summary's earliest and latest times and its descendant count."""
-    if plan.kind == "leaf":
-        times = [e.message.created_at for e in plan.entries if e.message is not None]
-        return min(times), max(times), len(times)
-    parents = [e.summary for e in plan.entries if e.summary is not None]
-    return (
-        min(p.earliest_at for p in parents),
-        max(p.latest_at for p in parents),
-        sum(p.descendant_count for p in parents),
-    )
-
-
-def wrapper_tokens(plan: PassPlan) -> int:
-    """What the summary ``plan`` writes costs in the context before its text.
-
-    The ``<summary …>`` element with this plan's attributes (and a condensed
-    summary's parent list) around an empty text.
-    """
-    earliest, latest, descendants = _span(plan)
-    empty = SummaryView(
-        id=new_summary_id(),
-        kind=plan.kind,
-        depth=plan.depth,
-        content="",
-        token_count=0,
-        earliest_at=earliest,
-        latest_at=latest,
-        descendant_count=descendants,
-        parent_ids=plan.summary_ids,
-    )
-    return summary_context_tokens(empty)
 
 
 def _lock_and_fence(

@@ -22,10 +22,9 @@ from lcm.compaction.engine import (
     FenceCheck,
     PassOutcome,
     record_pass,
-    render_messages,
-    render_summaries,
 )
 from lcm.compaction.repository import CompactionRepository
+from lcm.compaction.source import render_messages, render_summaries
 from lcm.context_repository import summary_view
 from lcm.doctor.repository import DoctorRepository
 from lcm.errors import ContextChanged, StaleLease, SummarizerError

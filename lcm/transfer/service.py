@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from lcm.compaction.engine import new_summary_id
+from lcm.compaction.source import new_summary_id
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import (
     ContextItem,

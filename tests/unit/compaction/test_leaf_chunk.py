@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from lcm.assembly.render import summary_context_tokens
-from lcm.compaction.engine import wrapper_tokens
 from lcm.compaction.planning import LEAF_MIN_SOURCE_TOKENS, fresh_tail_start, oldest_leaf_chunk
+from lcm.compaction.source import wrapper_tokens
 from lcm.context import SummaryView
 from lcm.summarize.truncation import truncate_source
 from lcm.tokens import estimate_tokens

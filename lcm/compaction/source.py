@@ -1,0 +1,86 @@
+"""What a pass hands the summarizer, and the shape of the summary it writes.
+
+The summarizer's input is the planned range rendered as text (messages with
+their times, or child summaries with their spans). The summary's wrapper
+(``<summary …>`` with its attributes) is known before the summary exists, so
+a pass can tell the summarizer what it must come in under
+(:func:`wrapper_tokens`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from datetime import datetime
+
+from lcm.assembly import summary_context_tokens
+from lcm.assembly.render import format_timestamp
+from lcm.compaction.hygiene import strip_injected_context
+from lcm.compaction.planning import PassPlan
+from lcm.context import MessageView, SummaryView
+
+
+def new_summary_id() -> str:
+    return "sum_" + secrets.token_hex(8)
+
+
+def render_source(plan: PassPlan, strip_tags: Sequence[str] = ()) -> str:
+    """The summarizer's input: messages with timestamps, or child summaries with spans.
+
+    Blocks of ``strip_tags`` (injected plugin context) are left out of message text.
+    """
+    messages = [e.message for e in plan.entries if e.message is not None]
+    summaries = [e.summary for e in plan.entries if e.summary is not None]
+    return render_messages(messages, strip_tags) if messages else render_summaries(summaries)
+
+
+def render_messages(messages: Sequence[MessageView], strip_tags: Sequence[str] = ()) -> str:
+    """A leaf's input: each message with its time, role and sequence number."""
+    return "\n\n".join(
+        f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): "
+        f"{strip_injected_context(m.content, strip_tags)}"
+        for m in messages
+    )
+
+
+def render_summaries(summaries: Sequence[SummaryView]) -> str:
+    """A condensed summary's input: each child summary with its time span."""
+    return "\n\n".join(
+        f"[{format_timestamp(s.earliest_at)} .. {format_timestamp(s.latest_at)}]"
+        f" summary {s.id} (depth {s.depth}):\n{s.content}"
+        for s in summaries
+    )
+
+
+def summary_span(plan: PassPlan) -> tuple[datetime, datetime, int]:
+    """The summary's earliest and latest times and its descendant count."""
+    if plan.kind == "leaf":
+        times = [e.message.created_at for e in plan.entries if e.message is not None]
+        return min(times), max(times), len(times)
+    parents = [e.summary for e in plan.entries if e.summary is not None]
+    return (
+        min(p.earliest_at for p in parents),
+        max(p.latest_at for p in parents),
+        sum(p.descendant_count for p in parents),
+    )
+
+
+def wrapper_tokens(plan: PassPlan) -> int:
+    """What the summary ``plan`` writes costs in the context before its text.
+
+    The ``<summary …>`` element with this plan's attributes (and a condensed
+    summary's parent list) around an empty text.
+    """
+    earliest, latest, descendants = summary_span(plan)
+    empty = SummaryView(
+        id=new_summary_id(),
+        kind=plan.kind,
+        depth=plan.depth,
+        content="",
+        token_count=0,
+        earliest_at=earliest,
+        latest_at=latest,
+        descendant_count=descendants,
+        parent_ids=plan.summary_ids,
+    )
+    return summary_context_tokens(empty)
