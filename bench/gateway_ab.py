@@ -27,24 +27,26 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.gateway import (
+from bench.deployment import (
     CpuMeter,
+    Servers,
+    bench_servers,
+    deployment_env,
+    drop_database,
+    fresh_database,
+    redis_database,
+    spawn,
+    stop,
+    wait_ready,
+)
+from bench.workload import (
     Drive,
     LcmTarget,
     Load,
     ModelLikeLLM,
-    Servers,
     Step,
-    _spawn,
-    _stop,
-    _wait_ready,
-    bench_servers,
-    deployment_env,
     drive_load,
-    drop_database,
-    fresh_database,
     real_steps,
-    redis_database,
     synthetic_steps,
 )
 from tests import servers
@@ -93,16 +95,14 @@ def deployment(
         ]
         port = servers.free_port()
         log = srv.workdir / f"ab-{index}.log"
-        api = _spawn(
-            ["cli.main", "api", "--host", "127.0.0.1", "--port", str(port)], env, log, tree
-        )
-        worker = _spawn(["cli.main", "worker", "--hostname", f"ab{index}@%h"], env, log, tree)
+        api = spawn(["cli.main", "api", "--host", "127.0.0.1", "--port", str(port)], env, log, tree)
+        worker = spawn(["cli.main", "worker", "--hostname", f"ab{index}@%h"], env, log, tree)
         processes = [api, worker]
         base = f"http://127.0.0.1:{port}"
-        _wait_ready(base, processes, log)
+        wait_ready(base, processes, log)
         yield Side(label, base, api.pid, keys)
     finally:
-        _stop(processes)
+        stop(processes)
         drop_database(srv.admin_url, name)
 
 

@@ -17,8 +17,9 @@ import time
 
 import psycopg
 
-from bench.gateway import drop_database, fresh_database, real_steps, synthetic_steps
+from bench.deployment import drop_database, fresh_database
 from bench.servers import postgres
+from bench.workload import real_steps, synthetic_steps
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
 from lcm.ingest.content import IncomingMessage

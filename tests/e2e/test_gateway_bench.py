@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.gateway import Load, Servers, Shape, measure, synthetic_steps
+from bench.deployment import Servers, Shape
+from bench.gateway import measure
 from bench.gateway_ab import HERE, compare
+from bench.workload import Load, synthetic_steps
 from tests.servers import PostgresHandle, RedisHandle
 
 
