@@ -31,8 +31,8 @@ from lcm.tokens import estimate_tokens
 from tests.conftest import RecordingSender
 from tests.fakes import Behaviour, FakeAnthropicServer
 from tests.integration.retrieval_data import compact, ingest
+from tests.integration.service_loop import SMALL, turn
 from tests.integration.test_compaction_engine import assert_lossless
-from tests.integration.test_service_loop import SMALL, turn
 
 PROCESS_MODEL = "process-model"
 
