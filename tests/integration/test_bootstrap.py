@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from lcm.tenants.service import IssuedKey
 from lcm.transcripts import parse_transcript
 from lcm.transcripts.repository import TranscriptRepository
 from lcm.transcripts.service import BootstrapOptions, BootstrapResult, bootstrap_transcript
+from tests.concurrency import race
 from tests.conftest import auth
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
@@ -166,22 +166,8 @@ def test_no_anchor_is_a_bounded_import_of_newer_messages(db: Database, tenant: I
 
 def test_concurrent_double_bootstrap_imports_once(db: Database, tenant: IssuedKey) -> None:
     data = load("claude_code.jsonl")
-    barrier = threading.Barrier(2)
-    results: list[BootstrapResult] = []
-    errors: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            barrier.wait()
-            results.append(boot(db, tenant.tenant_id, "race", data))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    raced = race(2, lambda _: boot(db, tenant.tenant_id, "race", data), timeout=60)
+    results, errors = raced.results, raced.errors
     assert not errors, errors
     assert sorted(r.imported for r in results) == [0, 11]
     assert len({r.conversation_id for r in results}) == 1

@@ -9,7 +9,6 @@ SQLAlchemy's error classes, a dead connection invalidated, defaults filled.
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +21,7 @@ from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Conversation, Message, MessagePart
 from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
+from tests.concurrency import race
 from tests.conftest import new_tenant, settings_for
 from tests.integration.test_pool_checkout import backend_of, terminate
 
@@ -175,22 +175,11 @@ def test_threads_compiling_one_statement_at_once_all_read_their_rows(pg_db: Data
     """The plan is compiled on first use: threads racing to it all get it right."""
     _, cid = stored_conversation(pg_db)
     statement = DriverStatement(MESSAGE_ROWS)
-    start = threading.Barrier(8)
-    results: list[int] = []
-    errors: list[BaseException] = []
 
-    def read() -> None:
-        try:
-            start.wait()
-            with pg_db.read_session() as session:
-                results.append(len(statement.run(session, {"cid": cid}).all()))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+    def read(_: int) -> int:
+        with pg_db.read_session() as session:
+            return len(statement.run(session, {"cid": cid}).all())
 
-    threads = [threading.Thread(target=read) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    assert results == [3] * 8  # "look for…" and the assistant's two blocks
+    raced = race(8, read)
+    assert not raced.errors
+    assert raced.results == [3] * 8  # "look for…" and the assistant's two blocks

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import pytest
@@ -14,6 +13,7 @@ from lcm.errors import InvalidInput
 from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import IngestResult, ingest_messages, prepare_batch
 from lcm.tenants.service import IssuedKey
+from tests.concurrency import race
 from tests.conftest import new_tenant
 
 
@@ -181,31 +181,20 @@ def test_session_families(db: Database, tenant: IssuedKey) -> None:
 def concurrent_writers(
     db: Database, tenant_id: str, writers: int, per_writer: int, batch: int
 ) -> list[BaseException]:
-    errors: list[BaseException] = []
-    start = threading.Barrier(writers)
 
     def write(w: int) -> None:
-        try:
-            start.wait()
-            for i in range(0, per_writer, batch):
-                ingest(
-                    db,
-                    tenant_id,
-                    "hot",
-                    [
-                        IncomingMessage("user", f"w{w} m{j}", client_id=f"{w}-{j}")
-                        for j in range(i, min(i + batch, per_writer))
-                    ],
-                )
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
+        for i in range(0, per_writer, batch):
+            ingest(
+                db,
+                tenant_id,
+                "hot",
+                [
+                    IncomingMessage("user", f"w{w} m{j}", client_id=f"{w}-{j}")
+                    for j in range(i, min(i + batch, per_writer))
+                ],
+            )
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return errors
+    return race(writers, write).errors
 
 
 def test_8_concurrent_writers_x_500_on_postgres(pg_db: Database) -> None:
@@ -239,48 +228,27 @@ def test_concurrent_retries_of_the_same_batch_store_it_once(
     # The family exists already, so the race is on the dedupe check alone.
     ingest(db, tenant.tenant_id, "retry", [IncomingMessage("user", "first")])
     batch = [IncomingMessage("user", f"m{i}", client_id=f"c{i}") for i in range(20)]
-    results: list[IngestResult] = []
-    failures: list[BaseException] = []
-    barrier = threading.Barrier(6)
-
-    def send() -> None:
-        barrier.wait()
-        try:
-            results.append(ingest(db, tenant.tenant_id, "retry", batch))
-        except BaseException as exc:  # asserted below: a retry must never fail
-            failures.append(exc)
-
-    threads = [threading.Thread(target=send) for _ in range(6)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert failures == []
+    raced = race(6, lambda _: ingest(db, tenant.tenant_id, "retry", batch))
+    results, failures = raced.results, raced.errors
+    assert failures == []  # a retry must never fail
     assert sorted(r.ingested for r in results) == [0, 0, 0, 0, 0, 20]
     assert sum(r.duplicates for r in results) == 100
     assert seqs(db, results[0].conversation_id) == list(range(1, 22))
 
 
 def test_concurrent_first_writes_create_one_conversation(db: Database, tenant: IssuedKey) -> None:
-    barrier = threading.Barrier(6)
-    results: list[IngestResult] = []
 
-    def send(i: int) -> None:
-        barrier.wait()
-        results.append(
-            ingest(
-                db,
-                tenant.tenant_id,
-                "new-family",
-                [IncomingMessage("user", f"hello {i}")],
-                session_id="sess",
-            )
+    def send(i: int) -> IngestResult:
+        return ingest(
+            db,
+            tenant.tenant_id,
+            "new-family",
+            [IncomingMessage("user", f"hello {i}")],
+            session_id="sess",
         )
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    raced = race(6, send)
+    assert raced.errors == []
+    results = raced.results
     assert len({r.conversation_id for r in results}) == 1
     assert seqs(db, results[0].conversation_id) == [1, 2, 3, 4, 5, 6]
