@@ -22,6 +22,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from bench.servers import durable_postgres
 from tests import servers
 
 WORKER_THREADS = 16  # lcm worker's default LCM_WORKER_CONCURRENCY
@@ -91,13 +92,16 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait(10)
 
 
-def wait_ready(base_url: str, processes: list[subprocess.Popen[bytes]], log: Path) -> None:
+def wait_ready(
+    base_url: str, processes: list[subprocess.Popen[bytes]], log: Path, path: str = "/readyz"
+) -> None:
+    """Until ``path`` answers 200; a process that exits meanwhile fails with its log's tail."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in processes):
             raise RuntimeError(f"a process exited: {log.read_text()[-2000:]}")
         try:
-            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+            if httpx.get(f"{base_url}{path}", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -217,19 +221,10 @@ class CpuMeter:
 @contextmanager
 def bench_servers() -> Iterator[Servers]:
     workdir = servers.make_workdir()
-    saved = os.environ.get("LCM_TEST_DATABASE_URL")
-    if os.environ.get("LCM_BENCH_DATABASE_URL"):
-        os.environ["LCM_TEST_DATABASE_URL"] = os.environ["LCM_BENCH_DATABASE_URL"]
     redis = servers.start_redis(workdir)
     try:
-        # The benchmark keeps Postgres's durable defaults (fsync on).
-        handle = servers.start_postgres(workdir, fast=False)
-        pid = redis.process.pid if redis.process is not None else None
-        yield Servers(handle.admin_url, redis.url, workdir, pid)
-        handle.drop()
+        with durable_postgres(workdir) as handle:
+            pid = redis.process.pid if redis.process is not None else None
+            yield Servers(handle.admin_url, redis.url, workdir, pid)
     finally:
         redis.stop()
-        if saved is None:
-            os.environ.pop("LCM_TEST_DATABASE_URL", None)
-        else:
-            os.environ["LCM_TEST_DATABASE_URL"] = saved

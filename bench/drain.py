@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +27,7 @@ import httpx
 from sqlalchemy import func, select
 
 from bench import celery_floor
+from bench.deployment import spawn, wait_ready
 from bench.servers import postgres
 from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
@@ -163,15 +162,11 @@ def run(args: argparse.Namespace) -> None:
             ]
         tenant_ids = [issued.tenant_id, *others]
         port = servers.free_port()
-        api = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "api", "--port", str(port)],
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        api_log = Path(workdir) / "api.log"
+        api = spawn(["cli.main", "api", "--port", str(port)], env, api_log, Path(workdir))
         base = f"http://127.0.0.1:{port}"
         try:
-            _wait_http(base)
+            wait_ready(base, [api], api_log)
             for processes in (1, 2):
                 ids = _seed(db, tenant_ids, processes)
                 workers = [
@@ -260,15 +255,3 @@ def _wait_ready(logs: list[Path], timeout: float = 120.0) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"worker not ready: {log}")
             time.sleep(0.1)
-
-
-def _wait_http(base: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("the API did not start")

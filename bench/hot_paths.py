@@ -11,10 +11,7 @@ round trip's floor).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -24,7 +21,7 @@ import httpx
 
 from api.contract import AssembleIn
 from bench.compaction import _assembly, _raw_conversation, build_history
-from bench.drain import _wait_http
+from bench.deployment import spawn, wait_ready
 from bench.servers import postgres
 from lcm.compaction.repository import CompactionRepository
 from lcm.db.engine import Database
@@ -58,25 +55,16 @@ def run(args: argparse.Namespace) -> None:
             items = len(CompactionRepository(s).load_entries(compacted))
         port = servers.free_port()
         log = Path(servers.make_workdir()) / "api.log"
-        with log.open("wb") as out:
-            api = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "cli.main",
-                    "api",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
-                env={**os.environ, "LCM_DATABASE_URL": url, "LCM_LOG_LEVEL": "WARNING"},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        api = spawn(
+            ["cli.main", "api", "--host", "127.0.0.1", "--port", str(port)],
+            {"LCM_DATABASE_URL": url, "LCM_LOG_LEVEL": "WARNING"},
+            log,
+            log.parent,
+        )
         base = f"http://127.0.0.1:{port}"
         try:
-            _wait_http(base)
+            # No broker here: alive is enough (``/readyz`` also asks for one).
+            wait_ready(base, [api], log, "/healthz")
             with LcmClient(base, issued.api_key) as lcm, httpx.Client(base_url=base) as plain:
                 floor = _p50(lambda: plain.get("/healthz"))
                 cases = (

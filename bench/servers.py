@@ -6,8 +6,30 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from tests import servers
+
+
+@contextmanager
+def durable_postgres(workdir: Path) -> Iterator[servers.PostgresHandle]:
+    """A Postgres with its durable defaults (fsync on), dropped afterwards.
+
+    ``LCM_BENCH_DATABASE_URL`` names a server to use instead of a private
+    embedded one (the tests' own helper reads ``LCM_TEST_DATABASE_URL``).
+    """
+    saved = os.environ.get("LCM_TEST_DATABASE_URL")
+    if os.environ.get("LCM_BENCH_DATABASE_URL"):
+        os.environ["LCM_TEST_DATABASE_URL"] = os.environ["LCM_BENCH_DATABASE_URL"]
+    try:
+        handle = servers.start_postgres(workdir, fast=False)
+        yield handle
+        handle.drop()
+    finally:
+        if saved is None:
+            os.environ.pop("LCM_TEST_DATABASE_URL", None)
+        else:
+            os.environ["LCM_TEST_DATABASE_URL"] = saved
 
 
 @contextmanager
@@ -16,18 +38,9 @@ def postgres() -> Iterator[str]:
     from lcm.db.migrate import upgrade
 
     workdir = servers.make_workdir()
-    saved = os.environ.get("LCM_TEST_DATABASE_URL")
-    if os.environ.get("LCM_BENCH_DATABASE_URL"):
-        os.environ["LCM_TEST_DATABASE_URL"] = os.environ["LCM_BENCH_DATABASE_URL"]
     try:
-        # The benchmark keeps Postgres's durable defaults (fsync on).
-        handle = servers.start_postgres(workdir, fast=False)
-        upgrade(handle.url)
-        yield handle.url
-        handle.drop()
+        with durable_postgres(workdir) as handle:
+            upgrade(handle.url)
+            yield handle.url
     finally:
-        if saved is None:
-            os.environ.pop("LCM_TEST_DATABASE_URL", None)
-        else:
-            os.environ["LCM_TEST_DATABASE_URL"] = saved
         shutil.rmtree(workdir, ignore_errors=True)
