@@ -34,6 +34,7 @@ from lcm.outbox import JobSender
 from lcm.settings import CompactionSettings, Settings
 from lcm.summarize.llm import LlmClients
 from lcm.summarize.summarizer import Summarizer
+from lcm.turns import TurnGate
 
 
 class Services:
@@ -49,6 +50,9 @@ class Services:
         self.settings = settings
         self.database = database
         self.storage = storage
+        # The worker's passes take turns at their work outside the model call
+        # (lcm/turns.py); a thread that takes no turn is not gated.
+        self.turns = TurnGate(settings.worker_pass_slots)
         self._lock = threading.Lock()
         self._llm: tuple[LlmClients | None, Summarizer] | None = None
         self._jobs: dict[str, CompactionJobs] = {}
@@ -79,7 +83,7 @@ class Services:
     def _llm_side(self) -> tuple[LlmClients | None, Summarizer]:
         with self._lock:
             if self._llm is None:
-                llm = LlmClients.from_settings(self.settings)
+                llm = LlmClients.from_settings(self.settings, self.turns)
                 self._llm = (llm, Summarizer.from_settings(self.settings, llm))
             return self._llm
 

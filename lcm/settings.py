@@ -259,6 +259,9 @@ class Settings(TenantSettings):
 
     # Workers and the service loop.
     worker_concurrency: int = Field(16, ge=1)
+    # How many of a worker process's passes do their work outside the model
+    # call at once; the others queue in arrival order (lcm/turns.py).
+    worker_pass_slots: int = Field(1, ge=1)
     # A pass (one LLM call plus short writes) must finish well inside its lease.
     lease_seconds: int = Field(300, ge=1)
     max_attempts: int = Field(5, ge=1)

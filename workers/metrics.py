@@ -11,7 +11,7 @@ from typing import Any
 
 from celery.signals import worker_ready
 from prometheus_client import REGISTRY, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from lcm.retrieval.answers import Usage
@@ -81,7 +81,36 @@ class BreakerCollector(Collector):
         yield family
 
 
+class TurnCollector(Collector):
+    """The passes' turns at the process's Python work (lcm/turns.py), read at scrape time.
+
+    A pass takes a turn when it starts and another when its model replies.
+    Wait seconds growing about as fast as the clock mean the process's
+    Python work, not the model, bounds its passes: add processes, not threads.
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        stats = runtime.turn_stats()
+        if stats is None:
+            return
+        yield CounterMetricFamily(
+            "lcm_worker_turns", "Turns passes took at the process's work", value=stats.turns
+        )
+        yield CounterMetricFamily(
+            "lcm_worker_turn_waits", "Turns a pass had to queue for", value=stats.waits
+        )
+        yield CounterMetricFamily(
+            "lcm_worker_turn_wait_seconds",
+            "Time passes spent queued for a turn",
+            value=stats.wait_seconds,
+        )
+        yield GaugeMetricFamily(
+            "lcm_worker_turns_waiting", "Passes queued for a turn now", value=stats.waiting
+        )
+
+
 REGISTRY.register(BreakerCollector())
+REGISTRY.register(TurnCollector())
 
 
 @worker_ready.connect

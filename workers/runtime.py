@@ -18,6 +18,7 @@ from lcm.heap import freeze_startup_heap
 from lcm.services import Services
 from lcm.settings import Settings
 from lcm.summarize.breaker import BreakerState
+from lcm.turns import TurnStats
 
 # Pool threads start tasks concurrently: they must build one Services, not one each.
 _lock = threading.Lock()
@@ -79,6 +80,13 @@ def breaker_states() -> dict[str, BreakerState]:
     if services is not None and services.llm is not None:
         states.update(services.llm.breakers.states())
     return states
+
+
+def turn_stats() -> TurnStats | None:
+    """The passes' turn gate so far (lcm/turns.py); ``None`` before services exist."""
+    with _lock:
+        services = _services
+    return None if services is None else services.turns.stats()
 
 
 def database() -> Database:

@@ -129,13 +129,14 @@ class AnthropicProvider:
         if self._llm.send_temperature:
             extra["extra_body"] = {"temperature": request.temperature}
             extra["extra_headers"] = {"anthropic-version": SAMPLING_API_VERSION}
-        message: object = self._llm.client.messages.create(
-            model=model,
-            max_tokens=prompt.max_output_tokens,
-            system=prompt.system,
-            messages=[{"role": "user", "content": prompt.user}],
-            **extra,
-        )
+        with self._llm.turns.step_aside():  # other passes work while this one waits
+            message: object = self._llm.client.messages.create(
+                model=model,
+                max_tokens=prompt.max_output_tokens,
+                system=prompt.system,
+                messages=[{"role": "user", "content": prompt.user}],
+                **extra,
+            )
         return _to_completion(message, model)
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lcm.settings import Settings
 from lcm.summarize.breaker import BreakerState, CircuitBreaker
+from lcm.turns import TurnGate
 
 if TYPE_CHECKING:
     import anthropic
@@ -62,11 +63,16 @@ class Breakers:
 
 @dataclass(frozen=True)
 class LlmClients:
-    """The Anthropic SDK client and the per-model breakers (thread-safe, shared)."""
+    """The Anthropic SDK client and the per-model breakers (thread-safe, shared).
+
+    ``turns`` is the process's turn gate: a call gives up its thread's turn
+    while it waits for the model (a no-op for a thread that holds none).
+    """
 
     client: anthropic.Anthropic
     breakers: Breakers
     send_temperature: bool = False
+    turns: TurnGate = field(default_factory=lambda: TurnGate(1))
 
     @classmethod
     def connect(
@@ -78,6 +84,7 @@ class LlmClients:
         max_retries: int = 3,
         breakers: Breakers | None = None,
         send_temperature: bool = False,
+        turns: TurnGate | None = None,
     ) -> LlmClients:
         # Imported here: the SDK takes over a second to import, which offline
         # deployments and every importer of this module should not pay.
@@ -89,10 +96,10 @@ class LlmClients:
             timeout=timeout_seconds,
             max_retries=max_retries,  # the SDK backs off on 408/409/429/5xx itself
         )
-        return cls(client, breakers or Breakers(5, 30.0), send_temperature)
+        return cls(client, breakers or Breakers(5, 30.0), send_temperature, turns or TurnGate(1))
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LlmClients | None:
+    def from_settings(cls, settings: Settings, turns: TurnGate | None = None) -> LlmClients | None:
         """The deployment's connection; ``None`` without an API key (offline)."""
         if settings.anthropic_api_key is None:
             return None
@@ -103,4 +110,5 @@ class LlmClients:
             max_retries=settings.llm_max_retries,
             breakers=Breakers(settings.llm_breaker_failures, settings.llm_breaker_reset_seconds),
             send_temperature=settings.llm_send_temperature,
+            turns=turns,
         )

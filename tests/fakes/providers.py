@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.llm import Breakers, LlmClients
+from lcm.turns import TurnGate
 
 
 def anthropic_provider(
@@ -18,6 +19,7 @@ def anthropic_provider(
     max_retries: int = 0,
     breakers: Breakers | None = None,
     send_temperature: bool = False,
+    turns: TurnGate | None = None,
 ) -> AnthropicProvider:
     llm = LlmClients.connect(
         api_key=api_key,
@@ -26,5 +28,6 @@ def anthropic_provider(
         max_retries=max_retries,
         breakers=breakers,
         send_temperature=send_temperature,
+        turns=turns,
     )
     return AnthropicProvider(llm, [model, *fallback_models])

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -349,3 +350,37 @@ def test_doctor_apply_repairs_on_a_worker_once_the_llm_is_back(
     logs = "".join(f.read_text() for f in workers.logs.glob("*.log"))
     assert "Task compaction.repair" in logs  # the repair ran as its own task kind
     assert_lossless(pg_db, cid)
+
+
+def test_passes_taking_turns_still_wait_for_the_model_together(
+    pg_db: Database, workers: Workers, api: TestClient
+) -> None:
+    # One turn per worker process (lcm/turns.py): the passes' Python work
+    # takes turns, but each gives its turn up while the model answers, so
+    # four pool threads still have four summaries in flight at once.
+    tenant = new_tenant(pg_db)
+    port = servers.free_port()
+    with FakeAnthropicServer(default="latency:1.5") as slow:
+        workers.env.update(
+            {
+                "LCM_WORKER_PASS_SLOTS": "1",
+                "LCM_WORKER_METRICS_PORT": str(port),
+                "LCM_ANTHROPIC_BASE_URL": slow.base_url,
+            }
+        )
+        workers.start(1, concurrency=4)
+        for i in range(4):
+            assert post_turn(api, tenant, f"turns-{i}", 0, 24) == "scheduled"
+        wait_until(all_done(pg_db, 4), 90, "four debts", workers.tail)
+        assert slow.peak_in_flight == 4
+        summaries = len(slow.requests)
+    scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in scrape.splitlines()
+        if line.startswith("lcm_worker_turn")
+    }
+    # A turn when each task started, and one more after each model reply.
+    assert samples["lcm_worker_turns_total"] >= 4 + summaries
+    assert samples["lcm_worker_turns_waiting"] == 0
+    assert samples["lcm_worker_turn_waits_total"] >= 1  # four replies at once: some queued

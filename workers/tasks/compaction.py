@@ -97,12 +97,16 @@ def _run(
     conversation_id: int, fencing_token: int | None, kind: str, chain: list[float] | None
 ) -> str:
     jobs = runtime.compaction_jobs()
-    if fencing_token is None:
-        # A queued wake-up serves tenants round-robin, not the FIFO order of
-        # the queue (lcm/compaction/fairness_repository.py).
-        return _follow(jobs.wake_fairly(conversation_id, kind))
-    position = None if not chain else ChainPosition.from_args(chain)
-    return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))
+    # The pass takes its turn at the process's Python work and gives it up
+    # while the model answers (lcm/turns.py: why a wave of replies must not
+    # interleave under the GIL).
+    with runtime.services().turns.turn():
+        if fencing_token is None:
+            # A queued wake-up serves tenants round-robin, not the FIFO order of
+            # the queue (lcm/compaction/fairness_repository.py).
+            return _follow(jobs.wake_fairly(conversation_id, kind))
+        position = None if not chain else ChainPosition.from_args(chain)
+        return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))
 
 
 @app.task(name="compaction.reconcile")

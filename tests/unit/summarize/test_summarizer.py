@@ -12,9 +12,10 @@ from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import FOOTER_PREFIX, has_footer
 from lcm.summarize.llm import LlmClients
-from lcm.summarize.summarizer import TRUNCATION_MODEL, Summarizer, build_provider
+from lcm.summarize.summarizer import TRUNCATION_MODEL, Summarizer, SummaryResult, build_provider
 from lcm.summarize.truncation import TRUNCATION_MARKER
 from lcm.tokens import estimate_tokens
+from lcm.turns import TurnGate
 from tests.fakes import Behaviour, FakeAnthropicServer
 from tests.unit.summarize.conftest import PRIMARY, ProviderFactory
 
@@ -222,6 +223,30 @@ def test_many_summaries_in_flight_from_threads(
     assert {r.escalation for r in results} == {"normal"}
     assert len(fake_anthropic.requests) == 8
     assert fake_anthropic.peak_in_flight == 8
+
+
+def test_a_pass_gives_its_turn_up_while_the_model_answers(
+    fake_anthropic: FakeAnthropicServer, make_provider: ProviderFactory
+) -> None:
+    # Eight threads, each holding a turn of a one-slot gate as a worker's
+    # passes do (lcm/turns.py): the model calls must still all be in flight
+    # at once. A call that kept its turn would let the server hold one.
+    fake_anthropic.set_default("latency:1.5")
+    turns = TurnGate(1)
+    summarizer = Summarizer(make_provider(turns=turns))
+
+    def summarize_in_turn(n: int) -> SummaryResult:
+        with turns.turn():
+            result = summarizer.summarize(f"{SOURCE}\nrun {n}", depth=0, target_tokens=300)
+            assert turns.holds_turn()  # the turn is back before the pass goes on
+            return result
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(summarize_in_turn, range(8)))
+    assert {r.escalation for r in results} == {"normal"}
+    assert fake_anthropic.peak_in_flight == 8
+    # Each took a turn, gave it up for the call and took one again after.
+    assert turns.stats().turns == 16
 
 
 def test_default_custom_instructions_apply_unless_overridden(
