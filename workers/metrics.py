@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from lcm.retrieval.answers import Usage
+from lcm.turns import TurnStats
 from workers import runtime
 
 PASSES = Counter(
@@ -90,9 +91,7 @@ class TurnCollector(Collector):
     """
 
     def collect(self) -> Iterator[Metric]:
-        stats = runtime.turn_stats()
-        if stats is None:
-            return
+        stats = runtime.turn_stats() or TurnStats(0, 0, 0.0, 0)  # zeros before the first pass
         yield CounterMetricFamily(
             "lcm_worker_turns", "Turns passes took at the process's work", value=stats.turns
         )

@@ -8,6 +8,7 @@ from prometheus_client import REGISTRY, generate_latest
 from lcm.retrieval.answers import Usage
 from lcm.settings import Settings
 from lcm.summarize.llm import Breakers
+from lcm.turns import TurnGate
 from workers import metrics, runtime
 
 
@@ -47,3 +48,20 @@ def test_expansion_usage_counts_by_tenant() -> None:
         "lcm_llm_tokens_total", {"tenant": "t-metrics", "direction": "input"}
     )
     assert (after or 0) - (before or 0) == 200
+
+
+def test_the_turn_gate_shows_on_the_scrape(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = TurnGate(1)
+    monkeypatch.setattr(runtime, "turn_stats", gate.stats)
+    with gate.turn():
+        pass
+    with gate.turn():
+        pass
+    assert REGISTRY.get_sample_value("lcm_worker_turns_total") == 2.0
+    assert REGISTRY.get_sample_value("lcm_worker_turn_waits_total") == 0.0
+    assert REGISTRY.get_sample_value("lcm_worker_turns_waiting") == 0.0
+
+
+def test_turn_figures_are_zero_before_the_first_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "turn_stats", lambda: None)
+    assert REGISTRY.get_sample_value("lcm_worker_turn_wait_seconds_total") == 0.0
