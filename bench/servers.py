@@ -23,8 +23,11 @@ def durable_postgres(workdir: Path) -> Iterator[servers.PostgresHandle]:
         os.environ["LCM_TEST_DATABASE_URL"] = os.environ["LCM_BENCH_DATABASE_URL"]
     try:
         handle = servers.start_postgres(workdir, fast=False)
-        yield handle
-        handle.drop()
+        try:
+            yield handle
+            handle.drop()
+        finally:
+            handle.stop()  # before the caller removes workdir, the data directory's parent
     finally:
         if saved is None:
             os.environ.pop("LCM_TEST_DATABASE_URL", None)

@@ -54,6 +54,7 @@ def pg_server(workdir: Path) -> Iterator[servers.PostgresHandle]:
     upgrade(handle.url)
     yield handle
     handle.drop()
+    handle.stop()  # before ``workdir`` (its data directory's parent) is removed
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,16 @@ class PostgresHandle:
                 )
             )
 
+    def stop(self) -> None:
+        """Stop the server this handle started and delete its data (none if given a URL).
+
+        Otherwise it stops at the interpreter's exit, which fails once the
+        caller has removed the data directory: the server then outlives it.
+        """
+        cleanup = getattr(self._owned, "cleanup", None)
+        if cleanup is not None:
+            cleanup()
+
 
 def with_database(url: str, dbname: str) -> str:
     """Swap the database name of a libpq URL (keeps host/socket query args)."""
