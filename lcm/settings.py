@@ -260,8 +260,11 @@ class Settings(TenantSettings):
     # Workers and the service loop.
     worker_concurrency: int = Field(16, ge=1)
     # How many of a worker process's passes do their work outside the model
-    # call at once; the others queue in arrival order (lcm/turns.py).
-    worker_pass_slots: int = Field(1, ge=1)
+    # call at once; the others queue in arrival order (lcm/turns.py). Two,
+    # not one: a pass stuck on a row lock (a conversation a long import
+    # holds) leaves the other slot to the rest; the drain measured the same
+    # with one and two.
+    worker_pass_slots: int = Field(2, ge=1)
     # A pass (one LLM call plus short writes) must finish well inside its lease.
     lease_seconds: int = Field(300, ge=1)
     max_attempts: int = Field(5, ge=1)
