@@ -51,7 +51,7 @@ def test_never_more_than_its_slots_hold_a_turn(slots: int) -> None:
             with lock:
                 holding += 1
                 peak = max(peak, holding)
-            time.sleep(0.002)  # the GIL is released: another thread could slip in
+            time.sleep(0.02)  # the GIL is released: another thread could slip in
             with lock:
                 holding -= 1
 
