@@ -40,6 +40,19 @@ TASK_ROUTES = {
 }
 
 
+EVENTS: dict[str, Any] = {
+    # Task events only while a monitor watches (Flower switches them on
+    # itself): unwatched, they cost a worker ~1 ms of CPU per task.
+    "worker_send_task_events": False,
+    # No "task-sent" event per publish: it is a second Redis publish that
+    # cost the sender (the API's wake-ups, a worker's chained passes)
+    # ~0.5 ms of its ~1.2 ms per job, whether or not anything listens.
+    # Flower shows a task from its worker's "received" on; what is still
+    # queued shows as debt (lcm_compaction_debt) and on Flower's broker page.
+    "task_send_sent_event": False,
+}
+
+
 def configure(settings: Settings) -> Celery:
     """Apply ``settings`` to the app (and to the tasks' database access)."""
     runtime.use_settings(settings)
@@ -83,15 +96,7 @@ def configure(settings: Settings) -> Celery:
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
-        # Task events only while a monitor watches (Flower switches them on
-        # itself): unwatched, they cost a worker ~1 ms of CPU per task.
-        worker_send_task_events=False,
-        # No "task-sent" event per publish: it is a second Redis publish that
-        # cost the sender (the API's wake-ups, a worker's chained passes)
-        # ~0.5 ms of its ~1.2 ms per job, whether or not anything listens.
-        # Flower shows a task from its worker's "received" on; what is still
-        # queued shows as debt (lcm_compaction_debt) and on Flower's broker page.
-        task_send_sent_event=False,
+        **EVENTS,
         # No STARTED state in the result backend: nothing reads it (Flower
         # learns a task started from the events above), and it is one more
         # Redis write per pass on a worker that runs dozens a second.
