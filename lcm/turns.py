@@ -113,7 +113,9 @@ class TurnGate:
     def _take(self) -> None:
         with self._lock:
             self._turns += 1
-            if self._taken < self.slots and not self._waiting:
+            # A free slot means no one waits: a turn given back while someone
+            # waits goes to them (_give_back) and ``_taken`` stays at ``slots``.
+            if self._taken < self.slots:
                 self._taken += 1
                 self._held.turn = True
                 return
