@@ -1,9 +1,11 @@
 """Compaction and assembly costs on Postgres (issue: the LCM core).
 
 * **Leaf-pass database overhead** at conversations of 1k / 10k / 100k messages,
-  with an instant summarizer so only our own work is timed: reading and
-  planning the context, then the commit transaction (range check, summary,
-  links, range replacement, run and usage rows). The history is built in
+  with an instant summarizer so only our own work is timed: the read
+  transaction and planning the context, then the commit transaction (range
+  check, summary, links, range replacement, run and usage rows). What runs
+  between the two transactions (rendering the source, the summarizer) is
+  printed apart, as it is not database work. The history is built in
   the steady state a long conversation reaches: older messages already under
   leaf and condensed summaries, a raw tail after them. Flat is the goal.
 * **Assembly**: a 20,000-message conversation never compacted (the worst
@@ -17,10 +19,13 @@ import argparse
 import secrets
 import statistics
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import insert, select, text
+from sqlalchemy.orm import Session
 
 from bench.servers import postgres
 from lcm.assembly.service import assemble
@@ -58,6 +63,27 @@ class InstantProvider:
 
 def _ms(seconds: float) -> float:
     return seconds * 1000
+
+
+class _TransactionClock:
+    """The engine's transaction factory, timed: a pass's database work is what runs in it.
+
+    Not the pass's ``duration_ms``: that is whole milliseconds, and the
+    instant summarizer's share of a pass is less than one.
+    """
+
+    def __init__(self, transaction: Callable[[], AbstractContextManager[Session]]) -> None:
+        self.transaction = transaction
+        self.spent: list[float] = []
+
+    @contextmanager
+    def __call__(self) -> Iterator[Session]:
+        started = time.perf_counter()
+        try:
+            with self.transaction() as session:
+                yield session
+        finally:
+            self.spent.append(time.perf_counter() - started)
 
 
 def build_history(
@@ -194,14 +220,19 @@ def _condense(
 
 def _leaf_passes(
     db: Database,
+    clock: _TransactionClock,
     engine: CompactionEngine,
     settings: Settings,
     tenant_id: str,
     cid: int,
     key: str,
     repeat: int,
-) -> tuple[list[float], list[float]]:
-    plans, commits = [], []
+) -> tuple[list[float], list[float], list[float]]:
+    """Per pass: the read transaction and planning, the commit transaction, and the rest.
+
+    ``clock`` is ``engine``'s transaction factory.
+    """
+    plans, commits, rest = [], [], []
     # One pass more than measured, the first dropped, as _assembly does: the
     # first pass after a history is built runs on cold caches. (A serving
     # worker's statements are also prepared: psycopg prepares a statement
@@ -215,17 +246,20 @@ def _leaf_passes(
             ingest_messages(
                 s, tenant_id, key, None, prepare_batch(new, max_batch=1000, max_chars=10**6)
             )
+        clock.spent.clear()
         started = time.perf_counter()
         plan = next_pass(engine.load(cid), settings, 200_000)
         planned = time.perf_counter()
         assert plan is not None, f"run {r}: no pass planned"
         assert plan.kind == "leaf", f"run {r}: no leaf pass planned"
-        outcome = engine.run_pass(tenant_id, cid, plan, settings)
+        engine.run_pass(tenant_id, cid, plan, settings)
         done = time.perf_counter()
-        plans.append(_ms(planned - started))
-        # run_pass also spent the (instant) summarizer's time; it is < 1 ms.
-        commits.append(_ms(done - planned) - outcome.duration_ms)
-    return plans[1:], commits[1:]
+        assert len(clock.spent) == 2, f"run {r}: {len(clock.spent)} transactions, not 2"
+        commit = clock.spent[1]
+        plans.append(_ms(planned - started))  # the read transaction and planning
+        commits.append(_ms(commit))
+        rest.append(_ms(done - planned - commit))
+    return plans[1:], commits[1:], rest[1:]
 
 
 def _assembly(db: Database, settings: Settings, cid: int, budget: int, repeat: int) -> list[float]:
@@ -238,8 +272,19 @@ def _assembly(db: Database, settings: Settings, cid: int, budget: int, repeat: i
     return times[1:]  # the first run warms the connection and caches
 
 
-def _commit_floor(db: Database, cid: int, repeat: int) -> float:
-    """The cheapest durable write: one row updated and committed (fsync on)."""
+def _analyze(db: Database) -> None:
+    """Fresh planner statistics, as autovacuum keeps them on a serving database.
+
+    Without them a history built seconds ago is planned as nearly empty (a
+    hash join over every summary), and the smallest history, measured
+    soonest after it is built, reads slowest.
+    """
+    with db.transaction() as s:
+        s.execute(text("ANALYZE"))
+
+
+def _commit_floor(db: Database, cid: int, repeat: int) -> list[float]:
+    """The cheapest durable write: one row updated and committed (fsync on), timed."""
     times = []
     for _ in range(repeat * 4):
         started = time.perf_counter()
@@ -249,7 +294,7 @@ def _commit_floor(db: Database, cid: int, repeat: int) -> float:
                 {"c": cid},
             )
         times.append(_ms(time.perf_counter() - started))
-    return statistics.median(times)
+    return times
 
 
 def _select_reference(db: Database, cid: int, repeat: int) -> float:
@@ -274,28 +319,37 @@ def run(args: argparse.Namespace) -> None:
         db = Database(settings)
         with db.transaction() as s:
             tenant_id = create_tenant(s, "bench").tenant_id
-        engine = CompactionEngine(db.transaction, Summarizer(InstantProvider()))
+        clock = _TransactionClock(db.transaction)
+        engine = CompactionEngine(clock, Summarizer(InstantProvider()))
         print("  leaf pass, database work only (instant summarizer), median of", repeat)
         floor_cid = build_history(db, tenant_id, "floor", 300)
-        floor = _commit_floor(db, floor_cid, repeat)
+        floor = statistics.median(_commit_floor(db, floor_cid, repeat))
         # Warm, unmeasured: five passes prepare every statement of a pass.
-        _leaf_passes(db, engine, settings, tenant_id, floor_cid, "floor", 5)
+        _leaf_passes(db, clock, engine, settings, tenant_id, floor_cid, "floor", 5)
         print(f"  reference: a one-row UPDATE + COMMIT takes {floor:.1f} ms", flush=True)
+        print("  (each size's ratio is to the reference measured just before and after it)")
         for size in sizes:
             started = time.perf_counter()
             cid = build_history(db, tenant_id, f"hist-{size}", size)
+            _analyze(db)
             with db.session() as s:
                 items = len(CompactionRepository(s).load_entries(cid))
             built = time.perf_counter() - started
-            plans, commits = _leaf_passes(
-                db, engine, settings, tenant_id, cid, f"hist-{size}", repeat
+            # The reference again on either side of the passes: this machine's
+            # speed drifts over a run by more than the passes differ by size.
+            floors = _commit_floor(db, floor_cid, repeat)
+            plans, commits, rest = _leaf_passes(
+                db, clock, engine, settings, tenant_id, cid, f"hist-{size}", repeat
             )
+            floor = statistics.median(floors + _commit_floor(db, floor_cid, repeat))
             total = [p + c for p, c in zip(plans, commits, strict=True)]
             print(
                 f"  {size:>7,} messages ({items} context items; built in {built:.0f} s): "
                 f"read+plan {statistics.median(plans):5.1f} ms, commit "
                 f"{statistics.median(commits):5.1f} ms, total "
-                f"{statistics.median(total):5.1f} ms",
+                f"{statistics.median(total):5.1f} ms = {statistics.median(total) / floor:.1f}x the "
+                f"reference ({floor:.2f} ms); "
+                f"between them (source, summarizer) {statistics.median(rest):.1f} ms",
                 flush=True,
             )
         print("  assembly, median of", repeat)
