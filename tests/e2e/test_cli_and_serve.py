@@ -83,3 +83,20 @@ def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) ->
         assert "lcm_compaction_queue_lag_seconds_count" in metrics
     finally:
         handle.stop()
+
+
+def test_serve_runs_on_uvicorns_c_parser_and_libuv_loop(tmp_path: Path) -> None:
+    """httptools and uvloop are dependencies, and uvicorn picks them up by itself.
+
+    They are what keeps an API process's CPU per request down (docs/scaling.md);
+    an install that lost them would still serve, only slower, so this looks at
+    what the running server has loaded.
+    """
+    handle = servers.start_serve({"LCM_HOME": str(tmp_path / "home")}, log=tmp_path / "serve.log")
+    try:
+        assert httpx.get(f"{handle.base_url}/healthz").status_code == 200
+        loaded = Path(f"/proc/{handle.process.pid}/maps").read_text()
+    finally:
+        handle.stop()
+    assert "/httptools/parser/" in loaded
+    assert "/uvloop/loop." in loaded
