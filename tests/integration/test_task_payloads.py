@@ -58,14 +58,18 @@ class BrokerTraffic:
         redis.Redis.from_url(self.url).echo(_STOP)
         self._thread.join(10)
         self._monitor.__exit__()
-        parts = list(self.commands)
-        for command in self.commands:
-            for run in _BASE64_RUN.findall(command):
-                try:
-                    parts.append(base64.b64decode(run, validate=True).decode("utf-8", "replace"))
-                except (binascii.Error, ValueError):
-                    continue
-        return "\n".join(parts)
+        return "\n".join([*self.commands, *(base64_decoded(c) for c in self.commands)])
+
+
+def base64_decoded(command: str) -> str:
+    """Every base64 run in ``command`` decoded (a message body travels encoded), one per line."""
+    parts = []
+    for run in _BASE64_RUN.findall(command):
+        try:
+            parts.append(base64.b64decode(run, validate=True).decode("utf-8", "replace"))
+        except (binascii.Error, ValueError):
+            continue
+    return "\n".join(parts)
 
 
 @pytest.fixture
@@ -177,9 +181,3 @@ def test_a_wake_up_is_one_push_onto_its_queue_and_no_event(
     assert pushes[0].startswith("LPUSH compaction ")
     assert "987654" in base64_decoded(pushes[0])
     assert publishes == []
-
-
-def base64_decoded(command: str) -> str:
-    return "\n".join(
-        base64.b64decode(run).decode("utf-8", "replace") for run in _BASE64_RUN.findall(command)
-    )
