@@ -109,7 +109,8 @@ def worker(
         f"--concurrency={concurrency or settings.worker_concurrency}",
         f"--queues={queues}",
         f"--loglevel={settings.log_level}",
-        "--task-events",
+        # No --task-events: it would send task events with no monitor
+        # listening (workers.celery_app.EVENTS); Flower switches them on.
     ]
     if hostname:
         argv.append(f"--hostname={hostname}")

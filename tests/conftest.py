@@ -204,6 +204,9 @@ def worker_env(
         "LCM_RESULT_BACKEND_URL": redis_server.url,
         # Large files written by a test are read by the worker from here.
         "LCM_FILES_DIR": str(workdir / "files"),
+        # A line per job in the worker's log: what a failing test shows, and
+        # how a test sees that a job whose result is not stored has run.
+        "LCM_LOG_JOBS": "true",
     }
 
 

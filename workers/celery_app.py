@@ -7,6 +7,7 @@ runs the same task code in a thread of the API process.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Celery
@@ -53,9 +54,20 @@ EVENTS: dict[str, Any] = {
 }
 
 
+# Loggers that write a line per job at INFO: Celery's "received" and
+# "succeeded", and one per model request from the LLM SDK's HTTP client
+# (httpx, or httpx2 in newer SDKs). Their warnings and errors (a task that
+# raised, an unregistered task) pass either way.
+JOB_LOGGERS = ("celery.worker.strategy", "celery.app.trace", "httpx", "httpx2")
+
+
 def configure(settings: Settings) -> Celery:
     """Apply ``settings`` to the app (and to the tasks' database access)."""
     runtime.use_settings(settings)
+    # Set before a worker builds its tracers and strategies: Celery asks
+    # these loggers once, then, whether INFO is on.
+    for name in JOB_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if settings.log_jobs else logging.WARNING)
     app.conf.update(
         broker_url=settings.broker_url,
         # memory:// (embedded mode) through a transport woken by each publish

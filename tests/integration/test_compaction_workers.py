@@ -384,3 +384,22 @@ def test_passes_taking_turns_still_wait_for_the_model_together(
     assert samples["lcm_worker_turns_total"] >= 4 + summaries
     assert samples["lcm_worker_turns_waiting"] == 0
     assert "lcm_worker_turn_wait_seconds_total" in samples
+
+
+def test_a_worker_logs_each_job_only_when_asked(
+    pg_db: Database, workers: Workers, api: TestClient
+) -> None:
+    tenant = new_tenant(pg_db)
+    logs = {}
+    for n, log_jobs in enumerate(("false", "true")):
+        workers.env["LCM_LOG_JOBS"] = log_jobs
+        (worker,) = workers.start(1, concurrency=2)
+        assert post_turn(api, tenant, f"logged-{log_jobs}", 0, 24) == "scheduled"
+        wait_until(all_done(pg_db, n + 1), 60, "the compaction", workers.tail)
+        worker.terminate()
+        worker.wait(15)
+        logs[log_jobs] = (workers.logs / f"worker{n}.log").read_text()
+    per_job = ("compaction.leaf[", "HTTP Request: POST")
+    assert " ready." in logs["false"]  # the worker's own INFO lines stay
+    assert not [line for line in per_job if line in logs["false"]], logs["false"][-3000:]
+    assert all(line in logs["true"] for line in per_job), logs["true"][-3000:]
