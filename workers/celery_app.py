@@ -43,7 +43,8 @@ TASK_ROUTES = {
 
 EVENTS: dict[str, Any] = {
     # Task events only while a monitor watches (Flower switches them on
-    # itself): unwatched, they cost a worker ~1 ms of CPU per task.
+    # itself): unwatched, they cost a worker 1-2 ms of CPU per task. `lcm
+    # worker` must not pass --task-events, which overrides this.
     "worker_send_task_events": False,
     # No "task-sent" event per publish: it is a second Redis publish that
     # cost the sender (the API's wake-ups, a worker's chained passes)

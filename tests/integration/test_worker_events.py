@@ -1,7 +1,7 @@
 """``lcm worker`` sends Celery's task events only once a monitor asks for them.
 
-Each event is a Redis PUBLISH per task state (received, started,
-succeeded), about 1 ms of a worker's CPU per task. Flower switches them on
+The events are Redis PUBLISHes of each task's states (received, started,
+succeeded): 1-2 ms of a worker's CPU per job (docs/scaling.md). Flower switches them on
 over the control channel when it starts (``test_flower``); until then a
 worker started the way operators start it must not pay for them.
 """
