@@ -16,7 +16,8 @@ String forms: ``ok``, ``empty``, ``oversized``, ``garbage`` (2xx, broken JSON),
 ``latency:<seconds>`` (then ok), ``text:<reply>``, and any HTTP error status
 (``400``, ``401``, ``404``, ``429``, ``500``, ``503``, ``529`` …). Error replies
 carry ``retry-after`` (``retry_after`` seconds, small by default) so the SDK's
-retries stay fast.
+retries stay fast. ``server.gather(4)`` holds the next four replies until all
+four requests arrived, as a model answering a wave of calls at once.
 
 Like API version 2026-10-21, a request carrying ``temperature``/``top_p``/``top_k``
 is refused with 400 unless it asks for ``anthropic-version: 2023-06-01``.
@@ -60,6 +61,10 @@ class FakeAnthropicServer:
         self._counter = 0
         self._in_flight = 0
         self._peak_in_flight = 0
+        # Requests arriving is what releases gathered replies (``gather``).
+        self._arrived = threading.Condition(self._lock)
+        self._gathering = 0
+        self._gather_timeout = 30.0
         self._httpd: _QuietServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -80,6 +85,17 @@ class FakeAnthropicServer:
                 self._default = parsed
             else:
                 self._model_defaults[model] = parsed
+
+    def gather(self, count: int, timeout: float = 30.0) -> None:
+        """Hold the next ``count`` requests' replies until all arrived, then answer them together.
+
+        As a model answering a wave of calls at the same moment does. Once;
+        a request arriving after them is answered as usual. After
+        ``timeout`` seconds the held replies go out anyway.
+        """
+        with self._lock:
+            self._gathering = count
+            self._gather_timeout = timeout
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -169,6 +185,10 @@ class FakeAnthropicServer:
         with self._lock:
             self._in_flight += 1
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+            if self._gathering:
+                self._gathering -= 1
+                self._arrived.notify_all()
+                self._arrived.wait_for(lambda: self._gathering == 0, self._gather_timeout)
         try:
             return self._reply(body, headers)
         finally:

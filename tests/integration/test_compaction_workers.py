@@ -357,10 +357,12 @@ def test_passes_taking_turns_still_wait_for_the_model_together(
 ) -> None:
     # One turn per worker process (lcm/turns.py): the passes' Python work
     # takes turns, but each gives its turn up while the model answers, so
-    # four pool threads still have four summaries in flight at once.
+    # four pool threads still have four summaries in flight at once. The
+    # model answers the first four together, so their commits queue.
     tenant = new_tenant(pg_db)
     port = servers.free_port()
     with FakeAnthropicServer(default="latency:1.5") as slow:
+        slow.gather(4)
         workers.env.update(
             {
                 "LCM_WORKER_PASS_SLOTS": "1",
@@ -383,7 +385,8 @@ def test_passes_taking_turns_still_wait_for_the_model_together(
     # A turn when each task started, and one more after each model reply.
     assert samples["lcm_worker_turns_total"] >= 4 + summaries
     assert samples["lcm_worker_turns_waiting"] == 0
-    assert "lcm_worker_turn_wait_seconds_total" in samples
+    assert samples["lcm_worker_turn_waits_total"] >= 1
+    assert samples["lcm_worker_turn_wait_seconds_total"] > 0
 
 
 def test_a_worker_logs_each_job_only_when_asked(

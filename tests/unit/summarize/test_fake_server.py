@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -98,3 +100,29 @@ def test_tool_use_reply_parses_in_the_sdk(fake_anthropic: FakeAnthropicServer) -
 def test_unknown_behaviour_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown fake behaviour"):
         Behaviour.parse("teapot")
+
+
+def test_gathered_replies_wait_for_each_other_then_go_out_together(
+    fake_anthropic: FakeAnthropicServer,
+) -> None:
+    fake_anthropic.gather(3)
+    answered: list[float] = []
+
+    def call() -> None:
+        assert post(fake_anthropic, BODY)[0] == 200
+        answered.append(time.monotonic())
+
+    first = [threading.Thread(target=call) for _ in range(2)]
+    for thread in first:
+        thread.start()
+    time.sleep(0.5)
+    assert answered == []  # two of three arrived: both held
+    last = threading.Thread(target=call)
+    last.start()
+    for thread in [*first, last]:
+        thread.join(10)
+    assert len(answered) == 3
+    assert max(answered) - min(answered) < 0.4  # released together, not 0.5 s apart
+    started = time.monotonic()
+    assert post(fake_anthropic, BODY)[0] == 200  # once: the next request is not held
+    assert time.monotonic() - started < 2
