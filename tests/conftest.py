@@ -244,8 +244,4 @@ def celery_worker(
         process.kill()
         pytest.fail("the Celery worker did not answer a ping:\n" + log.read_text()[-4000:])
     yield celery_app
-    process.terminate()
-    try:
-        process.wait(20)
-    except Exception:
-        process.kill()
+    servers.stop_process(process)

@@ -194,6 +194,15 @@ def start_celery_worker(
         )
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    """SIGTERM (a worker's warm shutdown), then SIGKILL if it has not exited in ``timeout`` s."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 def make_workdir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="lcm-test-"))
     os.chmod(path, 0o755)  # embedded Postgres runs as its own system user

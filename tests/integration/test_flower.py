@@ -58,11 +58,7 @@ def flower(celery_worker: Any, worker_env: dict[str, str], workdir: Path) -> Ite
             time.sleep(0.2)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        servers.stop_process(process)
 
 
 def tasks_seen(base: str) -> dict[str, dict[str, Any]]:

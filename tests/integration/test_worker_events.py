@@ -40,11 +40,7 @@ def lcm_worker(celery_app: Any, worker_env: dict[str, str], workdir: Path) -> It
         ping.apply_async(queue="compaction").get(timeout=60)
         yield log
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        servers.stop_process(process)
 
 
 def task_events(url: str) -> str:
