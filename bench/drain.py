@@ -1,11 +1,18 @@
 """Service-loop drain (issue: the service loop): how close workers get to the LLM bound.
 
-200 conversations each owe exactly one leaf pass; the fake Messages API
+``N`` conversations each owe exactly one leaf pass; the fake Messages API
 answers every summary after 1 s. With ``C`` threads in total the lower bound
-is ``200 * 1 s / C``; efficiency is that bound over the measured drain time.
-Run with one ``lcm worker`` process, then two (the goal is about 2x faster). While the
-drain runs, a client sends ``POST …/assemble`` at 20 requests/s over real
-HTTP to an ``lcm api`` process on the same database and records its latency.
+is ``N * 1 s / C``; efficiency is that bound over the measured drain time.
+Three drains: one ``lcm worker`` process, then two, each with eight passes
+per thread (``N`` = 200, then 400), and two processes with 200 (four passes
+per thread, the figure this benchmark first reported). A drain loses a
+roughly fixed time to its start and end (the first wave's replies arrive
+together and spread out over the first few waves), so its efficiency
+depends on its length as well as its workers: comparing one process with
+two at the same passes per thread keeps that part equal, and the printed
+ramp (drain time minus bound) shows it. While a drain runs, a client sends
+``POST …/assemble`` at 20 requests/s over real HTTP to an ``lcm api``
+process on the same database and records its latency.
 
 The reference in the same run (``bench/celery_floor.py``): Celery alone,
 with the same threads and settings, draining 200 tasks that only wait as
@@ -39,8 +46,10 @@ from lcm.tenants.service import create_tenant
 from tests import servers
 from tests.fakes import FakeAnthropicServer
 
-CONVERSATIONS = 200
+WAVES = 8  # passes per thread in the drains compared across process counts
 LATENCY = 1.0
+# (worker processes, passes per thread): the last is the short drain first reported.
+DRAINS = ((1, WAVES), (2, WAVES), (2, WAVES // 2))
 LOOP = {
     "LCM_FRESH_TAIL_COUNT": "4",
     "LCM_LEAF_MIN_FANOUT": "4",
@@ -50,13 +59,13 @@ LOOP = {
 }
 
 
-def _seed(db: Database, tenant_ids: list[str], round_: int) -> list[int]:
-    """Conversations of 8 messages: one leaf pass of 4 leaves the fresh tail of 4.
+def _seed(db: Database, tenant_ids: list[str], round_: str, count: int) -> list[int]:
+    """``count`` conversations of 8 messages: one leaf pass of 4 leaves the fresh tail of 4.
 
     Spread round-robin over ``tenant_ids``.
     """
     ids = []
-    for n in range(CONVERSATIONS):
+    for n in range(count):
         tenant_id = tenant_ids[n % len(tenant_ids)]
         batch = [
             IncomingMessage(
@@ -167,8 +176,10 @@ def run(args: argparse.Namespace) -> None:
         base = f"http://127.0.0.1:{port}"
         try:
             wait_ready(base, [api], api_log)
-            for processes in (1, 2):
-                ids = _seed(db, tenant_ids, processes)
+            for processes, waves in DRAINS:
+                conversations = waves * concurrency * processes
+                round_ = f"{processes}x{waves}"
+                ids = _seed(db, tenant_ids, round_, conversations)
                 # `lcm worker`, as operators start it (its flags are part of
                 # what a pass costs: it once sent task events nobody watched).
                 workers = [
@@ -177,10 +188,10 @@ def run(args: argparse.Namespace) -> None:
                             "cli.main",
                             "worker",
                             f"--concurrency={concurrency}",
-                            f"--hostname=drain{processes}-{i}@%h",
+                            f"--hostname=drain{round_}-{i}@%h",
                         ],
                         {**env, "LCM_DB_POOL_SIZE": str(concurrency)},
-                        Path(workdir) / f"w{processes}{i}.log",
+                        Path(workdir) / f"w{round_}-{i}.log",
                         Path(workdir),
                     )
                     for i in range(processes)
@@ -188,11 +199,11 @@ def run(args: argparse.Namespace) -> None:
                 # The clock starts once every worker is ready (connected, job
                 # runner built): under load a fixed pause was too short, and
                 # the drain time then included a worker's start-up.
-                _wait_ready([Path(workdir) / f"w{processes}{i}.log" for i in range(processes)])
+                _wait_ready([Path(workdir) / f"w{round_}-{i}.log" for i in range(processes)])
                 latencies: list[float] = []
                 stop = threading.Event()
                 # The first tenant's conversations (the key the load sends is its own).
-                keys = [f"r{processes}-c{n}" for n in range(0, CONVERSATIONS, len(tenant_ids))]
+                keys = [f"r{round_}-c{n}" for n in range(0, conversations, len(tenant_ids))]
                 load = threading.Thread(
                     target=_assemble_load, args=(base, issued.api_key, keys, stop, latencies)
                 )
@@ -213,7 +224,7 @@ def run(args: argparse.Namespace) -> None:
                 for w in workers:
                     w.terminate()
                     w.wait(20)
-                bound = CONVERSATIONS * LATENCY / (concurrency * processes)
+                bound = conversations * LATENCY / (concurrency * processes)
                 p50 = statistics.median(latencies) if latencies else float("nan")
                 # Under 100 samples (the short two-process drain) a p99 is the maximum.
                 p99 = (
@@ -221,18 +232,20 @@ def run(args: argparse.Namespace) -> None:
                     if len(latencies) >= 100
                     else max(latencies, default=float("nan"))
                 )
-                per_pass = worker_cpu * 1000 / CONVERSATIONS
+                per_pass = worker_cpu * 1000 / conversations
                 print(
                     f"  {len(tenant_ids)} tenant(s), {processes} worker process(es) x "
                     f"{concurrency} threads: drained "
-                    f"{CONVERSATIONS} in {elapsed:5.1f} s; bound {bound:4.1f} s; efficiency "
-                    f"{bound / elapsed:5.1%}; assemble over HTTP p50 {p50:.1f} ms, "
-                    f"p99 {p99:.1f} ms ({len(latencies)} requests); worker CPU "
+                    f"{conversations} in {elapsed:5.1f} s; bound {bound:4.1f} s; efficiency "
+                    f"{bound / elapsed:5.1%} (ramp {elapsed - bound:.2f} s); assemble over HTTP "
+                    f"p50 {p50:.1f} ms, p99 {p99:.1f} ms ({len(latencies)} requests); worker CPU "
                     f"{per_pass:.0f} ms per pass, machine CPU "
                     f"{machine:.0%} busy",
                     flush=True,
                 )
-                _floor(redis_handle.url, processes, concurrency, per_pass, Path(workdir))
+                _floor(
+                    redis_handle.url, processes, concurrency, conversations, per_pass, Path(workdir)
+                )
         finally:
             api.terminate()
             api.wait(20)
@@ -240,14 +253,14 @@ def run(args: argparse.Namespace) -> None:
             redis_handle.stop()
 
 
-def _floor(broker_url: str, processes: int, threads: int, cpu_ms: float, logs: Path) -> None:
+def _floor(
+    broker_url: str, processes: int, threads: int, tasks: int, cpu_ms: float, logs: Path
+) -> None:
     """The reference: Celery alone with these threads, tasks of the model's wait (and CPU)."""
-    bound = CONVERSATIONS * LATENCY / (threads * processes)
+    bound = tasks * LATENCY / (threads * processes)
     figures = []
     for cpu in (0.0, cpu_ms):
-        seconds = celery_floor.drain_seconds(
-            broker_url, processes, threads, CONVERSATIONS, cpu, logs
-        )
+        seconds = celery_floor.drain_seconds(broker_url, processes, threads, tasks, cpu, logs)
         figures.append(f"{cpu:.0f} ms of CPU per task {bound / seconds:5.1%}")
     print(
         f"    reference, Celery alone with the same threads and settings: {'; '.join(figures)}",
