@@ -4,21 +4,21 @@
 answers every summary after 1 s. With ``C`` threads in total the lower bound
 is ``N * 1 s / C``; efficiency is that bound over the measured drain time.
 Three drains: one ``lcm worker`` process, then two, each with eight passes
-per thread (``N`` = 200, then 400), and two processes with 200 (four passes
-per thread, the figure this benchmark first reported). A drain loses a
-roughly fixed time to its start and end (the first wave's replies arrive
-together and spread out over the first few waves), so its efficiency
-depends on its length as well as its workers: comparing one process with
-two at the same passes per thread keeps that part equal, and the printed
-ramp (drain time minus bound) shows it. While a drain runs, a client sends
-``POST …/assemble`` at 20 requests/s over real HTTP to an ``lcm api``
-process on the same database and records its latency.
+per thread (``N`` = 200, then 400, at the default 25 threads), and two
+processes with 200 (four passes per thread, the figure this benchmark first
+reported). A drain loses a roughly fixed time to its start and end (the
+first wave's replies arrive together and spread out over the first few
+waves), so its efficiency depends on its length as well as its workers:
+comparing one process with two at the same passes per thread keeps that
+part equal, and the printed ramp (drain time minus bound) shows it. While a
+drain runs, a client sends ``POST …/assemble`` at 20 requests/s over real
+HTTP to an ``lcm api`` process on the same database and records its latency.
 
 The reference in the same run (``bench/celery_floor.py``): Celery alone,
-with the same threads and settings, draining 200 tasks that only wait as
-long as the model, then tasks that also burn as much CPU as the workers
-spent per pass. The first says what the queue costs, the second what a
-pass's CPU costs on this machine whatever it is spent on.
+with the same threads and settings, draining as many tasks as the drain
+that only wait as long as the model, then tasks that also burn as much CPU
+as the workers spent per pass. The first says what the queue costs, the
+second what a pass's CPU costs on this machine whatever it is spent on.
 """
 
 from __future__ import annotations
