@@ -71,13 +71,7 @@ def configure(settings: Settings) -> Celery:
         logging.getLogger(name).setLevel(logging.NOTSET if settings.log_jobs else logging.WARNING)
     app.conf.update(
         broker_url=settings.broker_url,
-        # memory:// (embedded mode) through a transport woken by each publish
-        # rather than polling its queues once a second (workers/memory_broker.py).
-        broker_transport=(
-            "workers.memory_broker:Transport"
-            if settings.broker_url.startswith("memory://")
-            else None
-        ),
+        broker_transport=broker_transport(settings.broker_url),
         result_backend=settings.result_backend_url or None,
         broker_connection_retry_on_startup=True,
         # The API publishes wake-ups inside a request: a broker that is down
@@ -122,6 +116,19 @@ def configure(settings: Settings) -> Celery:
         timezone="UTC",
     )
     return app
+
+
+def broker_transport(broker_url: str) -> str | None:
+    """The kombu transport for ``broker_url``: ours for memory:// and Redis, else kombu's."""
+    if broker_url.startswith("memory://"):
+        # Embedded mode: woken by each publish rather than polling its queues
+        # once a second (workers/memory_broker.py).
+        return "workers.memory_broker:Transport"
+    if broker_url.startswith(("redis://", "rediss://")):
+        # Kombu's, sharing one Redis client per channel instead of building
+        # one per publish and per acknowledgement (workers/redis_broker.py).
+        return "workers.redis_broker:Transport"
+    return None
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
