@@ -23,6 +23,8 @@ from kombu.transport import redis
 
 
 class Channel(redis.Channel):
+    """Kombu's Redis channel, whose operations share one client per connection pool."""
+
     # (pool, client): read and replaced as one tuple, so a thread never pairs
     # a client with another pool. Two threads building one at once both get a
     # working client; the last one kept is shared from then on.
@@ -41,4 +43,6 @@ class Channel(redis.Channel):
 
 
 class Transport(redis.Transport):
+    """Kombu's Redis transport over :class:`Channel` (``broker_transport`` in the app)."""
+
     Channel = Channel
