@@ -399,8 +399,7 @@ def test_a_worker_logs_each_job_only_when_asked(
         (worker,) = workers.start(1, concurrency=2)
         assert post_turn(api, tenant, f"logged-{log_jobs}", 0, 24) == "scheduled"
         wait_until(all_done(pg_db, n + 1), 60, "the compaction", workers.tail)
-        worker.terminate()
-        worker.wait(15)
+        servers.stop_process(worker, 15)
         logs[log_jobs] = (workers.logs / f"worker{n}.log").read_text()
     per_job = ("compaction.leaf[", "HTTP Request: POST")
     assert " ready." in logs["false"]  # the worker's own INFO lines stay
