@@ -240,22 +240,24 @@ def test_the_cache_drops_the_least_recently_used_views_first() -> None:
 
 def test_the_cache_knows_which_conversations_it_holds_views_of() -> None:
     cache = MessageCache(3)
+
+    def holding(*conversations: int) -> list[bool]:
+        return [cache.holds_views_of(c) for c in conversations]
+
     cache.put_many(1, {1: view(1), 2: view(2)})
     cache.put_many(1, {2: view(2)})  # held already: still two views of conversation 1
     cache.put_many(2, {3: view(3)})
-    assert cache.holds_views_of(1) and cache.holds_views_of(2)
-    assert not cache.holds_views_of(3)
+    assert holding(1, 2, 3) == [True, True, False]
     cache.put_many(3, {4: view(4)})  # evicts view 1: conversation 1 keeps view 2
-    assert cache.holds_views_of(1)
+    assert holding(1) == [True]
     cache.put_many(3, {5: view(5)})  # evicts view 2, the last of conversation 1
-    assert not cache.holds_views_of(1)
-    assert cache.holds_views_of(2) and cache.holds_views_of(3)
+    assert holding(1, 2, 3) == [False, True, True]
     cache.forget_conversations([3])
-    assert not cache.holds_views_of(3) and cache.holds_views_of(2)
+    assert holding(2, 3) == [True, False]
     cache.put_many(4, {3: view(3)})  # a fork read its parent's message: the view is its now
-    assert cache.holds_views_of(4) and not cache.holds_views_of(2)
+    assert holding(2, 4) == [False, True]
     cache.put_many(5, {6: view(6), 7: view(7), 8: view(8)})  # evicts the fork's view
-    assert not cache.holds_views_of(4)
+    assert holding(4, 5) == [False, True]
 
 
 def test_threads_sharing_the_cache_never_see_another_id_s_view() -> None:
