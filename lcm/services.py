@@ -103,7 +103,9 @@ class Services:
             if jobs is None:
                 jobs = CompactionJobs(
                     self.database.transaction,
-                    CompactionEngine(self.database.transaction, summarizer),
+                    CompactionEngine(
+                        self.database.transaction, summarizer, reads=self.database.lookup_session
+                    ),
                     self.settings,
                     owner=f"{role}:{socket.gethostname()}:{os.getpid()}",
                 )

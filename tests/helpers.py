@@ -41,7 +41,9 @@ def compact(
     deployment = db.settings.model_copy(
         update={name: getattr(settings, name) for name in CompactionSettings.model_fields}
     )
-    engine = CompactionEngine(db.transaction, summarizer or Summarizer(ExtractiveProvider()))
+    engine = CompactionEngine(
+        db.transaction, summarizer or Summarizer(ExtractiveProvider()), reads=db.lookup_session
+    )
     jobs = CompactionJobs(db.transaction, engine, deployment, owner="test")
     report = compact_now(jobs, tenant_id, conversation_id, token_budget, target_tokens)
     assert report is not None, "nothing else holds the lease in a test"

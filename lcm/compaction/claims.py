@@ -40,8 +40,10 @@ class LeaseClaims:
         settings: Settings,
         owner: str,
         clock: Callable[[], datetime],
+        reads: Transaction | None = None,
     ) -> None:
         self.transaction = transaction
+        self.reads = reads or transaction  # see CompactionEngine: the context's read
         self.settings = settings
         self.owner = owner
         self.clock = clock
@@ -63,17 +65,18 @@ class LeaseClaims:
         """Claim the round-robin choice (see ``fairness_repository``), else ``fallback``.
 
         The claim commits in its own short transaction before the context is
-        read in a second one: the claim stamps a tenant row, which ingest of
-        that tenant waits for, so it must not stay locked while a whole
-        context is read. The lease is held from the claim's commit on, and
-        the pass re-checks its range under the fence before it writes.
+        read (in a ``reads`` session, see ``CompactionEngine``): the claim
+        stamps a tenant row, which ingest of that tenant waits for, so it
+        must not stay locked while a whole context is read. The lease is
+        held from the claim's commit on, and the pass re-checks its range
+        under the fence before it writes.
         """
         claim = self.claim_without_waiting()
         if claim is None:
             claim = self._claim_waiting(fallback)
         if claim is None:
             return None
-        with self.transaction() as session:
+        with self.reads() as session:
             return self._read(session, claim)
 
     def claim_without_waiting(self) -> Claim | None:

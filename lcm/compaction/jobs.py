@@ -78,7 +78,7 @@ class CompactionJobs:
         self.settings = settings
         self.owner = owner
         self.clock = clock
-        self.claims = LeaseClaims(transaction, settings, owner, clock)
+        self.claims = LeaseClaims(transaction, settings, owner, clock, engine.reads)
         self.repairs = SummaryRepair(engine)
 
     def wake(self, conversation_id: int, kind: str | None = None) -> Step:

@@ -267,13 +267,15 @@ class Database:
 
     @contextmanager
     def lookup_session(self) -> Iterator[Session]:
-        """A read session for a single statement (a request's key lookup).
+        """A read session whose statements each stand alone (a key lookup, a context read).
 
-        On Postgres the statement runs in autocommit: one statement is a
+        On Postgres each statement runs in autocommit: one statement is a
         transaction of its own there, so BEGIN and COMMIT would only add two
-        round trips. Nothing guards against a write here, as READ ONLY does
-        in :meth:`read_session`: use it for one SELECT and nothing else. On
-        SQLite it is a :meth:`read_session` (a local BEGIN costs nothing).
+        round trips. It sees what a READ COMMITTED transaction would (a
+        snapshot per statement): use it where no two of its reads need to
+        agree more than that. Nothing guards against a write here, as READ
+        ONLY does in :meth:`read_session`: SELECTs only. On SQLite it is a
+        :meth:`read_session` (a local BEGIN costs nothing).
         """
         session = self._lookups()
         try:

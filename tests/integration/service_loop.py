@@ -57,7 +57,9 @@ def jobs_for(
     db: Database, clock: Clock, owner: str, summarizer: Summarizer | None = None, **overrides: Any
 ) -> CompactionJobs:
     settings = db.settings.model_copy(update={**SMALL, "lease_seconds": 60, **overrides})
-    engine = CompactionEngine(db.transaction, summarizer or HookedSummarizer())
+    engine = CompactionEngine(
+        db.transaction, summarizer or HookedSummarizer(), reads=db.lookup_session
+    )
     return CompactionJobs(db.transaction, engine, settings, owner, clock=clock)
 
 

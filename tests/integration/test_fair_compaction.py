@@ -190,7 +190,9 @@ def test_racing_fair_claims_over_many_tenants_do_not_deadlock(pg_db: Database) -
     for n in range(20):
         tenant = new_tenant(pg_db, f"racer-{n}")
         expected |= set(owe(pg_db, tenant.tenant_id, [f"r{n}-{i}" for i in range(5)]))
-    engine = CompactionEngine(pg_db.transaction, Summarizer(ExtractiveProvider()))
+    engine = CompactionEngine(
+        pg_db.transaction, Summarizer(ExtractiveProvider()), reads=pg_db.lookup_session
+    )
     errors: list[BaseException] = []
     claimed: list[int] = []
     start = threading.Barrier(8)
@@ -223,7 +225,9 @@ def _jobs(database: Database, owner: str) -> Any:
     from lcm.summarize.extractive import ExtractiveProvider
     from lcm.summarize.summarizer import Summarizer
 
-    engine = CompactionEngine(database.transaction, Summarizer(ExtractiveProvider()))
+    engine = CompactionEngine(
+        database.transaction, Summarizer(ExtractiveProvider()), reads=database.lookup_session
+    )
     return CompactionJobs(database.transaction, engine, database.settings, owner=owner)
 
 

@@ -1,14 +1,20 @@
-"""Read sessions: they refuse writes, end with COMMIT, and keep prepared statements."""
+"""Read sessions: they refuse writes, end with COMMIT, keep prepared statements; lookups."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from sqlalchemy import select, text
+from psycopg.pq import TransactionStatus
+from sqlalchemy import event, select, text
 from sqlalchemy.exc import DBAPIError
 
+from lcm.compaction.repository import CompactionRepository
 from lcm.db.engine import Database
 from lcm.db.models import Tenant
+from lcm.services import Services
 from tests.conftest import new_tenant, settings_for
+from tests.integration.retrieval_data import ingest
 
 
 def test_a_postgres_read_session_refuses_to_write(pg_db: Database) -> None:
@@ -61,3 +67,26 @@ def test_a_key_lookup_session_runs_in_autocommit(pg_db: Database) -> None:
     with pg_db.read_session() as session:
         session.execute(text("SELECT pg_sleep(0.01)"))
         assert session.scalar(text("SELECT now() = statement_timestamp()")) is False
+
+
+def test_a_serving_process_reads_a_pass_s_context_outside_a_transaction(pg_db: Database) -> None:
+    """The worker's context reads stand alone: no BEGIN and COMMIT round trips around them."""
+    tenant = new_tenant(pg_db)
+    cid = ingest(pg_db, tenant.tenant_id, "agent", [f"message {i}" for i in range(6)])
+    engine = Services.build(pg_db.settings, database=pg_db).compaction_jobs().engine
+    inside: list[bool] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
+        if statement.lstrip().startswith("SELECT") and "FROM context_items" in statement:
+            status = conn.connection.dbapi_connection.info.transaction_status
+            inside.append(status != TransactionStatus.IDLE)
+
+    event.listen(pg_db.engine, "after_cursor_execute", record)
+    try:
+        entries = engine.load(cid)
+        with pg_db.transaction() as session:  # the recorder tells a transaction's read apart
+            CompactionRepository(session).load_entries(cid)
+    finally:
+        event.remove(pg_db.engine, "after_cursor_execute", record)
+    assert len(entries) == 6
+    assert inside == [False, True]
