@@ -38,26 +38,6 @@ from lcm.db.driver import DriverStatement
 from lcm.db.models import ContextItem, Message, MessagePart, Summary, SummaryParent
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 
-# An item and, for a summary item, the summary's columns: the rows
-# window_entries takes. A summary is read with its item (one query), a message
-# from the process's cache of message views or else by id.
-ITEM_COLUMNS = (
-    ContextItem.ordinal,
-    ContextItem.token_count,
-    ContextItem.message_id,
-    ContextItem.summary_id,
-    Summary.kind,
-    Summary.depth,
-    Summary.content,
-    Summary.token_count,
-    Summary.earliest_at,
-    Summary.latest_at,
-    Summary.descendant_count,
-)
-ITEMS_WITH_SUMMARIES = ContextItem.__table__.outerjoin(
-    Summary.__table__, Summary.id == ContextItem.summary_id
-)
-
 
 def load_context(
     session: Session, conversation_id: int, from_ordinal: int | None = None
@@ -69,21 +49,11 @@ def load_context(
     condensed summaries, each only when there are any. ``from_ordinal``
     limits them to a suffix of the context. Messages whose views the
     session's :class:`MessageCache` holds are not built again, nor their
-    parts read; summaries whose parents it holds do not read them. Once
-    the cache holds views of the conversation, the first query reads the
-    items and their summaries only, and a second the messages it lacks
-    (:func:`window_entries`).
+    parts read; summaries whose parents it holds do not read them.
     """
     params = {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0}
-    cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
-    if cache is not None and cache.holds_views_of(conversation_id):
-        # Its views were read before, so most of its messages likely come
-        # from the cache: the items alone, then only the messages it lacks
-        # (a leaf pass's read: ~0.3 ms less than the content of every
-        # message in the one query below).
-        items = _LOAD_ITEMS.run(session, params).all()
-        return window_entries(session, conversation_id, items) if items else []
     rows: Sequence[Any] = _LOAD_CONTEXT.run(session, params).all()
+    cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
     messages = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
     pending = [r[_MESSAGE_AT] for r in rows if r[2] is not None and r[2] not in messages]
     built = _message_views(session, pending, params, whole=not messages)
@@ -284,15 +254,6 @@ _LOAD_CONTEXT = DriverStatement(
     .where(
         ContextItem.conversation_id == bindparam("conversation_id"),
         ContextItem.ordinal >= bindparam("from_ordinal"),  # 0: all (ordinals start at 1)
-    )
-    .order_by(ContextItem.ordinal)
-)
-_LOAD_ITEMS = DriverStatement(
-    select(*ITEM_COLUMNS)
-    .select_from(ITEMS_WITH_SUMMARIES)
-    .where(
-        ContextItem.conversation_id == bindparam("conversation_id"),
-        ContextItem.ordinal >= bindparam("from_ordinal"),
     )
     .order_by(ContextItem.ordinal)
 )

@@ -44,7 +44,6 @@ class _Lru(Generic[K, V]):
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._held: OrderedDict[K, tuple[int, V]] = OrderedDict()
-        self._per_conversation: dict[int, int] = {}  # how many values each conversation has
 
     def get_many(self, keys: Iterable[K]) -> dict[K, V]:
         found: dict[K, V] = {}
@@ -57,34 +56,14 @@ class _Lru(Generic[K, V]):
 
     def put_many(self, conversation_id: int, values: Mapping[K, V]) -> None:
         for key, value in values.items():
-            held = self._held.get(key)
-            # A fork's items name its parent's messages: a view is tagged
-            # with the conversation that read it last.
-            if held is None or held[0] != conversation_id:
-                self._count(conversation_id, +1)
-                if held is not None:
-                    self._count(held[0], -1)
             self._held[key] = (conversation_id, value)
             self._held.move_to_end(key)
         while len(self._held) > self.capacity:
-            _, (evicted, _) = self._held.popitem(last=False)
-            self._count(evicted, -1)
-
-    def _count(self, conversation_id: int, change: int) -> None:
-        left = self._per_conversation.get(conversation_id, 0) + change
-        if left:
-            self._per_conversation[conversation_id] = left
-        else:
-            del self._per_conversation[conversation_id]
-
-    def holds_any(self, conversation_id: int) -> bool:
-        return conversation_id in self._per_conversation
+            self._held.popitem(last=False)
 
     def forget(self, conversation_ids: set[int]) -> None:
         for key in [k for k, (c, _) in self._held.items() if c in conversation_ids]:
             del self._held[key]
-        for conversation_id in conversation_ids:
-            self._per_conversation.pop(conversation_id, None)
 
     def __len__(self) -> int:
         return len(self._held)
@@ -110,11 +89,6 @@ class MessageCache:
     def put_many(self, conversation_id: int, views: Mapping[int, MessageView]) -> None:
         with self._lock:
             self._views.put_many(conversation_id, views)
-
-    def holds_views_of(self, conversation_id: int) -> bool:
-        """Whether any message view of ``conversation_id`` is held."""
-        with self._lock:
-            return self._views.holds_any(conversation_id)
 
     def parents_of(self, summary_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
         with self._lock:

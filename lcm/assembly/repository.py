@@ -22,9 +22,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from lcm.context_repository import ITEM_COLUMNS, ITEMS_WITH_SUMMARIES
 from lcm.db.driver import DriverStatement
-from lcm.db.models import ContextItem
+from lcm.db.models import ContextItem, Summary
 
 # Ordinals the first range covers: the budget over a chat-sized message's
 # tokens, between 256 and FIRST_SPAN (a 100k-token budget). Later ranges are
@@ -37,6 +36,24 @@ _GUESSED_ITEM_TOKENS = 100
 
 def first_span(token_budget: int, min_items: int) -> int:
     return min(FIRST_SPAN, max(256, min_items, token_budget // _GUESSED_ITEM_TOKENS))
+
+
+# An item and, for a summary item, the summary's columns: a summary in the
+# window is read with its item (one query), a message by id or from the
+# process's cache of message views (lcm.context_repository.window_entries).
+ITEM_COLUMNS = (
+    ContextItem.ordinal,
+    ContextItem.token_count,
+    ContextItem.message_id,
+    ContextItem.summary_id,
+    Summary.kind,
+    Summary.depth,
+    Summary.content,
+    Summary.token_count,
+    Summary.earliest_at,
+    Summary.latest_at,
+    Summary.descendant_count,
+)
 
 
 class ItemRef(NamedTuple):
@@ -110,13 +127,16 @@ class AssemblyRepository:
 # The first range, with the conversation's oldest ordinal (where to stop), in
 # one query built once: every assembly runs it.
 _WIDTH = len(ITEM_COLUMNS)
+_ITEMS_WITH_SUMMARIES = ContextItem.__table__.outerjoin(
+    Summary.__table__, Summary.id == ContextItem.summary_id
+)
 _IN_CONVERSATION = ContextItem.conversation_id == bindparam("conversation_id")
 _FIRST_RANGE = DriverStatement(
     select(
         *ITEM_COLUMNS,
         select(func.min(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery(),
     )
-    .select_from(ITEMS_WITH_SUMMARIES)
+    .select_from(_ITEMS_WITH_SUMMARIES)
     .where(
         _IN_CONVERSATION,
         ContextItem.ordinal
@@ -128,7 +148,7 @@ _FIRST_RANGE = DriverStatement(
 # A later range, [low, high), newest first.
 _RANGE = DriverStatement(
     select(*ITEM_COLUMNS)
-    .select_from(ITEMS_WITH_SUMMARIES)
+    .select_from(_ITEMS_WITH_SUMMARIES)
     .where(
         _IN_CONVERSATION,
         ContextItem.ordinal >= bindparam("low"),

@@ -119,48 +119,6 @@ def test_a_compacted_context_reads_the_same_with_and_without_cached_views(
     assert cached == fresh_read(pg_db, cid)
 
 
-def message_rows_read(db: Database) -> Iterator[list[int]]:
-    """How many rows each statement reading message contents returned while the test runs."""
-    seen: list[int] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
-        if "messages.content," in statement:
-            seen.append(cursor.rowcount)
-
-    event.listen(db.engine, "after_cursor_execute", record)
-    yield seen
-    event.remove(db.engine, "after_cursor_execute", record)
-
-
-@pytest.fixture
-def message_reads(pg_db: Database) -> Iterator[list[int]]:
-    yield from message_rows_read(pg_db)
-
-
-def test_a_conversation_read_before_reads_only_the_messages_not_cached(
-    pg_db: Database, message_reads: list[int]
-) -> None:
-    """A compaction's reads: once its views are held, only new messages' rows are read."""
-    tenant = new_tenant(pg_db)
-    cid = ingest(pg_db, tenant.tenant_id, "agent", history(30))
-    with pg_db.read_session() as session:
-        load_context(session, cid)
-    assert message_reads == [30]  # the first read: every message, in the one query
-    ingest(pg_db, tenant.tenant_id, "agent", [f"new message {i}" for i in range(4)])
-    message_reads.clear()
-    with pg_db.read_session() as session:
-        again = load_context(session, cid)
-    assert message_reads == [4]  # the four new ones, by id
-    assert len(again) == 34
-    assert again == fresh_read(pg_db, cid)
-    assert pg_db.message_cache is not None
-    pg_db.message_cache.forget_conversations([cid])
-    message_reads.clear()
-    with pg_db.read_session() as session:
-        assert load_context(session, cid) == again
-    assert message_reads == [34]  # nothing held: all of them again, in the one query
-
-
 def test_condensed_summaries_read_their_parents_once(
     pg_db: Database, parent_reads: list[str]
 ) -> None:
@@ -238,28 +196,6 @@ def test_the_cache_drops_the_least_recently_used_views_first() -> None:
     assert len(cache) == 0
 
 
-def test_the_cache_knows_which_conversations_it_holds_views_of() -> None:
-    cache = MessageCache(3)
-
-    def holding(*conversations: int) -> list[bool]:
-        return [cache.holds_views_of(c) for c in conversations]
-
-    cache.put_many(1, {1: view(1), 2: view(2)})
-    cache.put_many(1, {2: view(2)})  # held already: still two views of conversation 1
-    cache.put_many(2, {3: view(3)})
-    assert holding(1, 2, 3) == [True, True, False]
-    cache.put_many(3, {4: view(4)})  # evicts view 1: conversation 1 keeps view 2
-    assert holding(1) == [True]
-    cache.put_many(3, {5: view(5)})  # evicts view 2, the last of conversation 1
-    assert holding(1, 2, 3) == [False, True, True]
-    cache.forget_conversations([3])
-    assert holding(2, 3) == [True, False]
-    cache.put_many(4, {3: view(3)})  # a fork read its parent's message: the view is its now
-    assert holding(2, 4) == [False, True]
-    cache.put_many(5, {6: view(6), 7: view(7), 8: view(8)})  # evicts the fork's view
-    assert holding(4, 5) == [False, True]
-
-
 def test_threads_sharing_the_cache_never_see_another_id_s_view() -> None:
     cache = MessageCache(200)
     wrong: list[tuple[int, int]] = []
@@ -277,12 +213,3 @@ def test_threads_sharing_the_cache_never_see_another_id_s_view() -> None:
         thread.join()
     assert wrong == []
     assert len(cache) <= 200
-    # Each "conversation" put ids the others put too (a view moves to the
-    # conversation that put it last) and evicted the others' views: whether
-    # each is known to hold views is still whether it holds any.
-    for offset in (0, 100, 200, 300):
-        before = len(cache)
-        held = cache.holds_views_of(offset)
-        cache.forget_conversations([offset])
-        assert (len(cache) < before) == held
-    assert len(cache) == 0
