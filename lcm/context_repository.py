@@ -36,6 +36,7 @@ from lcm.context import (
 )
 from lcm.db.driver import DriverStatement
 from lcm.db.models import ContextItem, Message, MessagePart, Summary, SummaryParent
+from lcm.errors import NotFound
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 
 
@@ -56,7 +57,7 @@ def load_context(
     cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
     messages = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
     pending = [r[_MESSAGE_AT] for r in rows if r[2] is not None and r[2] not in messages]
-    built = _message_views(session, pending, params, whole=not messages)
+    built = _message_views(session, pending)
     if cache is not None and built:
         cache.put_many(conversation_id, built)
     messages.update(built)
@@ -74,19 +75,17 @@ def window_entries(
     kind, depth, content, summary token_count, earliest_at, latest_at,
     descendant_count)``, oldest first (``lcm.assembly.repository``): a summary
     comes with its columns, a message from the session's :class:`MessageCache`
-    or, when not held there, read by id (by ordinal range when none is).
+    or, when not held there, read by id. Raises ``NotFound`` if a message is
+    gone: its conversation was erased after the items were read.
     """
     cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
     messages = cache.get_many(r[2] for r in items if r[2] is not None) if cache else {}
     missing = [r[2] for r in items if r[2] is not None and r[2] not in messages]
     if missing:
-        params = {"conversation_id": conversation_id, "from_ordinal": items[0][0]}
-        rows: Sequence[Any]
-        if messages:
-            rows = _in_chunks(session, _LOAD_MESSAGES_BY_ID, "message_ids", missing)
-        else:
-            rows = _LOAD_WINDOW_MESSAGES.run(session, params).all()
-        built = _message_views(session, rows, params, whole=not messages)
+        rows = _by_ids(session, _LOAD_MESSAGES_BY_ID, missing)
+        if len(rows) < len(set(missing)):
+            raise NotFound(f"conversation {conversation_id} was erased while it was read")
+        built = _message_views(session, rows)
         if cache is not None:
             cache.put_many(conversation_id, built)
         messages.update(built)
@@ -95,32 +94,37 @@ def window_entries(
     return [_entry(r[:4], tuple(r[4:]), messages, parents) for r in items]
 
 
-def _in_chunks(
-    session: Session, statement: DriverStatement, name: str, ids: Sequence[Any]
-) -> list[Any]:
-    """``statement`` run for ``ids`` a chunk at a time (SQLite's bound-parameter limits)."""
+def _by_ids(session: Session, statement: DriverStatement, ids: Sequence[Any]) -> list[Any]:
+    """``statement`` (built by :func:`_among_ids`) run for ``ids``.
+
+    One array on Postgres whatever the count; elsewhere a chunk of the ids
+    at a time (SQLite's limits on bound parameters).
+    """
+    if not ids:
+        return []
+    if session.get_bind().dialect.name == "postgresql":
+        return list(statement.run(session, {_IDS: list(ids)}))
     return [
         row
         for start in range(0, len(ids), _CHUNK)
-        for row in statement.run(session, {name: ids[start : start + _CHUNK]})
+        for row in statement.run(session, {_IDS: ids[start : start + _CHUNK]})
     ]
 
 
-def _message_views(
-    session: Session, rows: Sequence[Any], window: dict[str, int], *, whole: bool
-) -> dict[int, MessageView]:
+def _message_views(session: Session, rows: Sequence[Any]) -> dict[int, MessageView]:
     """Views of the messages of ``rows`` (``id, seq, role, content, created_at, shape``).
 
-    The parts of their block messages are read for the whole ``window`` when
-    no message of it was cached (one query whatever its length), else by id.
+    The parts of their block messages are read by message id, never through
+    the context's items: at READ COMMITTED each statement sees its own
+    snapshot, and a compaction pass committing in between takes messages out
+    of the context (their parts would come back empty, and be cached so),
+    whereas a message's parts never change while it exists.
     """
     blocks = [r[0] for r in rows if r[5] == "blocks"]
     parts: dict[int, list[PartView]] = defaultdict(list)
-    if blocks and whole:
-        found = _LOAD_WINDOW_PARTS.run(session, window).all()
-    else:
-        found = _in_chunks(session, _LOAD_PARTS_BY_ID, "message_ids", blocks)
-    for message_id, part_type, payload, tool_call_id, plain in found:
+    for message_id, part_type, payload, tool_call_id, plain in _by_ids(
+        session, _LOAD_PARTS_BY_ID, blocks
+    ):
         parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
     views = {}
     for message_id, seq, role, content, created_at, shape in rows:
@@ -137,20 +141,23 @@ def _message_views(
     return views
 
 
+_IDS = "ids"  # the bound ids of an _among_ids statement
+_CHUNK = 500  # ids per IN (...) list, elsewhere than on Postgres
+
+
 def _among_ids(
     build: Callable[[ColumnElement[bool]], Executable],
     column: InstrumentedAttribute[Any],
-    name: str,
     of: type[TypeEngine[Any]] = BigInteger,
 ) -> DriverStatement:
-    """The statement ``build`` makes of "``column`` among the ids bound as ``name``".
+    """The statement ``build`` makes of "``column`` among the ids" (run by :func:`_by_ids`).
 
     ``= ANY(array)`` on Postgres (one statement text whatever the count, run
     on the driver), an ``IN`` list elsewhere.
     """
     return DriverStatement(
-        build(column == any_(bindparam(name, type_=ARRAY(of)))),
-        elsewhere=build(column.in_(bindparam(name, expanding=True))),
+        build(column == any_(bindparam(_IDS, type_=ARRAY(of)))),
+        elsewhere=build(column.in_(bindparam(_IDS, expanding=True))),
     )
 
 
@@ -161,7 +168,6 @@ _LOAD_PARENTS = _among_ids(
         .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
     ),
     SummaryParent.summary_id,
-    "summary_ids",
     String,
 )
 
@@ -184,7 +190,7 @@ def _parents(
     missing = [summary_id for summary_id in condensed if summary_id not in parents]
     if missing:
         read: dict[str, list[str]] = {summary_id: [] for summary_id in missing}
-        for summary_id, parent_id in _in_chunks(session, _LOAD_PARENTS, "summary_ids", missing):
+        for summary_id, parent_id in _by_ids(session, _LOAD_PARENTS, missing):
             read[summary_id].append(parent_id)
         built = {summary_id: tuple(ids) for summary_id, ids in read.items()}
         if cache is not None:
@@ -268,19 +274,7 @@ _MESSAGE_COLUMNS = (
     Message.created_at,
     Message.content_shape,
 )
-# The messages of a window's items from an ordinal on, when none is cached.
-_LOAD_WINDOW_MESSAGES = DriverStatement(
-    select(*_MESSAGE_COLUMNS)
-    .join(ContextItem, ContextItem.message_id == Message.id)
-    .where(
-        ContextItem.conversation_id == bindparam("conversation_id"),
-        ContextItem.ordinal >= bindparam("from_ordinal"),
-    )
-    .order_by(ContextItem.ordinal)
-)
-_LOAD_MESSAGES_BY_ID = _among_ids(
-    lambda among: select(*_MESSAGE_COLUMNS).where(among), Message.id, "message_ids"
-)
+_LOAD_MESSAGES_BY_ID = _among_ids(lambda among: select(*_MESSAGE_COLUMNS).where(among), Message.id)
 
 
 # A part as PartView holds it, after its message's id.
@@ -292,34 +286,12 @@ _PART_COLUMNS = (
     MessagePart.text,
 )
 
-# The parts of the block messages from an ordinal on (0: all), as _LOAD_CONTEXT
-# reads their items. By subquery, not by a list of ids: a long raw history of
-# tool calls would exceed the bound-parameter limits.
-_LOAD_WINDOW_PARTS = DriverStatement(
-    select(*_PART_COLUMNS)
-    .join(Message, Message.id == MessagePart.message_id)
-    .where(
-        MessagePart.message_id.in_(
-            select(ContextItem.message_id).where(
-                ContextItem.conversation_id == bindparam("conversation_id"),
-                ContextItem.ordinal >= bindparam("from_ordinal"),
-                ContextItem.message_id.is_not(None),
-            )
-        ),
-        Message.content_shape == "blocks",
-    )
-    .order_by(MessagePart.message_id, MessagePart.ordinal)
-)
-
-
 _LOAD_PARTS_BY_ID = _among_ids(
     lambda among: (
         select(*_PART_COLUMNS).where(among).order_by(MessagePart.message_id, MessagePart.ordinal)
     ),
     MessagePart.message_id,
-    "message_ids",
 )
-_CHUNK = 500  # ids per IN (...) list
 
 
 def load_parts(
