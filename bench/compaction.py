@@ -5,10 +5,10 @@
   context (in a lookup session, as a serving process does) and planning,
   then the commit transaction (range check, summary, links, range
   replacement, run and usage rows). What runs between the two (rendering
-  the source, the summarizer) is
-  printed apart, as it is not database work. The history is built in
-  the steady state a long conversation reaches: older messages already under
-  leaf and condensed summaries, a raw tail after them. Flat is the goal.
+  the source, the summarizer) is printed apart, as it is not database work.
+  The history is built in the steady state a long conversation reaches:
+  older messages already under leaf and condensed summaries, a raw tail
+  after them. Flat is the goal.
 * **Assembly**: a 20,000-message conversation never compacted (the worst
   case for the windowed read), and a compacted one of ~100 context items.
   The reference is one ``SELECT`` of the same context rows.
