@@ -204,6 +204,7 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT context_items,summaries by "
     "context_items.conversation_id,context_items.ordinal,summaries.id",
     "SELECT conversations by conversations.id",
+    "SELECT message_parts by message_parts.message_id",
     "SELECT message_parts,messages by message_parts.message_id,messages.content_shape",
     "SELECT messages by messages.client_id,messages.conversation_id",
     "SELECT messages by messages.conversation_id",
@@ -239,8 +240,26 @@ def _request_path(pg_db: Database, recorded: list[str]) -> dict[str, list[str]]:
 
     with TestClient(app, raise_server_exceptions=False) as http:
         batch = [{"role": "user", "content": t, "id": f"m{i}"} for i, t in enumerate(texts)]
+        # A tool call and its result: block messages, whose parts are read too.
+        call_id = "call_cert"
+        batch[-2:] = [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call_id, "name": "sh", "input": {}}],
+                "id": "m28",
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "ok"}],
+                "id": "m29",
+            },
+        ]
         cid = call("ingest", "POST", f"{base}/messages", {"messages": batch})["conversation_id"]
         compact(pg_db, tenant.tenant_id, cid)  # a worker's job, not the request path
+        assert pg_db.message_cache is not None
+        # An API process that has not read this conversation yet: its reads
+        # below build the views (with the block messages' parts) themselves.
+        pg_db.message_cache.forget_conversations([cid])
         more = [{"role": "assistant", "content": "web-31 is done", "id": "m31"}]
         call("turns", "POST", f"{base}/turns", {"messages": more, "token_budget": 1_000})
         call("assemble", "POST", f"{base}/assemble", {"token_budget": 100_000})
