@@ -239,7 +239,9 @@ def _request_path(pg_db: Database, recorded: list[str]) -> dict[str, list[str]]:
         return r.json()
 
     with TestClient(app, raise_server_exceptions=False) as http:
-        batch = [{"role": "user", "content": t, "id": f"m{i}"} for i, t in enumerate(texts)]
+        batch: list[dict[str, Any]] = [
+            {"role": "user", "content": t, "id": f"m{i}"} for i, t in enumerate(texts)
+        ]
         # A tool call and its result: block messages, whose parts are read too.
         call_id = "call_cert"
         batch[-2:] = [
