@@ -73,6 +73,18 @@ def get_read_session(database: Annotated[Database, Depends(get_database)]) -> It
         yield session
 
 
+def get_snapshot_session(
+    database: Annotated[Database, Depends(get_database)],
+) -> Iterator[Session]:
+    """A read-only session seeing one snapshot, for pages that read a context several times.
+
+    At READ COMMITTED a compaction pass committing between the reads would
+    show the window of one moment next to the DAG and runs of another.
+    """
+    with database.snapshot_session() as session:
+        yield session
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """An authenticated request's tenant and that tenant's effective settings.
@@ -276,6 +288,7 @@ DatabaseDep = Annotated[Database, Depends(get_database)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
+SnapshotSessionDep = Annotated[Session, Depends(get_snapshot_session)]
 IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
 IngestKey = Annotated[KeyCheck, Depends(RequireKeyCheck("ingest"))]
 ReadTenant = Annotated[str, Depends(RequireScope("read"))]

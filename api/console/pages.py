@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.console.auth import ConsoleUser
 from api.console.rendering import render
-from api.deps import ReadSessionDep, SettingsDep
+from api.deps import ReadSessionDep, SettingsDep, SnapshotSessionDep
 from lcm.console.dag_layout import lay_out
 from lcm.console.views import (
     PAGE_SIZE,
@@ -67,7 +67,7 @@ def conversation(
     request: Request,
     conversation_id: ConversationId,
     console: ConsoleUser,
-    session: ReadSessionDep,
+    session: SnapshotSessionDep,  # the window, the split, the DAG and the runs: one moment
     settings: SettingsDep,
     budget: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
     runs_page: PageNumber = 1,
