@@ -163,6 +163,18 @@ def client(db: Database, sender: RecordingSender) -> Iterator[TestClient]:
 
 
 @pytest.fixture
+def pg_client(pg_db: Database) -> Iterator[TestClient]:
+    """The API on the test Postgres (``client`` runs on both databases)."""
+    from api.app import create_app
+
+    app = create_app(
+        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
+    )
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
 def llm() -> Iterator[FakeAnthropicServer]:
     """The fake Messages API server (``set_default("500")`` is an outage)."""
     with FakeAnthropicServer() as server:

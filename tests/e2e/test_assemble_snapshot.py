@@ -12,27 +12,14 @@ request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from lcm.db.engine import Database
-from tests.conftest import RecordingSender, auth, new_tenant
+from tests.conftest import auth, new_tenant
 from tests.integration.retrieval_data import compact, ingest
-
-
-@pytest.fixture
-def pg_client(pg_db: Database) -> Iterator[TestClient]:
-    from api.app import create_app
-
-    app = create_app(
-        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
-    )
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 def test_a_pass_committing_mid_assemble_does_not_break_it(

@@ -10,28 +10,15 @@ first statements, before it reads the context, from inside the request.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from lcm.db.engine import Database
-from tests.conftest import RecordingSender, new_tenant
+from tests.conftest import new_tenant
 from tests.integration.retrieval_data import compact, ingest
 from tests.integration.test_message_cache import history
-
-
-@pytest.fixture
-def console(pg_db: Database) -> Iterator[TestClient]:
-    from api.app import create_app
-
-    app = create_app(
-        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
-    )
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client
 
 
 def signed_in(client: TestClient, api_key: str) -> None:
@@ -47,13 +34,13 @@ def signed_in(client: TestClient, api_key: str) -> None:
 
 
 def test_a_pass_committing_mid_page_changes_nothing_on_it(
-    pg_db: Database, console: TestClient
+    pg_db: Database, pg_client: TestClient
 ) -> None:
     tenant = new_tenant(pg_db)
     cid = ingest(pg_db, tenant.tenant_id, "agent", history(60, pad=20))
-    signed_in(console, tenant.api_key)
+    signed_in(pg_client, tenant.api_key)
     url = f"/console/conversations/{cid}?budget=3000"
-    before = console.get(url)
+    before = pg_client.get(url)
     assert before.status_code == 200, before.text
     armed = {"on": True}
 
@@ -66,11 +53,11 @@ def test_a_pass_committing_mid_page_changes_nothing_on_it(
 
     event.listen(pg_db.engine, "before_cursor_execute", compact_mid_page)
     try:
-        raced = console.get(url)
+        raced = pg_client.get(url)
     finally:
         event.remove(pg_db.engine, "before_cursor_execute", compact_mid_page)
     assert not armed["on"], "the pass never ran inside the request"
     assert raced.status_code == 200, raced.text
     assert raced.text == before.text  # window, split, DAG and runs: all of one moment
-    after = console.get(url)
+    after = pg_client.get(url)
     assert after.text != before.text  # the pass did commit: the next page shows it
