@@ -153,25 +153,26 @@ def sender() -> RecordingSender:
     return RecordingSender()
 
 
-@pytest.fixture
-def client(db: Database, sender: RecordingSender) -> Iterator[TestClient]:
+def api_client(
+    settings: Settings, database: Database, sender: RecordingSender
+) -> Iterator[TestClient]:
+    """The API app over ``database``, its broker a recorder, in a test client."""
     from api.app import create_app
 
-    app = create_app(db.settings, database=db, broker_ping=lambda: True, sender=sender)
+    app = create_app(settings, database=database, broker_ping=lambda: True, sender=sender)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def client(db: Database, sender: RecordingSender) -> Iterator[TestClient]:
+    yield from api_client(db.settings, db, sender)
 
 
 @pytest.fixture
 def pg_client(pg_db: Database) -> Iterator[TestClient]:
     """The API on the test Postgres (``client`` runs on both databases)."""
-    from api.app import create_app
-
-    app = create_app(
-        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
-    )
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
+    yield from api_client(pg_db.settings, pg_db, RecordingSender())
 
 
 @pytest.fixture
@@ -186,8 +187,6 @@ def llm_client(
     db: Database, llm: FakeAnthropicServer, sender: RecordingSender
 ) -> Iterator[TestClient]:
     """The API with an LLM configured: no SDK retries, a breaker that closes again at once."""
-    from api.app import create_app
-
     settings = db.settings.model_copy(
         update={
             "anthropic_api_key": SecretStr("sk-test"),
@@ -196,9 +195,7 @@ def llm_client(
             "llm_breaker_reset_seconds": 0.01,
         }
     )
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=sender)
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        yield test_client
+    yield from api_client(settings, db, sender)
 
 
 def auth(issued: IssuedKey) -> dict[str, str]:
