@@ -229,6 +229,9 @@ class Settings(TenantSettings):
     # Database pool; a search statement never runs longer than this.
     db_pool_size: int = Field(10, ge=1)
     db_max_overflow: int = Field(20, ge=0)
+    # Off behind a pooler in transaction mode that does not track prepared
+    # statements (PgBouncer before 1.22, or with max_prepared_statements = 0).
+    db_prepared_statements: bool = True
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
     statement_timeout_ms: int = Field(5_000, ge=1)
     # Message views a process keeps (lcm/message_cache.py; Postgres only; 0: none).

@@ -140,10 +140,28 @@ def make_engine(settings: Settings) -> Engine:
         _configure_sqlite(engine, settings.sqlite_busy_timeout_ms)
         return engine
     engine = create_engine(
-        url, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
+        url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        connect_args=postgres_connect_args(settings.db_prepared_statements),
     )
     event.listen(engine, "checkout", _refuse_closed_connection)
     return engine
+
+
+def postgres_connect_args(prepared_statements: bool) -> dict[str, Any]:
+    """psycopg's connection arguments: without server-side prepared statements if asked.
+
+    psycopg prepares a statement on the server once it has run five times on
+    a connection, and runs it by name from then on. A pooler in transaction
+    mode (PgBouncer) hands each transaction of one client connection to
+    whichever server session is free: unless the pooler tracks prepared
+    statements itself (PgBouncer 1.22 and later, with
+    ``max_prepared_statements`` above 0; 1.21 tracks them but not the
+    ``DEALLOCATE ALL`` psycopg sends after a rollback), the name is missing
+    in that session, or already taken there by another client's statement.
+    """
+    return {} if prepared_statements else {"prepare_threshold": None}
 
 
 def _refuse_closed_connection(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
