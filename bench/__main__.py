@@ -16,6 +16,7 @@ from bench import (
     grep,
     hot_paths,
     ingest,
+    pooler,
     search_cost,
     search_lock,
     transcripts,
@@ -36,6 +37,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "search_cost": search_cost.run,
     "search_lock": search_lock.run,
     "hot_paths": hot_paths.run,
+    "pooler": pooler.run,
 }
 
 
