@@ -217,7 +217,7 @@ def _turns_through(url: str, prepared: bool) -> None:
                     done[0] += 1
             except Exception as error:  # counted by kind: the figure is what fails
                 # One line per kind of failure: numbers and statement names as N.
-                kind = re.sub(r"(?<![a-z])\d+", "N", str(error).splitlines()[0])[:120]
+                kind = re.sub(r"(?<![A-Za-z])\d+", "N", str(error).splitlines()[0])[:120]
                 with lock:
                     failures[kind] += 1
 
