@@ -7,7 +7,7 @@
   pair's ratio (off over on).
 * **Through PgBouncer** (when ``LCM_BENCH_PGBOUNCER`` names a ``pgbouncer``
   executable; it is not on PyPI): a PgBouncer in transaction mode with three
-  server connections in front of the benchmark's Postgres, the migrations run
+  server connections in front of a fresh database, the migrations run
   through it, then 8 threads x 60 turns (ingest, then assemble) with
   prepared statements on and then off. A pooler that does not track them
   (before 1.22, or ``max_prepared_statements = 0``) fails turns with them on.
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 from sqlalchemy.engine import make_url
 
 from bench.compaction import BODY, InstantProvider, _analyze, _raw_conversation, build_history
@@ -58,9 +59,19 @@ def run(args: argparse.Namespace) -> None:
             if not binary:
                 print("  through PgBouncer: not run (LCM_BENCH_PGBOUNCER names no pgbouncer)")
                 return
-            with _pgbouncer(binary, handle.url, workdir) as via:
-                for prepared in (True, False):
-                    _turns_through(via, prepared)
+            # A database of its own, migrated through the pooler.
+            through = servers.with_database(handle.url, "lcm_pooler")
+            with psycopg.connect(handle.admin_url, autocommit=True) as admin:
+                admin.execute("DROP DATABASE IF EXISTS lcm_pooler WITH (FORCE)")
+                admin.execute("CREATE DATABASE lcm_pooler")
+            try:
+                with _pgbouncer(binary, through, workdir) as via:
+                    upgrade(via)
+                    for prepared in (True, False):
+                        _turns_through(via, prepared)
+            finally:
+                with psycopg.connect(handle.admin_url, autocommit=True) as admin:
+                    admin.execute("DROP DATABASE IF EXISTS lcm_pooler WITH (FORCE)")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -161,7 +172,7 @@ def _pgbouncer(binary: str, url: str, workdir: Path) -> Iterator[str]:
         "pool_mode = transaction\ndefault_pool_size = 3\nmax_client_conn = 200\n"
         f"logfile = {workdir / 'pgbouncer.log'}\n"
     )
-    (workdir / "users.txt").write_text(f'"{target.username}" ""\n')
+    (workdir / "users.txt").write_text(f'"{target.username}" "{target.password or ""}"\n')
     command = [binary, str(config)]
     if os.geteuid() == 0:
         # PgBouncer refuses to run as root: it runs as nobody, who must reach
@@ -182,8 +193,6 @@ def _pgbouncer(binary: str, url: str, workdir: Path) -> Iterator[str]:
 
 
 def _wait_for(url: str, timeout: float = 20.0) -> None:
-    import psycopg
-
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -198,7 +207,6 @@ def _wait_for(url: str, timeout: float = 20.0) -> None:
 
 def _turns_through(url: str, prepared: bool) -> None:
     """THREADS x TURNS turns (ingest, then assemble) through the pooler; failures by kind."""
-    upgrade(url)  # idempotent; the first call migrates the pooler's database through it
     db = Database(Settings(database_url=url, db_prepared_statements=prepared))
     with db.transaction() as s:
         tenant_id = create_tenant(s, f"through-{prepared}").tenant_id
