@@ -116,14 +116,20 @@ def _cost_of_turning_off(url: str) -> None:
     histories = {p: build_history(dbs[True], tenant_id, f"history-{p}", 10_000) for p in dbs}
     raw = _raw_conversation(dbs[True], tenant_id, 20_000)
     _analyze(dbs[True])
-    turn = [IncomingMessage("user", "run the tests"), IncomingMessage("assistant", BODY)]
-    turn.append(IncomingMessage("user", "thanks"))
+    turn = [
+        IncomingMessage("user", "run the tests"),
+        IncomingMessage("assistant", BODY.format(i=0)),
+        IncomingMessage("user", "thanks"),
+    ]
 
     def ingest(p: bool) -> float:
         return _timed(lambda: _ingest(dbs[p], tenant_id, f"turns-{p}", turn))
 
     def leaf_pass(p: bool) -> float:
-        new = [IncomingMessage("user" if i % 2 == 0 else "assistant", BODY) for i in range(120)]
+        new = [
+            IncomingMessage("user" if i % 2 == 0 else "assistant", BODY.format(i=i))
+            for i in range(120)
+        ]
         _ingest(dbs[p], tenant_id, f"history-{p}", new)  # the debt the pass then pays, untimed
 
         def one_pass() -> None:
@@ -216,7 +222,10 @@ def _turns_through(url: str, prepared: bool) -> None:
 
     def turns(n: int) -> None:
         for i in range(TURNS):
-            said = [IncomingMessage("user", f"step {i}"), IncomingMessage("assistant", BODY)]
+            said = [
+                IncomingMessage("user", f"step {i}"),
+                IncomingMessage("assistant", BODY.format(i=i)),
+            ]
             try:
                 cid = _ingest(db, tenant_id, f"c{n}", said)
                 with db.snapshot_session() as s:

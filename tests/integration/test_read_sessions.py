@@ -30,7 +30,12 @@ def test_hot_queries_stay_prepared_across_read_sessions(pg_db: Database) -> None
     """psycopg prepares a query run five times on a connection, and forgets
     every prepared query at a ROLLBACK: a read session must end with COMMIT."""
     one_connection = Database(
-        settings_for(pg_db.settings.database_url, db_pool_size=1, db_max_overflow=0)
+        settings_for(
+            pg_db.settings.database_url,
+            db_pool_size=1,
+            db_max_overflow=0,
+            db_prepared_statements=True,  # what this test is about, whatever the environment
+        )
     )
     tenant_id = new_tenant(one_connection, "prepared").tenant_id
     query = select(Tenant.name).where(Tenant.id == tenant_id)
