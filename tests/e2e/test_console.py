@@ -109,15 +109,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
 
 def _signed_in(server: ConsoleServer, key: str) -> httpx.Client:
     browser = httpx.Client(base_url=server.base, timeout=60)
-    token = _login_token(browser.get("/console/login"))
+    token = login_token(browser.get("/console/login").text)
     done = browser.post("/console/login", data={"api_key": key, "login_token": token})
     assert done.status_code == 303
     assert done.headers["location"] == "/console/conversations"
     return browser
 
 
-def _login_token(page: httpx.Response) -> str:
-    found = re.search(r'name="login_token" value="([^"]+)"', page.text)
+def login_token(page: str) -> str:
+    """The sign-in form's token in the login page's HTML."""
+    found = re.search(r'name="login_token" value="([^"]+)"', page)
     assert found is not None
     return found.group(1)
 
@@ -130,12 +131,12 @@ def _csrf(page: httpx.Response) -> str:
 
 def test_sign_in_needs_an_admin_key_and_the_form_token(server: ConsoleServer) -> None:
     browser = httpx.Client(base_url=server.base)
-    form = {"login_token": _login_token(browser.get("/console/login"))}
+    form = {"login_token": login_token(browser.get("/console/login").text)}
     read_only = browser.post("/console/login", data={**form, "api_key": server.read_key})
     assert read_only.status_code == 403
     assert "admin scope" in read_only.text
     # Each answer carries a fresh form (and login token).
-    form = {"login_token": _login_token(read_only)}
+    form = {"login_token": login_token(read_only.text)}
     unknown = browser.post("/console/login", data={**form, "api_key": "lcm_nope"})
     assert unknown.status_code == 401
     assert "lcm_console=" not in read_only.headers.get("set-cookie", "")

@@ -9,7 +9,6 @@ first statements, before it reads the context, from inside the request.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -17,17 +16,16 @@ from sqlalchemy import event
 
 from lcm.db.engine import Database
 from tests.conftest import new_tenant
+from tests.e2e.test_console import login_token
 from tests.integration.retrieval_data import compact, ingest
 from tests.integration.test_message_cache import history
 
 
 def signed_in(client: TestClient, api_key: str) -> None:
-    page = client.get("/console/login")
-    token = re.search(r'name="login_token" value="([^"]+)"', page.text)
-    assert token is not None
+    token = login_token(client.get("/console/login").text)
     done = client.post(
         "/console/login",
-        data={"api_key": api_key, "login_token": token.group(1)},
+        data={"api_key": api_key, "login_token": token},
         follow_redirects=False,
     )
     assert done.status_code == 303, done.text
