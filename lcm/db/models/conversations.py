@@ -73,7 +73,7 @@ class Conversation(Base):
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = tenant_fk()
+    tenant_id: Mapped[str] = tenant_fk(index=False)  # ix_conversations_tenant_updated leads with it
     session_key: Mapped[str] = mapped_column(String(512))
     session_id: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -66,7 +66,7 @@ class Summary(Base):
     )
 
     id: Mapped[str] = mapped_column(String(24), primary_key=True)  # sum_ + 16 hex
-    tenant_id: Mapped[str] = tenant_fk()
+    tenant_id: Mapped[str] = tenant_fk(index=False)  # ix_summaries_degraded leads with it
     conversation_id: Mapped[int] = conversation_fk()
     kind: Mapped[str] = mapped_column(String(16))  # leaf | condensed
     depth: Mapped[int] = mapped_column(Integer)

@@ -34,7 +34,7 @@ class CompactionDebt(Base):
     conversation_id: Mapped[int] = mapped_column(
         BigId, ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
     )
-    tenant_id: Mapped[str] = tenant_fk()
+    tenant_id: Mapped[str] = tenant_fk(index=False)  # ix_compaction_debt_fair leads with it
     reason: Mapped[str] = mapped_column(String(16))  # threshold | manual | overflow | large_file
     status: Mapped[str] = mapped_column(String(16), index=True)  # pending|running|done|failed
     token_budget: Mapped[int | None] = mapped_column(Integer)
