@@ -12,6 +12,10 @@ Figures, median of ``--repeat`` runs, each on a freshly built conversation:
   commit);
 * the reference: a plain ``DELETE`` of 10,000 rows from a table with no
   foreign keys (the floor for removing that many rows);
+* a tenant's erasure (``erase_tenant``) holding one 2,000-message
+  conversation, beside the first tenant's messages and again after that
+  tenant grew by 100,000 more; its reference is the same conversation
+  erased from a tenant that stays;
 * the erase again after dropping migration 0006's indexes on the foreign
   keys a delete follows, to show what they are for.
 """
@@ -27,11 +31,13 @@ from sqlalchemy import text
 from bench.compaction import build_history
 from bench.servers import postgres
 from lcm.db.engine import Database
-from lcm.erasure.service import erase_conversation
+from lcm.erasure.service import erase_conversation, erase_tenant
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 
 MESSAGES = 10_000
+SMALL_TENANT = 2_000  # messages of the tenant erased beside a big one
+BIGGER = 100_000  # messages the big tenant grows by between the two tenant figures
 FK_INDEXES = (
     "ix_context_items_message_id",
     "ix_context_items_summary_id",
@@ -56,12 +62,52 @@ def run(args: argparse.Namespace) -> None:
             f"  reference, plain DELETE of {MESSAGES:,} rows: "
             f"{statistics.median(reference):7.1f} ms"
         )
+        _tenant_erasure(db, tenant_id, repeat)
         with db.transaction() as s:
             for name in FK_INDEXES:
                 s.execute(text(f"DROP INDEX {name}"))
         slow = _erase_runs(db, tenant_id, 1, "unindexed")
         print(f"  erase without 0006's FK indexes:  {statistics.median(slow):7.1f} ms", flush=True)
         db.dispose()
+
+
+def _tenant_erasure(db: Database, big_tenant: str, repeat: int) -> None:
+    """A small tenant's erasure, beside a big tenant and then beside a bigger one.
+
+    Its time should not grow with the other tenant's rows: every statement
+    finds the small tenant's rows through an index
+    (``tests/integration/test_erasure.py``). Erasing the same content as one
+    conversation of a tenant that stays is the reference.
+    """
+    print(f"  a tenant holding one {SMALL_TENANT:,}-message conversation, median of {repeat}")
+    for grow in (0, BIGGER):
+        if grow:
+            build_history(db, big_tenant, "background-bigger", grow)
+        with db.engine.connect() as conn:
+            background = conn.execute(text("SELECT count(*) FROM messages")).scalar_one()
+        tenants, conversations = [], []
+        for n in range(repeat):
+            with db.transaction() as s:
+                small = create_tenant(s, f"bench-erase-small-{grow}-{n}").tenant_id
+            build_history(db, small, "only", SMALL_TENANT)
+            cid = build_history(db, big_tenant, f"alike-{grow}-{n}", SMALL_TENANT)
+            with db.engine.connect() as conn:
+                conn.execute(text("ANALYZE"))
+                conn.commit()
+            started = time.perf_counter()
+            with db.transaction() as s:
+                erase_tenant(s, small)
+            tenants.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            with db.transaction() as s:
+                erase_conversation(s, big_tenant, cid)
+            conversations.append((time.perf_counter() - started) * 1000)
+        print(
+            f"    beside {background:,} messages of another tenant: erase the tenant "
+            f"{statistics.median(tenants):6.1f} ms; reference, the same conversation "
+            f"erased from a tenant that stays {statistics.median(conversations):6.1f} ms",
+            flush=True,
+        )
 
 
 def _erase_runs(db: Database, tenant_id: str, repeat: int, label: str) -> list[float]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, Table, delete, func, or_, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from lcm.db.models import (
     Base,
@@ -36,6 +36,19 @@ from lcm.db.models import (
     TurnCommit,
 )
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
+
+Attribute = InstrumentedAttribute[Any]
+
+# Tables whose rows belong to a tenant through a parent row, with no index
+# on their own ``tenant_id`` (``lcm.db.models.base.owned_tenant``): (the
+# column naming the parent, the parent's id, the parent's tenant_id). A
+# tenant's erasure deletes them first, while their parents still exist.
+OWNED_THROUGH: tuple[tuple[Attribute, Attribute, Attribute], ...] = (
+    (MessagePart.message_id, Message.id, Message.tenant_id),
+    (ContextItem.conversation_id, Conversation.id, Conversation.tenant_id),
+    (SummaryMessage.summary_id, Summary.id, Summary.tenant_id),
+    (SummaryParent.summary_id, Summary.id, Summary.tenant_id),
+)
 
 
 class ErasureRepository:
@@ -211,12 +224,21 @@ class ErasureRepository:
     def delete_tenant(self, tenant_id: str) -> int:
         """Delete every row of the tenant in every table; return how many rows went.
 
-        Tables come from the models' metadata, children first, so a table
-        added later is erased without a change here.
+        The rows owned through a parent go first, by their parents' ids
+        (``OWNED_THROUGH``): those tables have no index on ``tenant_id``,
+        and a delete by it would scan every tenant's rows. Every other table
+        comes from the models' metadata, children first, and is deleted by
+        its indexed ``tenant_id``, so a table added later is erased without
+        a change here (``tests/unit/db/test_tenant_erasure_paths.py`` checks
+        that each table is one or the other).
         """
         count = self._rowcount(delete(CompactionDebt).where(CompactionDebt.tenant_id == tenant_id))
+        for column, parent_id, parent_tenant in OWNED_THROUGH:
+            parents = select(parent_id).where(parent_tenant == tenant_id)
+            count += self._rowcount(delete(column.table).where(column.in_(parents)))
+        owned = {column.table.name for column, _, _ in OWNED_THROUGH}
         for table in reversed(_tables()):
-            if "tenant_id" in table.c:
+            if "tenant_id" in table.c and table.name not in owned:
                 count += self._rowcount(delete(table).where(table.c.tenant_id == tenant_id))
         return count + self._rowcount(delete(Tenant).where(Tenant.id == tenant_id))
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
 from lcm.compaction.jobs import Step
 from lcm.compaction.service import owe_compaction
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, LargeFile
+from lcm.erasure.service import erase_tenant
 from lcm.files.storage import LocalFileStorage
 from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import Settings
@@ -254,3 +256,46 @@ def test_storage_delete_is_idempotent(tmp_path: Path) -> None:
     storage.delete(uri)
     storage.delete(uri)
     assert not (tmp_path / "t1" / "aa" / ("a" * 64)).exists()
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+def test_erasing_a_tenant_reads_no_table_whole(
+    db: Database,
+    tenant: IssuedKey,
+    api: TestClient,  # noqa: F811
+    world_settings: Settings,  # noqa: F811
+) -> None:
+    """Every statement of a tenant's erasure has a plan without a sequential scan.
+
+    With sequential scans priced out (``enable_seqscan = off``), Postgres
+    still scans a table it has no index for: such a plan would read every
+    tenant's rows of that table on each erasure, whatever the table's size.
+    """
+    other = new_tenant(db, "other")
+    build_conversation(db, api, world_settings, tenant.tenant_id, tenant.api_key, "a", "a")
+    build_conversation(db, api, world_settings, other.tenant_id, other.api_key, "b", "b")
+    statements: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith(("DELETE", "UPDATE", "SELECT")):
+            statements.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        with db.transaction() as session:
+            erase_tenant(session, tenant.tenant_id)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    assert any(s.lstrip().upper().startswith("DELETE FROM MESSAGE_PARTS") for s, _ in statements)
+
+    scans = []
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        for statement, parameters in statements:
+            plan = "\n".join(
+                row[0] for row in conn.exec_driver_sql(f"EXPLAIN {statement}", parameters)
+            )
+            if "Seq Scan" in plan:
+                scans.append(f"{statement}\n{plan}")
+        conn.rollback()
+    assert scans == [], "\n\n".join(scans)

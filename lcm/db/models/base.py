@@ -74,5 +74,19 @@ def tenant_fk(*, index: bool = True) -> Mapped[str]:
     return mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"), index=index)
 
 
+def owned_tenant() -> Mapped[str]:
+    """The tenant of a row that belongs to it through a parent row: no foreign key, no index.
+
+    The parent (a message, a conversation, a summary) names the same tenant
+    and is written with the row, in the same statement or transaction. On
+    these tables, which grow fastest, a foreign key to ``tenants`` would
+    repeat that check on every row, and an index would cost an entry per
+    row. The column stays: rows are distributed by it (docs/scaling.md).
+    Erasing a tenant deletes these rows through their parents' indexed ids
+    (``lcm/erasure/repository.py``), never by a scan for ``tenant_id``.
+    """
+    return mapped_column(String(40))
+
+
 def conversation_fk() -> Mapped[int]:
     return mapped_column(BigId, ForeignKey("conversations.id", ondelete="CASCADE"))

@@ -16,7 +16,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from lcm.db.models.base import Base, BigId, Json, UtcDateTime, conversation_fk, tenant_fk, utcnow
+from lcm.db.models.base import (
+    Base,
+    BigId,
+    Json,
+    UtcDateTime,
+    conversation_fk,
+    owned_tenant,
+    tenant_fk,
+    utcnow,
+)
 
 
 class Message(Base):
@@ -47,7 +56,7 @@ class MessagePart(Base):
     __table_args__ = (UniqueConstraint("message_id", "ordinal"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = owned_tenant()  # its message's (migration 0014)
     message_id: Mapped[int] = mapped_column(BigId, ForeignKey("messages.id", ondelete="CASCADE"))
     ordinal: Mapped[int] = mapped_column(Integer)
     part_type: Mapped[str] = mapped_column(String(32))
@@ -87,18 +96,6 @@ class Summary(Base):
     degraded: Mapped[str | None] = mapped_column(String(16), default=None)
 
 
-def link_tenant() -> Mapped[str]:
-    """A DAG link's tenant: its summary's, with no foreign key of its own (migration 0011).
-
-    The link's ``summary_id`` already names a summary of that tenant (the
-    pass writes both in one statement, the link copying the summary's
-    tenant), and deleting the tenant deletes its summaries and, through
-    them, their links. A foreign key to ``tenants`` would only repeat the
-    check, once per link row: a leaf pass writes a hundred of them.
-    """
-    return mapped_column(String(40))
-
-
 class SummaryMessage(Base):
     """Leaf summary → the raw messages it was made from, in order.
 
@@ -112,7 +109,7 @@ class SummaryMessage(Base):
 
     summary_id: Mapped[str] = mapped_column(String(24), primary_key=True)
     message_id: Mapped[int] = mapped_column(BigId, primary_key=True, index=True)
-    tenant_id: Mapped[str] = link_tenant()
+    tenant_id: Mapped[str] = owned_tenant()  # no foreign key since migration 0011
     ordinal: Mapped[int] = mapped_column(Integer)
 
 
@@ -127,7 +124,7 @@ class SummaryParent(Base):
     parent_id: Mapped[str] = mapped_column(
         String(24), ForeignKey("summaries.id", ondelete="CASCADE"), primary_key=True, index=True
     )
-    tenant_id: Mapped[str] = link_tenant()
+    tenant_id: Mapped[str] = owned_tenant()  # no foreign key since migration 0011
     ordinal: Mapped[int] = mapped_column(Integer)
 
 
@@ -142,7 +139,7 @@ class ContextItem(Base):
     __table_args__ = (UniqueConstraint("conversation_id", "ordinal"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = mapped_column(String(40), ForeignKey("tenants.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = owned_tenant()  # its conversation's (migration 0014)
     conversation_id: Mapped[int] = conversation_fk()
     ordinal: Mapped[int] = mapped_column(BigInteger)
     item_type: Mapped[str] = mapped_column(String(8))  # message | summary
