@@ -194,15 +194,12 @@ class ErasureRepository:
             delete(CompactionDebt).where(CompactionDebt.conversation_id.in_(ids)),
             delete(ExpansionGrant).where(ExpansionGrant.id.in_(self.grants_naming(tenant_id, ids))),
             delete(ContextItem).where(ContextItem.conversation_id.in_(ids)),
-            delete(SummaryParent).where(
-                or_(SummaryParent.summary_id.in_(summaries), SummaryParent.parent_id.in_(summaries))
-            ),
-            delete(SummaryMessage).where(
-                or_(
-                    SummaryMessage.summary_id.in_(summaries),
-                    SummaryMessage.message_id.in_(messages),
-                )
-            ),
+            # One delete per indexed column: with the two conditions ORed,
+            # Postgres read the whole link table, every tenant's links.
+            delete(SummaryParent).where(SummaryParent.summary_id.in_(summaries)),
+            delete(SummaryParent).where(SummaryParent.parent_id.in_(summaries)),
+            delete(SummaryMessage).where(SummaryMessage.summary_id.in_(summaries)),
+            delete(SummaryMessage).where(SummaryMessage.message_id.in_(messages)),
             delete(Summary).where(Summary.conversation_id.in_(ids)),
             delete(LargeFile).where(LargeFile.conversation_id.in_(ids)),
             delete(MessagePart).where(MessagePart.message_id.in_(messages)),

@@ -15,7 +15,7 @@ from lcm.compaction.jobs import Step
 from lcm.compaction.service import owe_compaction
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, LargeFile
-from lcm.erasure.service import erase_tenant
+from lcm.erasure.service import erase_conversation, erase_tenant
 from lcm.files.storage import LocalFileStorage
 from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import Settings
@@ -259,20 +259,22 @@ def test_storage_delete_is_idempotent(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
-def test_erasing_a_tenant_reads_no_table_whole(
+@pytest.mark.parametrize("what", ["tenant", "conversation"])
+def test_an_erasure_reads_no_table_whole(
     db: Database,
     tenant: IssuedKey,
     api: TestClient,  # noqa: F811
     world_settings: Settings,  # noqa: F811
+    what: str,
 ) -> None:
-    """Every statement of a tenant's erasure has a plan without a sequential scan.
+    """Every statement of an erasure has a plan without a sequential scan.
 
     With sequential scans priced out (``enable_seqscan = off``), Postgres
     still scans a table it has no index for: such a plan would read every
     tenant's rows of that table on each erasure, whatever the table's size.
     """
     other = new_tenant(db, "other")
-    build_conversation(db, api, world_settings, tenant.tenant_id, tenant.api_key, "a", "a")
+    cid = build_conversation(db, api, world_settings, tenant.tenant_id, tenant.api_key, "a", "a")
     build_conversation(db, api, world_settings, other.tenant_id, other.api_key, "b", "b")
     statements: list[tuple[str, Any]] = []
 
@@ -283,7 +285,10 @@ def test_erasing_a_tenant_reads_no_table_whole(
     event.listen(db.engine, "before_cursor_execute", record)
     try:
         with db.transaction() as session:
-            erase_tenant(session, tenant.tenant_id)
+            if what == "tenant":
+                erase_tenant(session, tenant.tenant_id)
+            else:
+                erase_conversation(session, tenant.tenant_id, cid)
     finally:
         event.remove(db.engine, "before_cursor_execute", record)
     assert any(s.lstrip().upper().startswith("DELETE FROM MESSAGE_PARTS") for s, _ in statements)

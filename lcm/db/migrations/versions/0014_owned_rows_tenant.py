@@ -9,7 +9,7 @@ Postgres read these two once more to cascade their foreign keys. Erasing
 a tenant of 2,000 messages took 87 ms beside 20,000 messages of another
 tenant and 156 ms beside 120,000 (``bench erase``), growing with the
 table. Erasure now deletes the rows of all four through their parents'
-indexed ids (``lcm/erasure/repository.py``): 66 and 70 ms.
+indexed ids (``lcm/erasure/repository.py``): 49-66 and 52-70 ms.
 
 A part's ``message_id`` and a context item's ``conversation_id`` already
 name a row of the same tenant, written with it and keeping their own
