@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event, select, text
+from sqlalchemy import select, text
 
 from lcm.compaction.jobs import Step
 from lcm.compaction.service import owe_compaction
@@ -34,6 +33,7 @@ from tests.integration.erasure_world import (
     post,
     world_settings,  # noqa: F401  (fixture)
 )
+from tests.sql_plans import recording, sequential_scans
 
 
 def blobs(root: Path) -> set[str]:
@@ -267,40 +267,19 @@ def test_an_erasure_reads_no_table_whole(
     world_settings: Settings,  # noqa: F811
     what: str,
 ) -> None:
-    """Every statement of an erasure has a plan without a sequential scan.
+    """Every statement of an erasure finds its rows through an index (``tests/sql_plans.py``).
 
-    With sequential scans priced out (``enable_seqscan = off``), Postgres
-    still scans a table it has no index for: such a plan would read every
-    tenant's rows of that table on each erasure, whatever the table's size.
+    Otherwise erasing one tenant or conversation would read every tenant's
+    rows of a table, a cost that grows with the deployment, not with it.
     """
     other = new_tenant(db, "other")
     cid = build_conversation(db, api, world_settings, tenant.tenant_id, tenant.api_key, "a", "a")
     build_conversation(db, api, world_settings, other.tenant_id, other.api_key, "b", "b")
-    statements: list[tuple[str, Any]] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if statement.lstrip().upper().startswith(("DELETE", "UPDATE", "SELECT")):
-            statements.append((statement, parameters))
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        with db.transaction() as session:
-            if what == "tenant":
-                erase_tenant(session, tenant.tenant_id)
-            else:
-                erase_conversation(session, tenant.tenant_id, cid)
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
+    with recording(db.engine) as statements, db.transaction() as session:
+        if what == "tenant":
+            erase_tenant(session, tenant.tenant_id)
+        else:
+            erase_conversation(session, tenant.tenant_id, cid)
     assert any(s.lstrip().upper().startswith("DELETE FROM MESSAGE_PARTS") for s, _ in statements)
-
-    scans = []
-    with db.engine.connect() as conn:
-        conn.exec_driver_sql("SET enable_seqscan = off")
-        for statement, parameters in statements:
-            plan = "\n".join(
-                row[0] for row in conn.exec_driver_sql(f"EXPLAIN {statement}", parameters)
-            )
-            if "Seq Scan" in plan:
-                scans.append(f"{statement}\n{plan}")
-        conn.rollback()
+    scans = sequential_scans(db.engine, statements)
     assert scans == [], "\n\n".join(scans)

@@ -31,6 +31,7 @@ from lcm.db.engine import Database
 from tests.conftest import RecordingSender, auth, new_tenant
 from tests.integration.retrieval_data import compact
 from tests.servers import PostgresHandle
+from tests.sql_plans import recording, sequential_scans
 
 # Not distributed: replicated reference tables.
 GLOBAL_TABLES = {
@@ -292,3 +293,18 @@ def test_request_path_statements_name_the_tenant(pg_db: Database, recorded: list
         if tenant_tables_of(s) and not names_a_tenant(s)
     }
     assert unscoped == UNSCOPED_BY_AN_ID_ALREADY_SCOPED
+
+
+def test_request_path_statements_find_their_rows_through_an_index(pg_db: Database) -> None:
+    """No statement of a gateway's day reads a whole table (``tests/sql_plans.py``).
+
+    A scan's cost grows with every tenant's rows, not the request's: at a
+    billion messages one such statement is a turn's whole budget many times
+    over. The compaction pass the day includes is checked too.
+    """
+    texts: list[str] = []
+    with recording(pg_db.engine) as statements:
+        _request_path(pg_db, texts)
+    assert len(statements) > 50
+    scans = sequential_scans(pg_db.engine, statements)
+    assert scans == [], "\n\n".join(scans)
