@@ -270,7 +270,8 @@ def test_an_erasure_reads_no_table_whole(
     """Every statement of an erasure finds its rows through an index (``tests/sql_plans.py``).
 
     Otherwise erasing one tenant or conversation would read every tenant's
-    rows of a table, a cost that grows with the deployment, not with it.
+    rows of a table: a cost that grows with the whole deployment, not with
+    what is erased.
     """
     other = new_tenant(db, "other")
     cid = build_conversation(db, api, world_settings, tenant.tenant_id, tenant.api_key, "a", "a")
