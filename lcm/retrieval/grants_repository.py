@@ -78,13 +78,17 @@ class GrantRepository:
         return int(getattr(result, "rowcount", 0) or 0)
 
     def delete_ended_before(self, cutoff: datetime) -> int:
-        """Delete grants that expired, or were created and revoked, before ``cutoff``."""
+        """Delete grants that expired, or were created and revoked, before ``cutoff``.
+
+        A grant expires after it is created (``issue_grant``: a positive
+        lifetime), so both kinds were created before ``cutoff``: the delete
+        finds them by ``created_at``, an index range, and checks the rest on
+        those rows only.
+        """
         result = self.session.execute(
             delete(ExpansionGrant).where(
-                or_(
-                    ExpansionGrant.expires_at < cutoff,
-                    (ExpansionGrant.revoked.is_(True)) & (ExpansionGrant.created_at < cutoff),
-                )
+                ExpansionGrant.created_at < cutoff,
+                or_(ExpansionGrant.expires_at < cutoff, ExpansionGrant.revoked.is_(True)),
             )
         )
         return int(getattr(result, "rowcount", 0) or 0)

@@ -30,6 +30,7 @@ from lcm.tenants.service import IssuedKey
 from tests.conftest import new_tenant, settings_for
 from tests.fakes import Behaviour, FakeAnthropicServer
 from tests.integration.retrieval_data import compact, ingest
+from tests.sql_plans import recording, sequential_scans
 
 HISTORY = [
     f"turn {i}: we tuned the redis maxmemory policy to allkeys-lru, attempt {i}" for i in range(30)
@@ -132,6 +133,19 @@ def test_beat_sweep_revokes_expired_and_deletes_old_grants(db: Database, tenant:
     with db.transaction() as s:
         swept = sweep_grants(s, utcnow() + timedelta(hours=2), retention=timedelta(hours=1))
     assert swept.deleted == 2
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+def test_beat_sweep_finds_its_grants_through_indexes(db: Database, tenant: IssuedKey) -> None:
+    """The sweep reads the live grants and the old ones, not the table (``tests/sql_plans.py``)."""
+    grant(db, tenant.tenant_id, [1], ttl=600)
+    grant(db, tenant.tenant_id, [1], ttl=-60)
+    with recording(db.engine) as statements, db.transaction() as s:
+        sweep_grants(s, utcnow(), retention=timedelta(hours=1))
+    verbs = [s.lstrip().split(None, 1)[0].upper() for s, _ in statements]
+    assert {"UPDATE", "DELETE"} <= set(verbs)
+    scans = sequential_scans(db.engine, statements)
+    assert scans == [], "\n\n".join(scans)
 
 
 def test_offline_answer_is_marked_and_cites_what_it_read(
