@@ -25,13 +25,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
+from functools import partial
 
 from sqlalchemy import text
+from sqlalchemy.orm import Session
 
 from bench.compaction import build_history
 from bench.servers import postgres
 from lcm.db.engine import Database
-from lcm.erasure.service import erase_conversation, erase_tenant
+from lcm.erasure.service import Erased, erase_conversation, erase_tenant
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 
@@ -91,17 +94,10 @@ def _tenant_erasure(db: Database, big_tenant: str, repeat: int) -> None:
                 small = create_tenant(s, f"bench-erase-small-{grow}-{n}").tenant_id
             build_history(db, small, "only", SMALL_TENANT)
             cid = build_history(db, big_tenant, f"alike-{grow}-{n}", SMALL_TENANT)
-            with db.engine.connect() as conn:
-                conn.execute(text("ANALYZE"))
-                conn.commit()
-            started = time.perf_counter()
-            with db.transaction() as s:
-                erase_tenant(s, small)
-            tenants.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            with db.transaction() as s:
-                erase_conversation(s, big_tenant, cid)
-            conversations.append((time.perf_counter() - started) * 1000)
+            _analyze(db)
+            tenants.append(_timed(db, partial(erase_tenant, tenant_id=small))[0])
+            erase = partial(erase_conversation, tenant_id=big_tenant, conversation_id=cid)
+            conversations.append(_timed(db, erase)[0])
         print(
             f"    beside {background:,} messages of another tenant: erase the tenant "
             f"{statistics.median(tenants):6.1f} ms; reference, the same conversation "
@@ -114,15 +110,28 @@ def _erase_runs(db: Database, tenant_id: str, repeat: int, label: str) -> list[f
     times = []
     for n in range(repeat):
         cid = build_history(db, tenant_id, f"erase-{label}-{n}", MESSAGES)
-        with db.engine.connect() as conn:
-            conn.execute(text("ANALYZE"))
-            conn.commit()
-        started = time.perf_counter()
-        with db.transaction() as s:
-            erased = erase_conversation(s, tenant_id, cid)
-        times.append((time.perf_counter() - started) * 1000)
+        _analyze(db)
+        ms, erased = _timed(
+            db, partial(erase_conversation, tenant_id=tenant_id, conversation_id=cid)
+        )
+        times.append(ms)
         assert erased.rows > 2 * MESSAGES
     return times
+
+
+def _analyze(db: Database) -> None:
+    """Fresh planner statistics for the rows just built, as autovacuum would have by then."""
+    with db.engine.connect() as conn:
+        conn.execute(text("ANALYZE"))
+        conn.commit()
+
+
+def _timed(db: Database, work: Callable[[Session], Erased]) -> tuple[float, Erased]:
+    """Milliseconds to run ``work`` in one transaction, its commit included, and its result."""
+    started = time.perf_counter()
+    with db.transaction() as s:
+        result = work(s)
+    return (time.perf_counter() - started) * 1000, result
 
 
 def _plain_delete_runs(db: Database, repeat: int) -> list[float]:
