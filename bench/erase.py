@@ -31,7 +31,7 @@ from functools import partial
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from bench.compaction import build_history
+from bench.compaction import _analyze, build_history
 from bench.servers import postgres
 from lcm.db.engine import Database
 from lcm.erasure.service import Erased, erase_conversation, erase_tenant
@@ -117,13 +117,6 @@ def _erase_runs(db: Database, tenant_id: str, repeat: int, label: str) -> list[f
         times.append(ms)
         assert erased.rows > 2 * MESSAGES
     return times
-
-
-def _analyze(db: Database) -> None:
-    """Fresh planner statistics for the rows just built, as autovacuum would have by then."""
-    with db.engine.connect() as conn:
-        conn.execute(text("ANALYZE"))
-        conn.commit()
 
 
 def _timed(db: Database, work: Callable[[Session], Erased]) -> tuple[float, Erased]:

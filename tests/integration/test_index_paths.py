@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from lcm.compaction.reconcile import overdue_debts
 from lcm.db.engine import Database
-from tests.conftest import RecordingSender, auth, new_tenant
+from tests.conftest import auth, new_tenant
 from tests.integration.retrieval_data import compact
 from tests.sql_plans import recording, sequential_scans
 
@@ -41,29 +41,25 @@ CALLS: list[tuple[str, str, dict[str, Any] | None, int]] = [
 ]
 
 
-def test_operator_calls_and_the_reconciler_read_no_table_whole(pg_db: Database) -> None:
-    from api.app import create_app
-
+def test_operator_calls_and_the_reconciler_read_no_table_whole(
+    pg_db: Database, pg_client: TestClient
+) -> None:
     tenant = new_tenant(pg_db)
     new_tenant(pg_db, "other")
-    app = create_app(
-        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
-    )
     headers = auth(tenant)
+    batch = [
+        {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
+        for i in range(30)
+    ]
+    r = pg_client.post(f"{BASE}/messages", json={"messages": batch}, headers=headers)
+    compact(pg_db, tenant.tenant_id, r.json()["conversation_id"])
     found: dict[str, list[str]] = {}
-    with TestClient(app, raise_server_exceptions=False) as http:
-        batch = [
-            {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
-            for i in range(30)
-        ]
-        r = http.post(f"{BASE}/messages", json={"messages": batch}, headers=headers)
-        compact(pg_db, tenant.tenant_id, r.json()["conversation_id"])
-        for method, path, body, status in CALLS:
-            with recording(pg_db.engine) as statements:
-                r = http.request(method, path, json=body, headers=headers)
-            assert r.status_code == status, (path, r.text)
-            assert statements, path
-            found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
+    for method, path, body, status in CALLS:
+        with recording(pg_db.engine) as statements:
+            r = pg_client.request(method, path, json=body, headers=headers)
+        assert r.status_code == status, (path, r.text)
+        assert statements, path
+        found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
     with recording(pg_db.engine) as statements:
         overdue_debts(pg_db.transaction, pg_db.settings, 0)
     found["reconcile"] = sequential_scans(pg_db.engine, statements)
