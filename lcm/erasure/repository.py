@@ -149,11 +149,17 @@ class ErasureRepository:
             )
         )
 
-    def referenced_uris(self, uris: Collection[str]) -> set[str]:
-        """The URIs among ``uris`` that some large file row still points at."""
+    def referenced_uris(self, tenant_id: str, uris: Collection[str]) -> set[str]:
+        """The URIs among ``uris`` (the tenant's blobs) that a file row of the tenant still names.
+
+        Storage keys a blob by its tenant and digest (``FileStorage.put``), so
+        only the tenant's own rows can name it.
+        """
         return set(
             self.session.scalars(
-                select(LargeFile.storage_uri).where(LargeFile.storage_uri.in_(uris)).distinct()
+                select(LargeFile.storage_uri)
+                .where(LargeFile.tenant_id == tenant_id, LargeFile.storage_uri.in_(uris))
+                .distinct()
             )
         )
 

@@ -25,7 +25,7 @@ from lcm.errors import Conflict
 from lcm.files.storage import FileStorage
 from lcm.settings import Settings
 from lcm.tenants.repository import TenantRepository
-from lcm.tenants.service import effective_settings
+from lcm.tenants.service import effective_settings, with_overrides
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,12 @@ def sweep_retention(
 
 
 def _retention_days(session: Session, settings: Settings) -> list[tuple[str, int]]:
-    tenants = TenantRepository(session).all_ids()
-    found = [(t, effective_settings(session, t, settings).retention_days) for t in tenants]
+    # One statement for every tenant's overrides, not a lookup per tenant:
+    # a deployment of many tenants would otherwise pay a round trip for each.
+    found = [
+        (tenant_id, with_overrides(settings, overrides).retention_days)
+        for tenant_id, overrides in TenantRepository(session).all_overrides()
+    ]
     return [(t, days) for t, days in found if days is not None]
 
 

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 class Erased:
     """What an erase removed: conversation ids, row count, blobs to remove after commit."""
 
+    tenant_id: str  # the blobs' owner: a stored blob belongs to one tenant (FileStorage.put)
     conversation_ids: list[int]
     rows: int
     released_uris: frozenset[str] = field(default_factory=frozenset)
@@ -57,7 +58,7 @@ def erase_conversations(session: Session, tenant_id: str, ids: Collection[int]) 
     repo = ErasureRepository(session)
     locked = repo.lock_conversations(tenant_id, ids)
     if not locked:
-        return Erased([], 0)
+        return Erased(tenant_id, [], 0)
     referencing = repo.referencing_conversations(locked)
     if referencing:
         raise Conflict(
@@ -70,7 +71,7 @@ def erase_conversations(session: Session, tenant_id: str, ids: Collection[int]) 
     # The quota counters stop counting what is gone (same transaction as the delete).
     TenantRepository(session).release_storage(tenant_id, messages, file_bytes)
     log.info("erased conversations %s of tenant %s (%d rows)", locked, tenant_id, rows)
-    return Erased(locked, rows, frozenset(uris))
+    return Erased(tenant_id, locked, rows, frozenset(uris))
 
 
 def erase_conversation(session: Session, tenant_id: str, conversation_id: int) -> Erased:
@@ -98,7 +99,7 @@ def erase_tenant(session: Session, tenant_id: str) -> Erased:
     uris = repo.tenant_storage_uris(tenant_id)
     rows = repo.delete_tenant(tenant_id)
     log.info("erased tenant %s (%d conversations, %d rows)", tenant_id, len(ids), rows)
-    return Erased(ids, rows, frozenset(uris))
+    return Erased(tenant_id, ids, rows, frozenset(uris))
 
 
 def erase_tenant_named(session: Session, name: str) -> Erased:
@@ -121,7 +122,9 @@ def remove_released_blobs(
     if not erased.released_uris:
         return 0
     with read_session() as session:
-        still_used = ErasureRepository(session).referenced_uris(erased.released_uris)
+        still_used = ErasureRepository(session).referenced_uris(
+            erased.tenant_id, erased.released_uris
+        )
     removed = 0
     for uri in sorted(erased.released_uris - still_used):
         try:

@@ -35,6 +35,13 @@ class TenantRepository:
     def all_ids(self) -> list[str]:
         return list(self.session.scalars(select(Tenant.id).order_by(Tenant.id)))
 
+    def all_overrides(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every tenant's id with its stored settings overrides, in one statement."""
+        rows = self.session.execute(
+            select(Tenant.id, Tenant.settings_overrides).order_by(Tenant.id)
+        )
+        return [(tenant_id, overrides) for tenant_id, overrides in rows]
+
     def add(self, tenant: Tenant) -> Tenant:
         self.session.add(tenant)
         self.session.flush()

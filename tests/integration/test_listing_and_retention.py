@@ -21,6 +21,7 @@ from tests.integration.erasure_world import (
     with_file,
     world_settings,  # noqa: F401  (fixture)
 )
+from tests.sql_plans import recording
 
 
 def write(
@@ -144,6 +145,30 @@ def test_retention_erases_idle_conversations_only(
         sweep_retention(db.transaction, db.read_session, storage, world_settings, utcnow()).erased
         == []
     )
+
+
+def test_the_sweep_reads_every_tenants_retention_in_one_statement(
+    db: Database,
+    tenant: IssuedKey,
+    api: TestClient,  # noqa: F811
+    world_settings: Settings,  # noqa: F811
+    files_dir: Path,  # noqa: F811
+) -> None:
+    for n in range(5):
+        new_tenant(db, f"kept-{n}")  # no retention: nothing of theirs is looked for
+    write(api, tenant, "recent")
+    r = api.patch("/v1/tenant/settings", headers=auth(tenant), json={"retention_days": 30})
+    assert r.status_code == 200
+    with recording(db.engine) as statements:
+        outcome = sweep_retention(
+            db.transaction, db.read_session, LocalFileStorage(files_dir), world_settings, utcnow()
+        )
+    assert outcome.erased == []
+    reads = [s for s, _ in statements if s.lstrip().upper().startswith("SELECT")]
+    # The tenants' overrides, then the one tenant with retention's idle conversations.
+    assert len(reads) == 2, reads
+    assert "FROM tenants" in reads[0]
+    assert "FROM conversations" in reads[1]
 
 
 def test_beat_schedules_the_retention_sweep() -> None:

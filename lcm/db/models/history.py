@@ -13,6 +13,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -155,9 +156,23 @@ class ContextItem(Base):
 
 class LargeFile(Base):
     __tablename__ = "large_files"
+    __table_args__ = (
+        # An erase asks which of the blobs it released a row of the tenant
+        # still names (``ErasureRepository.referenced_uris``); the tenant's
+        # own lookups read the leading column.
+        Index("ix_large_files_tenant_uri", "tenant_id", "storage_uri"),
+        # Beat's file reconciler looks for the few files still without a
+        # summary, oldest first: without this it read the whole table.
+        Index(
+            "ix_large_files_unsummarized",
+            "created_at",
+            postgresql_where=text("exploration_summary IS NULL"),
+            sqlite_where=text("exploration_summary IS NULL"),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)  # file_ + hex
-    tenant_id: Mapped[str] = tenant_fk()
+    tenant_id: Mapped[str] = tenant_fk(index=False)
     conversation_id: Mapped[int] = mapped_column(
         BigId, ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
