@@ -123,7 +123,7 @@ def login_token(page: str) -> str:
     return found.group(1)
 
 
-def _csrf(page: httpx.Response) -> str:
+def csrf_token(page: httpx.Response) -> str:
     found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
     assert found is not None
     return found.group(1)
@@ -171,9 +171,9 @@ def test_post_forms_need_the_session_csrf_token(server: ConsoleServer) -> None:
     other = _signed_in(server, server.key_a)  # another session of the same key
     target = {"conversation_id": str(server.conversation_id)}
     assert browser.post("/console/live/compact", data=target).status_code == 403
-    stale = {**target, "csrf_token": _csrf(other.get("/console/live"))}
+    stale = {**target, "csrf_token": csrf_token(other.get("/console/live"))}
     assert browser.post("/console/live/compact", data=stale).status_code == 403
-    good = {**target, "csrf_token": _csrf(browser.get("/console/live"))}
+    good = {**target, "csrf_token": csrf_token(browser.get("/console/live"))}
     done = browser.post("/console/live/compact", data=good)
     assert done.status_code == 303
     assert "done=compact-" in done.headers["location"]
@@ -196,7 +196,7 @@ def test_every_page_is_tenant_scoped(server: ConsoleServer) -> None:
     assert SESSION_KEY not in b.get("/console/conversations").text
     assert '<li class="result message">' in a.get(f"/console/search?q={MARKER}").text
     assert '<li class="result' not in b.get(f"/console/search?q={MARKER}").text
-    csrf = _csrf(b.get("/console/live"))
+    csrf = csrf_token(b.get("/console/live"))
     foreign = b.post("/console/live/compact", data={"conversation_id": cid, "csrf_token": csrf})
     assert foreign.status_code == 404
 

@@ -22,11 +22,13 @@ from sqlalchemy import select
 
 from lcm.compaction.reconcile import overdue_debts
 from lcm.db.engine import Database
-from lcm.db.models import LargeFile, utcnow
+from lcm.db.models import LargeFile, Summary, utcnow
 from lcm.erasure.retention import sweep_retention
 from lcm.files.repository import LargeFileRepository
 from lcm.files.storage import LocalFileStorage
 from tests.conftest import RecordingSender, api_client, auth, new_tenant
+from tests.e2e.test_console import csrf_token
+from tests.e2e.test_console_snapshot import signed_in
 from tests.integration.retrieval_data import compact
 from tests.sql_plans import recording, sequential_scans
 
@@ -149,4 +151,42 @@ def test_the_rest_of_a_tenants_calls_and_beats_sweeps_read_no_table_whole(
         )
     assert swept.erased  # the sweep did its work, so its statements are all here
     found["retention sweep"] = sequential_scans(pg_db.engine, statements)
+    assert not any(found.values()), _report(found)
+
+
+def test_the_consoles_pages_and_forms_read_no_table_whole(
+    pg_db: Database, pg_client: TestClient
+) -> None:
+    tenant = new_tenant(pg_db)
+    new_tenant(pg_db, "other")
+    batch = [
+        {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
+        for i in range(30)
+    ]
+    r = pg_client.post(f"{BASE}/messages", json={"messages": batch}, headers=auth(tenant))
+    cid = r.json()["conversation_id"]
+    compact(pg_db, tenant.tenant_id, cid)
+    with pg_db.session() as s:
+        summary_id = s.scalars(select(Summary.id)).first()
+    signed_in(pg_client, tenant.api_key)
+    csrf = csrf_token(pg_client.get("/console/live"))
+    form = {"conversation_id": str(cid), "csrf_token": csrf}
+    calls: list[tuple[str, str, dict[str, str] | None, int]] = [
+        ("GET", "/console/conversations", None, 200),
+        ("GET", f"/console/conversations/{cid}", None, 200),
+        ("GET", f"/console/conversations/{cid}/messages?seq=1", None, 200),
+        ("GET", f"/console/summaries/{summary_id}", None, 200),
+        ("GET", "/console/search?q=cert", None, 200),
+        ("GET", f"/console/search?q=web-1&mode=regex&conversation={cid}", None, 200),
+        ("GET", "/console/live", None, 200),
+        ("POST", "/console/live/compact", form, 303),
+        ("POST", "/console/live/retry", form, 303),
+    ]
+    found: dict[str, list[str]] = {}
+    for method, path, data, status in calls:
+        with recording(pg_db.engine) as statements:
+            r = pg_client.request(method, path, data=data, follow_redirects=False)
+        assert r.status_code == status, (path, r.text)
+        assert statements, path
+        found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
     assert not any(found.values()), _report(found)
