@@ -123,8 +123,9 @@ def login_token(page: str) -> str:
     return found.group(1)
 
 
-def csrf_token(page: httpx.Response) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+def csrf_token(page: str) -> str:
+    """A signed-in page's form token in its HTML."""
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page)
     assert found is not None
     return found.group(1)
 
@@ -171,9 +172,9 @@ def test_post_forms_need_the_session_csrf_token(server: ConsoleServer) -> None:
     other = _signed_in(server, server.key_a)  # another session of the same key
     target = {"conversation_id": str(server.conversation_id)}
     assert browser.post("/console/live/compact", data=target).status_code == 403
-    stale = {**target, "csrf_token": csrf_token(other.get("/console/live"))}
+    stale = {**target, "csrf_token": csrf_token(other.get("/console/live").text)}
     assert browser.post("/console/live/compact", data=stale).status_code == 403
-    good = {**target, "csrf_token": csrf_token(browser.get("/console/live"))}
+    good = {**target, "csrf_token": csrf_token(browser.get("/console/live").text)}
     done = browser.post("/console/live/compact", data=good)
     assert done.status_code == 303
     assert "done=compact-" in done.headers["location"]
@@ -196,7 +197,7 @@ def test_every_page_is_tenant_scoped(server: ConsoleServer) -> None:
     assert SESSION_KEY not in b.get("/console/conversations").text
     assert '<li class="result message">' in a.get(f"/console/search?q={MARKER}").text
     assert '<li class="result' not in b.get(f"/console/search?q={MARKER}").text
-    csrf = csrf_token(b.get("/console/live"))
+    csrf = csrf_token(b.get("/console/live").text)
     foreign = b.post("/console/live/compact", data={"conversation_id": cid, "csrf_token": csrf})
     assert foreign.status_code == 404
 

@@ -169,7 +169,7 @@ def test_the_consoles_pages_and_forms_read_no_table_whole(
     with pg_db.session() as s:
         summary_id = s.scalars(select(Summary.id)).first()
     signed_in(pg_client, tenant.api_key)
-    csrf = csrf_token(pg_client.get("/console/live"))
+    csrf = csrf_token(pg_client.get("/console/live").text)
     form = {"conversation_id": str(cid), "csrf_token": csrf}
     calls: list[tuple[str, str, dict[str, str] | None, int]] = [
         ("GET", "/console/conversations", None, 200),
