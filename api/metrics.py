@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lcm.compaction.debt_repository import debt_overview
+from lcm.compaction.debt_repository import UNFINISHED, debt_overview
 from lcm.db.engine import Database
 from lcm.db.models import utcnow
 
@@ -55,9 +55,11 @@ class RequestMetrics:
 class DebtCollector(Collector):
     """Compaction debt read from the database at scrape time (the durable truth).
 
-    ``lcm_compaction_debt`` counts rows by status; ``…_oldest_pending_seconds``
-    is the queue lag an operator alerts on: how long the oldest owed
-    compaction has waited. One indexed GROUP BY per scrape.
+    ``lcm_compaction_debt`` counts unfinished rows by status (pending,
+    running, failed: not done, which is every conversation ever compacted);
+    ``…_oldest_pending_seconds`` is the queue lag an operator alerts on: how
+    long the oldest owed compaction has waited. Two statements per scrape,
+    each reading only unfinished rows.
     """
 
     def __init__(self, database: Database) -> None:
@@ -65,7 +67,7 @@ class DebtCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         counts = GaugeMetricFamily(
-            "lcm_compaction_debt", "Compaction debt rows by status", labels=["status"]
+            "lcm_compaction_debt", "Unfinished compaction debt rows by status", labels=["status"]
         )
         oldest = GaugeMetricFamily(
             "lcm_compaction_debt_oldest_pending_seconds",
@@ -76,7 +78,7 @@ class DebtCollector(Collector):
                 by_status, oldest_at = debt_overview(session)
         except Exception:
             return  # an unreachable database shows on /readyz, not as a failed scrape
-        for status in ("pending", "running", "done", "failed"):
+        for status in UNFINISHED:
             counts.add_metric([status], by_status.get(status, 0))
         age = 0.0 if oldest_at is None else (utcnow() - oldest_at).total_seconds()
         oldest.add_metric([], max(age, 0.0))

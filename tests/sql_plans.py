@@ -48,3 +48,31 @@ def sequential_scans(engine: Engine, statements: Recorded) -> list[str]:
                 found.append(f"{' '.join(statement.split())}\n{plan}")
         conn.rollback()
     return found
+
+
+def rows_read(engine: Engine, statements: Recorded) -> int:
+    """How many rows and index entries the recorded queries read, scans priced out.
+
+    Each ``SELECT`` runs again under ``EXPLAIN ANALYZE``; every scan node's
+    rows, with those its filter dropped, count once per loop. Unlike
+    :func:`sequential_scans` this also sees an index read from end to end.
+    """
+    total = 0
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        for statement, parameters in statements:
+            if statement.lstrip().upper().startswith("SELECT"):
+                explained = conn.exec_driver_sql(
+                    f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters
+                )
+                total += _scanned(explained.scalar_one()[0]["Plan"])
+        conn.rollback()
+    return total
+
+
+def _scanned(node: dict[str, Any]) -> int:
+    here = 0
+    if node["Node Type"].endswith("Scan") and "Relation Name" in node:
+        read = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+        here = round(read * node["Actual Loops"])
+    return here + sum(_scanned(child) for child in node.get("Plans", []))

@@ -18,19 +18,20 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from lcm.compaction.reconcile import overdue_debts
+from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
-from lcm.db.models import LargeFile, Summary, utcnow
+from lcm.db.models import CompactionDebt, LargeFile, Summary, utcnow
 from lcm.erasure.retention import sweep_retention
 from lcm.files.repository import LargeFileRepository
 from lcm.files.storage import LocalFileStorage
 from tests.conftest import RecordingSender, api_client, auth, new_tenant
 from tests.e2e.test_console import csrf_token
 from tests.e2e.test_console_snapshot import signed_in
-from tests.integration.retrieval_data import compact
-from tests.sql_plans import recording, sequential_scans
+from tests.integration.retrieval_data import compact, ingest
+from tests.sql_plans import recording, rows_read, sequential_scans
 
 ROOT = "/v1/conversations"
 BASE = f"{ROOT}/agent:main"
@@ -190,3 +191,28 @@ def test_the_consoles_pages_and_forms_read_no_table_whole(
         assert statements, path
         found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
     assert not any(found.values()), _report(found)
+
+
+def test_the_metrics_scrape_reads_only_unfinished_debt(
+    pg_db: Database, pg_client: TestClient
+) -> None:
+    """A scrape's cost follows the backlog, not every conversation ever compacted."""
+    tenant = new_tenant(pg_db)
+    ids = [ingest(pg_db, tenant.tenant_id, f"agent:{n}", [f"hello {n}"]) for n in range(60)]
+    with pg_db.transaction() as s:
+        for cid in ids:
+            record_debt(s, tenant.tenant_id, cid, "threshold", None)
+        unfinished = {ids[0]: "pending", ids[1]: "pending", ids[2]: "failed"}
+        s.execute(update(CompactionDebt).values(status="done"))
+        for cid, status in unfinished.items():
+            s.execute(
+                update(CompactionDebt)
+                .where(CompactionDebt.conversation_id == cid)
+                .values(status=status)
+            )
+    with recording(pg_db.engine) as statements:
+        metrics = pg_client.get("/metrics").text
+    assert 'lcm_compaction_debt{status="pending"} 2.0' in metrics
+    assert 'lcm_compaction_debt{status="failed"} 1.0' in metrics
+    # The counts read the three unfinished rows, the oldest age the two pending.
+    assert rows_read(pg_db.engine, statements) <= 2 * len(unfinished)
