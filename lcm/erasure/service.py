@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Erased:
-    """What an erase removed: conversation ids, row count, blobs to remove after commit."""
+    """What an erase removed (tenant, conversations, rows); blobs to remove after commit."""
 
     tenant_id: str  # the blobs' owner: a stored blob belongs to one tenant (FileStorage.put)
     conversation_ids: list[int]

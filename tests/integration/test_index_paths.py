@@ -57,6 +57,24 @@ CALLS: list[tuple[str, str, dict[str, Any] | None, int]] = [
 ]
 
 
+def _checked(
+    db: Database,
+    client: TestClient,
+    found: dict[str, list[str]],
+    method: str,
+    path: str,
+    status: int,
+    **kwargs: Any,
+) -> Any:
+    """Make the call, expect ``status``, and file its scans under ``found``; the response."""
+    with recording(db.engine) as statements:
+        r = client.request(method, path, **kwargs)
+    assert r.status_code == status, (path, r.text)
+    assert statements, path
+    found[f"{method} {path}"] = sequential_scans(db.engine, statements)
+    return r
+
+
 def _report(found: dict[str, list[str]]) -> str:
     """Each call that scanned, with the statements and plans that did."""
     return "\n\n".join(f"{name}:\n" + "\n".join(scans) for name, scans in found.items() if scans)
@@ -83,11 +101,7 @@ def test_operator_calls_and_the_reconciler_read_no_table_whole(
     compact(pg_db, tenant.tenant_id, r.json()["conversation_id"])
     found: dict[str, list[str]] = {}
     for method, path, body, status in CALLS:
-        with recording(pg_db.engine) as statements:
-            r = pg_client.request(method, path, json=body, headers=headers)
-        assert r.status_code == status, (path, r.text)
-        assert statements, path
-        found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
+        _checked(pg_db, pg_client, found, method, path, status, json=body, headers=headers)
     with recording(pg_db.engine) as statements:
         overdue_debts(pg_db.transaction, pg_db.settings, 0)
     found["reconcile"] = sequential_scans(pg_db.engine, statements)
@@ -104,12 +118,7 @@ def test_the_rest_of_a_tenants_calls_and_beats_sweeps_read_no_table_whole(
     found: dict[str, list[str]] = {}
 
     def call(method: str, path: str, status: int, **kwargs: Any) -> Any:
-        with recording(pg_db.engine) as statements:
-            r = files_client.request(method, path, headers=headers, **kwargs)
-        assert r.status_code == status, (path, r.text)
-        assert statements, path
-        found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
-        return r
+        return _checked(pg_db, files_client, found, method, path, status, headers=headers, **kwargs)
 
     pasted = json.dumps([{"id": i, "host": f"web-{i}"} for i in range(4_000)])
     batch = [
@@ -185,11 +194,7 @@ def test_the_consoles_pages_and_forms_read_no_table_whole(
     ]
     found: dict[str, list[str]] = {}
     for method, path, data, status in calls:
-        with recording(pg_db.engine) as statements:
-            r = pg_client.request(method, path, data=data, follow_redirects=False)
-        assert r.status_code == status, (path, r.text)
-        assert statements, path
-        found[f"{method} {path}"] = sequential_scans(pg_db.engine, statements)
+        _checked(pg_db, pg_client, found, method, path, status, data=data, follow_redirects=False)
     assert not any(found.values()), _report(found)
 
 
