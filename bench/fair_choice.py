@@ -89,6 +89,13 @@ def _owe(url: str, owing: str) -> None:
     with db.transaction() as s:
         s.execute(text("UPDATE compaction_debt SET status = 'done' WHERE status = 'pending'"))
         s.execute(text(f"UPDATE compaction_debt SET status = 'pending' WHERE {owing}"))
+        # As ``record_debt`` leaves them: the tenants that owe are flagged.
+        s.execute(
+            text(
+                "UPDATE tenants SET compaction_due = EXISTS (SELECT 1 FROM compaction_debt d "
+                "WHERE d.tenant_id = tenants.id AND d.status = 'pending')"
+            )
+        )
     with db.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
             "VACUUM ANALYZE compaction_debt, tenants"

@@ -331,8 +331,15 @@ class DebtRepository:
             .values(status=PENDING, attempts=0, enqueued_at=None, updated_at=now)
             .returning(CompactionDebt.conversation_id)
         )
+        failed = select(CompactionDebt.tenant_id).where(CompactionDebt.status == FAILED)
         if conversation_ids is not None:
             stmt = stmt.where(CompactionDebt.conversation_id.in_(conversation_ids))
+            failed = failed.where(CompactionDebt.conversation_id.in_(conversation_ids))
+        # Their tenants are flagged as owing first: tenant rows before debt
+        # rows, the lock order of every path (lcm/compaction/fairness_repository.py).
+        self.session.execute(
+            update(Tenant).where(Tenant.id.in_(failed)).values(compaction_due=True)
+        )
         return sorted(self.session.scalars(stmt))
 
 

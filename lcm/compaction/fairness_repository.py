@@ -60,9 +60,26 @@ nothing runs the waiting claim described under "Lock order", which sees
 every committed row. A no-wait claim never waits, so it can be part of no
 deadlock; the waiting claim keeps the one-tenant-row rule.
 
-Cost. Choosing the tenant is one indexed probe per tenant with pending debt
-(``ix_compaction_debt_fair``: tenant, status, enqueued_at); choosing its
-conversation is one more.
+The flag. Choosing "the least recently served tenant with due debt" by
+joining every tenant with the owed rows cost a read of every tenant per pass
+(at 100,000 tenants, 9-20 ms: ``python -m bench fair_choice``). So a tenant
+that may owe carries ``compaction_due``, and a partial index holds the
+flagged tenants in the queue's order; a wake-up walks it from the start.
+It is set in the transaction that makes any of the tenant's debt pending
+from no row, done or failed (``record_debt``, ``rearm_failed``), before the
+debt row: tenant first, debt second, as ingest locks them. A move from
+running back to pending needs nothing, because a tenant with running debt is
+never cleared. Beat clears it (``clear_settled_flags``) for a tenant that has
+neither pending nor running debt, checked by a statement that starts after
+it holds the tenant's row, so a setter either waits for that row and flags
+the tenant again, or committed its debt before the check saw it. Beat also
+flags any tenant with pending debt and no flag (``flag_unflagged``): a path
+that missed it costs a reconcile interval of fairness, not starvation.
+
+Cost. Choosing the tenant walks the flagged tenants from the least recently
+served and probes each for due debt (``ix_compaction_debt_fair``: tenant,
+status, enqueued_at) until one has some; choosing its conversation is one
+more probe.
 """
 
 from __future__ import annotations
@@ -73,7 +90,7 @@ from sqlalchemy import BindParameter, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import Claim, DebtRepository
-from lcm.compaction.debt_statements import PENDING, claim_params, claim_statement
+from lcm.compaction.debt_statements import PENDING, RUNNING, claim_params, claim_statement
 from lcm.db.driver import DriverStatement
 from lcm.db.models import CompactionDebt, Tenant
 
@@ -119,6 +136,57 @@ class FairQueueRepository:
         params = {"now": now, "limit": limit}
         return [str(t) for t in _DUE_TENANTS.run(self.session, params).scalars()]
 
+    def flag(self, tenant_id: str) -> None:
+        """Mark the tenant as owing (see "The flag" above); before its debt row is touched.
+
+        Unconditional: an update that skipped a row it reads as flagged would
+        not wait for a clearer holding that row, which could then unflag it
+        with this debt owed.
+        """
+        _FLAG.run(self.session, {"for_tenant": tenant_id})
+
+    def unflagged_owing(self, limit: int) -> list[str]:
+        """Tenants with pending debt and no flag: a path that missed it (beat flags them)."""
+        owing = select(CompactionDebt.tenant_id).where(CompactionDebt.status == PENDING)
+        return list(
+            self.session.scalars(
+                select(Tenant.id)
+                .where(Tenant.compaction_due.is_(False), Tenant.id.in_(owing))
+                .limit(limit)
+            )
+        )
+
+    def flagged_settled(self, limit: int) -> list[str]:
+        """Flagged tenants that owe nothing now (candidates: ``clear_if_settled`` re-checks)."""
+        return list(
+            self.session.scalars(
+                select(Tenant.id).where(_FLAGGED, ~_OWES).limit(limit)
+            )
+        )
+
+    def clear_if_settled(self, tenant_id: str) -> bool:
+        """Unflag the tenant if it owes nothing, checked once its row is held; never waits.
+
+        The check is its own statement, so it starts after the row lock is
+        taken: a setter (``flag``) either committed its debt before it, and
+        the check sees the debt, or waits for this transaction and flags the
+        tenant again after it.
+        """
+        held = self.session.scalar(
+            select(Tenant.id)
+            .where(Tenant.id == tenant_id, Tenant.compaction_due.is_(True))
+            .with_for_update(skip_locked=True)
+        )
+        if held is None:
+            return False  # unflagged already, erased, or in use (a claim, an ingest)
+        cleared = self.session.scalar(
+            update(Tenant)
+            .where(Tenant.id == tenant_id, ~_OWES)
+            .values(compaction_due=False)
+            .returning(Tenant.id)
+        )
+        return cleared is not None
+
     def mark_served(self, tenant_id: str, now: datetime) -> None:
         """Send the tenant to the back of the round (locks its row until the claim commits)."""
         _MARK_SERVED.run(self.session, {"for_tenant": tenant_id, "now": now})
@@ -131,13 +199,31 @@ _DUE = (CompactionDebt.status == PENDING) & or_(
     CompactionDebt.enqueued_at.is_(None), CompactionDebt.enqueued_at <= _NOW
 )
 
+# Among the flagged tenants only, in the order of their partial index
+# (``ix_tenants_compaction_due``): the walk starts at the least recently
+# served and stops at the first with due debt, instead of joining every
+# tenant with the owed rows. A flagged tenant owes nothing due only while a
+# pass of it runs or a retry waits, or until beat clears a stale flag.
+_WAITED_LONGEST = (Tenant.compaction_claimed_at.asc(), Tenant.id)
+# The bare column, as the partial index's predicate reads (``IS true`` would
+# not match it, and the planner would read every tenant).
+_FLAGGED = Tenant.compaction_due
+_OWES_DUE = _FLAGGED & exists().where(
+    CompactionDebt.tenant_id == Tenant.id, _DUE
+)
+
+# Owes anything at all: a pending row (due or not) or a pass running.
+_OWES = exists().where(
+    CompactionDebt.tenant_id == Tenant.id, CompactionDebt.status.in_((PENDING, RUNNING))
+)
+
 _STAMP_NEXT_FREE = DriverStatement(
     update(Tenant)
     .where(
         Tenant.id
         == select(Tenant.id)
-        .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _DUE))
-        .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
+        .where(_OWES_DUE)
+        .order_by(*_WAITED_LONGEST)
         .limit(1)
         .with_for_update(skip_locked=True)
         .scalar_subquery()
@@ -149,10 +235,7 @@ _STAMP_NEXT_FREE = DriverStatement(
 # Tenants with due debt, least recently served first; a tenant's oldest due
 # debt; a tenant sent to the back of the round.
 _DUE_TENANTS = DriverStatement(
-    select(Tenant.id)
-    .where(exists().where(CompactionDebt.tenant_id == Tenant.id, _DUE))
-    .order_by(Tenant.compaction_claimed_at.asc().nulls_first(), Tenant.id)
-    .limit(bindparam("limit"))
+    select(Tenant.id).where(_OWES_DUE).order_by(*_WAITED_LONGEST).limit(bindparam("limit"))
 )
 _OLDEST_DUE_OF_TENANT = (
     select(CompactionDebt.conversation_id)
@@ -161,6 +244,9 @@ _OLDEST_DUE_OF_TENANT = (
     .limit(1)
 )
 _OLDEST_DUE = DriverStatement(_OLDEST_DUE_OF_TENANT)
+_FLAG = DriverStatement(
+    update(Tenant).where(Tenant.id == bindparam("for_tenant")).values(compaction_due=True)
+)
 _MARK_SERVED = DriverStatement(
     update(Tenant).where(Tenant.id == bindparam("for_tenant")).values(compaction_claimed_at=_NOW)
 )

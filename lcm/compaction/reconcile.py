@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import DebtRepository
+from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.db.engine import Transaction
 from lcm.db.models import utcnow
 from lcm.outbox import WakeCompaction, request_job
@@ -35,6 +36,29 @@ def overdue_debts(
         due = debts.overdue(now, timedelta(seconds=grace), settings.reconcile_batch)
         debts.mark_enqueued(due, now)
     return due
+
+
+def keep_fair_queue(transaction: Transaction, limit: int) -> tuple[int, int]:
+    """Beat's upkeep of the fair queue's flags: (tenants flagged, tenants cleared).
+
+    Flags the tenants with pending debt that a path left unflagged, and
+    clears the flags of tenants that owe nothing any more, each in its own
+    short transaction, so it holds one tenant row at a time (as every claim
+    does) and waits for none it cannot have (see
+    lcm/compaction/fairness_repository.py, "The flag").
+    """
+    with transaction() as session:
+        queue = FairQueueRepository(session)
+        unflagged = queue.unflagged_owing(limit)
+        settled = queue.flagged_settled(limit)
+    for tenant_id in unflagged:
+        with transaction() as session:
+            FairQueueRepository(session).flag(tenant_id)
+    cleared = 0
+    for tenant_id in settled:
+        with transaction() as session:
+            cleared += FairQueueRepository(session).clear_if_settled(tenant_id)
+    return len(unflagged), cleared
 
 
 def end_leases_of_dead_processes(debts: DebtRepository, now: datetime) -> list[int]:

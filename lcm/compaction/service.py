@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import DebtRepository
 from lcm.compaction.debt_statements import DONE, FAILED
+from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.completions import Completions, debt_key
 from lcm.db.engine import Transaction
@@ -72,6 +73,9 @@ def record_debt(
     # * pending: a wake-up is already on its way (the reconciler covers its loss).
     # * done or failed: pending again with this reason and a fresh attempt
     #   budget, and a wake-up.
+    # The tenant is flagged first, as owing (tenant row, then debt row: the
+    # lock order of every path; see lcm/compaction/fairness_repository.py).
+    FairQueueRepository(session).flag(tenant_id)
     return DebtRepository(session).owe(
         conversation_id, tenant_id, reason, token_budget, target_tokens, utcnow()
     )

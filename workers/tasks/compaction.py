@@ -12,7 +12,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from lcm.compaction.jobs import Step
-from lcm.compaction.reconcile import overdue_debts
+from lcm.compaction.reconcile import keep_fair_queue, overdue_debts
 from lcm.compaction.sweep import ChainPosition
 from lcm.completions import debt_key
 from workers import completions, metrics, runtime, sender
@@ -115,7 +115,9 @@ def reconcile(grace_seconds: float | None = None) -> int:
 
     ``grace_seconds`` overrides how old a wake-up must be to count as lost.
     """
-    woken = overdue_debts(runtime.database().transaction, runtime.settings(), grace_seconds)
+    transaction = runtime.database().transaction
+    keep_fair_queue(transaction, runtime.settings().reconcile_batch)
+    woken = overdue_debts(transaction, runtime.settings(), grace_seconds)
     for conversation_id in woken:
         sender.wake(conversation_id)
     metrics.RECONCILED.inc(len(woken))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Index,
     String,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -17,10 +19,22 @@ from sqlalchemy.orm import Mapped, mapped_column
 from lcm.db.models.base import Base, BigId, Json, UtcDateTime, tenant_fk, utcnow
 
 ALL_SCOPES = "ingest,read,admin"
+NEVER_CLAIMED = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Tenant(Base):
     __tablename__ = "tenants"
+    __table_args__ = (
+        # The fair queue's order over the tenants that owe compaction: a
+        # wake-up walks it from the start (lcm/compaction/fairness_repository.py).
+        Index(
+            "ix_tenants_compaction_due",
+            "compaction_claimed_at",
+            "id",
+            postgresql_where=text("compaction_due"),
+            sqlite_where=text("compaction_due"),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -33,7 +47,16 @@ class Tenant(Base):
     stored_file_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # When a compaction wake-up last claimed this tenant's debt: the fair
     # queue serves the tenant that waited longest first (lcm/compaction/fairness_repository.py).
-    compaction_claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Never claimed: the epoch, so a new tenant comes first in that order
+    # (an index's order, which a null would break: nulls sort last there).
+    compaction_claimed_at: Mapped[datetime | None] = mapped_column(
+        UtcDateTime, default=NEVER_CLAIMED
+    )
+    # Set while the tenant may owe compaction: in the transaction that makes
+    # any of its debt pending (from no row, done or failed), and cleared by
+    # beat's reconciler once it has neither pending nor running debt. The fair
+    # queue looks only among these tenants (lcm/compaction/fairness_repository.py).
+    compaction_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ApiKey(Base):
