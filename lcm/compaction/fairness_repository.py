@@ -158,11 +158,7 @@ class FairQueueRepository:
 
     def flagged_settled(self, limit: int) -> list[str]:
         """Flagged tenants that owe nothing now (candidates: ``clear_if_settled`` re-checks)."""
-        return list(
-            self.session.scalars(
-                select(Tenant.id).where(_FLAGGED, ~_OWES).limit(limit)
-            )
-        )
+        return list(self.session.scalars(select(Tenant.id).where(_FLAGGED, ~_OWES).limit(limit)))
 
     def clear_if_settled(self, tenant_id: str) -> bool:
         """Unflag the tenant if it owes nothing, checked once its row is held; never waits.
@@ -208,9 +204,7 @@ _WAITED_LONGEST = (Tenant.compaction_claimed_at.asc(), Tenant.id)
 # The bare column, as the partial index's predicate reads (``IS true`` would
 # not match it, and the planner would read every tenant).
 _FLAGGED = Tenant.compaction_due
-_OWES_DUE = _FLAGGED & exists().where(
-    CompactionDebt.tenant_id == Tenant.id, _DUE
-)
+_OWES_DUE = _FLAGGED & exists().where(CompactionDebt.tenant_id == Tenant.id, _DUE)
 
 # Owes anything at all: a pending row (due or not) or a pass running.
 _OWES = exists().where(
