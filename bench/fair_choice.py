@@ -2,9 +2,10 @@
 
 Every compaction pass starts with a wake-up that picks the least recently
 served tenant with due debt (``lcm/compaction/fairness_repository.py``).
-The statement joins ``tenants`` with their pending debt, so its cost depends
-on how many tenants there are and how many rows are owed, and on which join
-the planner picks. Figures for 100,000 tenants and a million debt rows:
+It looks among the tenants flagged as owing (``tenants.compaction_due``,
+migration 0017), walking a partial index in served order; before the flag it
+joined every tenant with the owed rows, and its cost grew with both. Figures
+for 100,000 tenants and a million debt rows:
 
 * 100 tenants owe 1,000 passes (the usual backlog: a few tenants busy);
 * every tenant owes one pass (100,000: a backlog after an outage);
