@@ -69,11 +69,12 @@ It is set in the transaction that makes any of the tenant's debt pending
 from no row, done or failed (``record_debt``, ``rearm_failed``), before the
 debt row: tenant first, debt second, as ingest locks them. A move from
 running back to pending needs nothing, because a tenant with running debt is
-never cleared. Beat clears it (``clear_settled_flags``) for a tenant that has
-neither pending nor running debt, checked by a statement that starts after
-it holds the tenant's row, so a setter either waits for that row and flags
-the tenant again, or committed its debt before the check saw it. Beat also
-flags any tenant with pending debt and no flag (``flag_unflagged``): a path
+never cleared. Beat's reconciler clears it (``clear_if_settled``, from
+``lcm.compaction.reconcile.keep_fair_queue``) for a tenant that has neither
+pending nor running debt, checked by a statement that starts after it holds
+the tenant's row, so a setter either waits for that row and flags the tenant
+again, or committed its debt before the check saw it. The reconciler also
+flags any tenant with pending debt and no flag (``unflagged_owing``): a path
 that missed it costs a reconcile interval of fairness, not starvation.
 
 Cost. Choosing the tenant walks the flagged tenants from the least recently
