@@ -25,8 +25,9 @@ from tests.integration.retrieval_data import compact, ingest
 # storage counters.
 MESSAGES_STATEMENTS = {"postgresql": 6, "sqlite": 8}
 # The same (the counters statement also reads the context's token total),
-# then the debt row (one upsert).
-TURNS_STATEMENTS = {"postgresql": 7, "sqlite": 9}
+# then the tenant's fair-queue flag (a row this transaction already holds,
+# for the storage counters) and the debt row (one upsert).
+TURNS_STATEMENTS = {"postgresql": 8, "sqlite": 10}
 
 
 @pytest.fixture
