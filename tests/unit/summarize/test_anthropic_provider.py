@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from lcm.errors import ProviderUnavailable, SummarizerError
@@ -199,3 +203,23 @@ def test_from_settings_uses_key_url_models_and_breaker(
 
 def test_no_key_means_no_llm_connection() -> None:
     assert LlmClients.from_settings(Settings(ANTHROPIC_API_KEY=None)) is None
+
+
+def test_connecting_builds_the_sdk_reply_models_before_any_reply() -> None:
+    """A fresh process: the models are unbuilt after the import, built once connected.
+
+    Otherwise a worker's first wave of replies builds them on every thread at once.
+    """
+    code = (
+        "import json, anthropic\n"
+        "from anthropic.types import Message, Usage\n"
+        "from lcm.summarize.llm import LlmClients\n"
+        "built = lambda: [Message.__pydantic_complete__, Usage.__pydantic_complete__]\n"
+        "before = built()\n"
+        "LlmClients.connect(api_key='sk-test')\n"
+        "print(json.dumps([before, built()]))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = json.loads(run.stdout)
+    assert before == [False, False]
+    assert after == [True, True]
