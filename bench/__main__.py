@@ -23,6 +23,7 @@ from bench import (
     transcripts,
     waits,
 )
+from bench.machine import report_before
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "ingest": ingest.run,
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)
+        print(report_before(), flush=True)
         SCENARIOS[name](args)
     return 0
 

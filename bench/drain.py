@@ -24,7 +24,6 @@ second what a pass's CPU costs on this machine whatever it is spent on.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import threading
 import time
@@ -35,6 +34,7 @@ from sqlalchemy import func, select
 
 from bench import celery_floor
 from bench.deployment import spawn, wait_ready
+from bench.machine import machine_busy, process_cpu
 from bench.servers import postgres
 from lcm.compaction.service import record_debt
 from lcm.db.engine import Database
@@ -124,26 +124,6 @@ def _assemble_load(
             stop.wait(max(0.0, next_at - time.perf_counter()))
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used (Linux ``/proc``); 0 elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine so far (Linux ``/proc/stat``)."""
-    try:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except OSError:
-        return 0.0, 0.0
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    tick = os.sysconf("SC_CLK_TCK")
-    return (sum(values) - idle) / tick, sum(values) / tick
-
-
 def run(args: argparse.Namespace) -> None:
     concurrency = args.drain_concurrency
     workdir = servers.make_workdir()
@@ -207,8 +187,8 @@ def run(args: argparse.Namespace) -> None:
                 load = threading.Thread(
                     target=_assemble_load, args=(base, issued.api_key, keys, stop, latencies)
                 )
-                busy_before, total_before = _machine_busy()
-                cpu_before = sum(_cpu_seconds(w.pid) for w in workers)
+                busy_before, total_before = machine_busy()
+                cpu_before = sum(process_cpu(w.pid) for w in workers)
                 started = time.perf_counter()
                 for cid in ids:
                     wake(cid)
@@ -216,8 +196,8 @@ def run(args: argparse.Namespace) -> None:
                 while _outstanding(db, ids):
                     time.sleep(0.05)
                 elapsed = time.perf_counter() - started
-                worker_cpu = sum(_cpu_seconds(w.pid) for w in workers) - cpu_before
-                busy_after, total_after = _machine_busy()
+                worker_cpu = sum(process_cpu(w.pid) for w in workers) - cpu_before
+                busy_after, total_after = machine_busy()
                 machine = (busy_after - busy_before) / max(total_after - total_before, 1e-9)
                 stop.set()
                 load.join()
