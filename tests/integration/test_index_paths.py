@@ -57,6 +57,14 @@ CALLS: list[tuple[str, str, dict[str, Any] | None, int]] = [
 ]
 
 
+def _cert_messages() -> list[dict[str, Any]]:
+    """Thirty user messages with ids, enough for a leaf pass to compact."""
+    return [
+        {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
+        for i in range(30)
+    ]
+
+
 def _checked(
     db: Database,
     client: TestClient,
@@ -93,10 +101,7 @@ def test_operator_calls_and_the_reconciler_read_no_table_whole(
     tenant = new_tenant(pg_db)
     new_tenant(pg_db, "other")
     headers = auth(tenant)
-    batch = [
-        {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
-        for i in range(30)
-    ]
+    batch = _cert_messages()
     r = pg_client.post(f"{BASE}/messages", json={"messages": batch}, headers=headers)
     compact(pg_db, tenant.tenant_id, r.json()["conversation_id"])
     found: dict[str, list[str]] = {}
@@ -121,10 +126,7 @@ def test_the_rest_of_a_tenants_calls_and_beats_sweeps_read_no_table_whole(
         return _checked(pg_db, files_client, found, method, path, status, headers=headers, **kwargs)
 
     pasted = json.dumps([{"id": i, "host": f"web-{i}"} for i in range(4_000)])
-    batch = [
-        {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
-        for i in range(30)
-    ]
+    batch = _cert_messages()
     batch.append({"role": "user", "content": f'<file name="hosts.json">{pasted}</file>'})
     r = call("POST", f"{BASE}/messages", 200, json={"messages": batch})
     compact(pg_db, tenant.tenant_id, r.json()["conversation_id"])
@@ -169,10 +171,7 @@ def test_the_consoles_pages_and_forms_read_no_table_whole(
 ) -> None:
     tenant = new_tenant(pg_db)
     new_tenant(pg_db, "other")
-    batch = [
-        {"role": "user", "content": f"message {i}: rotated the cert on web-{i}", "id": f"m{i}"}
-        for i in range(30)
-    ]
+    batch = _cert_messages()
     r = pg_client.post(f"{BASE}/messages", json={"messages": batch}, headers=auth(tenant))
     cid = r.json()["conversation_id"]
     compact(pg_db, tenant.tenant_id, cid)
