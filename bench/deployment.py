@@ -22,6 +22,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from bench.machine import TICKS
 from bench.servers import durable_postgres
 from tests import servers
 
@@ -154,9 +155,6 @@ def lcm_deployment(
         yield base, {"api": [api.pid], "workers": [w.pid for w in workers], "beat": [beat.pid]}
     finally:
         stop(processes)
-
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _proc_stat(pid: int) -> tuple[int, float, float] | None:
