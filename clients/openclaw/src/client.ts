@@ -1,11 +1,15 @@
 /**
  * The lcm-server HTTP client. Every request is bounded by a timeout and made
- * once: a failure surfaces as an LcmError at once, so OpenClaw can quarantine
- * the engine and fall back to its legacy engine instead of hanging a turn.
+ * once: a failure surfaces as an LcmError at once, and OpenClaw falls back for
+ * that call (its own pipeline messages for assemble; a failed commit stays in
+ * its durable outbox and is replayed on a later turn). A timeout or refused
+ * connection opens the shared circuit breaker (breaker.ts): later calls fail
+ * at once with code `circuit_open` until its cool-down ends.
  * No request is retried here: a 4xx (400, 404, 409, 413) is a verdict, and
  * retrying a write is the host's decision (commitTurn retries are safe because
  * the server keys them by the advancement key).
  */
+import { CircuitBreaker, CircuitOpenError } from "./breaker.ts";
 
 export class LcmError extends Error {
   readonly status: number | null;
@@ -22,14 +26,22 @@ export interface ClientOptions {
   baseUrl: string;
   apiKey: string;
   timeoutMs: number;
+  breakerCooldownMs?: number;
 }
+
+/** What one request cost on the wire (the plugin benchmark reads these). */
+export type RequestStats = { requests: number; bytesSent: number; bytesReceived: number };
 
 export class LcmClient {
   private readonly opts: ClientOptions;
   private readonly inflight = new Set<AbortController>();
+  readonly breaker: CircuitBreaker;
+  readonly stats: RequestStats = { requests: 0, bytesSent: 0, bytesReceived: 0 };
 
-  constructor(opts: ClientOptions) {
+  /** `breaker`: share one across the engines and tools of a registration (see breaker.ts). */
+  constructor(opts: ClientOptions, breaker?: CircuitBreaker) {
     this.opts = opts;
+    this.breaker = breaker ?? new CircuitBreaker(opts.breakerCooldownMs ?? 30_000);
   }
 
   conversationPath(sessionKey: string, action: string): string {
@@ -43,24 +55,38 @@ export class LcmClient {
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<T> {
     const timeoutMs = options.timeoutMs ?? this.opts.timeoutMs;
+    const where = `${method} ${path}`;
+    let ticket: { probe: boolean };
+    try {
+      ticket = this.breaker.admit();
+    } catch (error) {
+      if (error instanceof CircuitOpenError) throw new LcmError(`${error.message} [${where}]`, null, "circuit_open");
+      throw error;
+    }
     const controller = new AbortController();
     this.inflight.add(controller);
     const timer = setTimeout(() => controller.abort(new Error("timeout")), timeoutMs);
     const onAbort = () => controller.abort(options.signal?.reason);
     options.signal?.addEventListener("abort", onAbort, { once: true });
-    const where = `${method} ${path}`;
     let response: Response;
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    this.stats.requests += 1;
+    this.stats.bytesSent += payload === undefined ? 0 : Buffer.byteLength(payload);
+    let answered = false;
     try {
       response = await fetch(this.opts.baseUrl + path, {
         method,
         headers: {
           authorization: `Bearer ${this.opts.apiKey}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...(payload === undefined ? {} : { "content-type": "application/json" }),
         },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: payload,
         signal: controller.signal,
       });
       const text = await response.text();
+      answered = true;
+      this.breaker.succeeded(ticket);
+      this.stats.bytesReceived += Buffer.byteLength(text);
       if (!response.ok) {
         let code = `http_${response.status}`;
         let message = text.slice(0, 500);
@@ -75,14 +101,21 @@ export class LcmClient {
       }
       return (text ? JSON.parse(text) : undefined) as T;
     } catch (error) {
-      if (error instanceof LcmError) throw error;
-      if (controller.signal.aborted && !options.signal?.aborted) {
-        throw new LcmError(`lcm-server ${where} timed out after ${timeoutMs} ms (${this.opts.baseUrl})`, null, "timeout");
-      }
+      if (answered) throw error; // an HTTP verdict (LcmError) or a body that is not JSON
       if (options.signal?.aborted) {
+        this.breaker.released(ticket);
         throw new LcmError(`lcm-server ${where} aborted by the host`, null, "aborted");
       }
+      if (controller.signal.aborted && controller.signal.reason?.message === "disposed") {
+        this.breaker.released(ticket);
+        throw new LcmError(`lcm-server ${where} aborted: the engine was disposed`, null, "aborted");
+      }
+      if (controller.signal.aborted) {
+        this.breaker.failed(ticket, `timed out after ${timeoutMs} ms`);
+        throw new LcmError(`lcm-server ${where} timed out after ${timeoutMs} ms (${this.opts.baseUrl})`, null, "timeout");
+      }
       const cause = (error as { cause?: { code?: string } })?.cause?.code ?? String(error);
+      this.breaker.failed(ticket, `unreachable: ${cause}`);
       throw new LcmError(`lcm-server unreachable at ${this.opts.baseUrl} (${where}): ${cause}`, null, "unreachable");
     } finally {
       clearTimeout(timer);

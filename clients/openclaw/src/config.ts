@@ -11,6 +11,7 @@ export interface LcmConfig {
   sessionKeyPrefix: string;
   sessionKeySource: SessionKeySource;
   defaultTokenBudget: number;
+  breakerCooldownMs: number;
 }
 
 const DEFAULTS = {
@@ -21,6 +22,7 @@ const DEFAULTS = {
   sessionKeyPrefix: "openclaw:",
   sessionKeySource: "sessionKey" as SessionKeySource,
   defaultTokenBudget: 200_000,
+  breakerCooldownMs: 30_000,
 };
 
 function positive(value: unknown, fallback: number, name: string): number {
@@ -49,6 +51,7 @@ export function resolveConfig(raw: Record<string, unknown> | undefined, env = pr
     sessionKeyPrefix: typeof cfg.sessionKeyPrefix === "string" ? cfg.sessionKeyPrefix : DEFAULTS.sessionKeyPrefix,
     sessionKeySource: source,
     defaultTokenBudget: positive(cfg.defaultTokenBudget, DEFAULTS.defaultTokenBudget, "defaultTokenBudget"),
+    breakerCooldownMs: positive(cfg.breakerCooldownMs, DEFAULTS.breakerCooldownMs, "breakerCooldownMs"),
   };
 }
 

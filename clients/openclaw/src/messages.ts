@@ -9,6 +9,8 @@
  *
  * From lcm: assembled user/assistant messages back to pi messages; `tool_result`
  * blocks become `toolResult` messages after the assistant that called them.
+ *
+ * Entries marked `excludeFromContext` are never stored (see isExcluded).
  */
 import { createHash } from "node:crypto";
 
@@ -54,8 +56,18 @@ function assistantBlock(block: Record<string, any>): Record<string, any> {
   return { type: "text", text: JSON.stringify(block) };
 }
 
+/**
+ * Entries OpenClaw keeps in the transcript but out of the model's context
+ * (`excludeFromContext`, e.g. tool search's nested-call records). Stored, they
+ * would become user text between a tool_use and its tool_result.
+ */
+export function isExcluded(message: AgentMessage): boolean {
+  return message?.excludeFromContext === true;
+}
+
 /** One pi message as lcm-server stores it; null for messages that carry no conversation content. */
 export function toLcm(message: AgentMessage): LcmMessage | null {
+  if (isExcluded(message)) return null;
   const created_at = typeof message.timestamp === "number" ? message.timestamp : undefined;
   const id = clientId(message);
   switch (message.role) {
@@ -105,11 +117,24 @@ const ZERO_USAGE = {
   cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
 };
 
-/** Assembled lcm messages as pi agent messages, tool pairs kept in order. */
-export function fromLcm(messages: { role: string; content: unknown }[], now = Date.now()): AgentMessage[] {
+/** The time range one assembled message covers (assemble with `include_times`). */
+export type MessageTimes = { created_at: string; earliest_at: string; latest_at: string };
+
+function millis(iso: string | undefined, fallback: number): number {
+  const parsed = iso ? Date.parse(iso) : Number.NaN;
+  return Number.isFinite(parsed) ? parsed : fallback;
+}
+
+/**
+ * Assembled lcm messages as pi agent messages, tool pairs kept in order.
+ * `times` (aligned with `messages`) gives each message its original time;
+ * without it (an older server) every message is stamped `now`.
+ */
+export function fromLcm(messages: { role: string; content: unknown }[], times?: MessageTimes[] | null, now = Date.now()): AgentMessage[] {
   const out: AgentMessage[] = [];
   const toolNames = new Map<string, string>();
-  for (const message of messages) {
+  for (const [index, message] of messages.entries()) {
+    const at = millis(times?.[index]?.created_at, now);
     const list = blocks(message.content);
     if (message.role === "assistant") {
       const content = list.map((b) => {
@@ -130,7 +155,7 @@ export function fromLcm(messages: { role: string; content: unknown }[], now = Da
         model: "lcm-assembled",
         usage: ZERO_USAGE,
         stopReason: usesTools ? "toolUse" : "stop",
-        timestamp: now,
+        timestamp: at,
       });
       continue;
     }
@@ -143,7 +168,7 @@ export function fromLcm(messages: { role: string; content: unknown }[], now = Da
           toolName: toolNames.get(b.tool_use_id) ?? "unknown",
           content: [{ type: "text", text: typeof b.content === "string" ? b.content : textOf(b.content) }],
           isError: Boolean(b.is_error),
-          timestamp: now,
+          timestamp: at,
         });
       } else if (b.type === "image" && b.source?.type === "base64") {
         userContent.push({ type: "image", data: b.source.data, mimeType: b.source.media_type });
@@ -151,7 +176,7 @@ export function fromLcm(messages: { role: string; content: unknown }[], now = Da
         userContent.push({ type: "text", text: b.type === "text" ? String(b.text ?? "") : JSON.stringify(b) });
       }
     }
-    if (userContent.length > 0) out.push({ role: "user", content: userContent, timestamp: now });
+    if (userContent.length > 0) out.push({ role: "user", content: userContent, timestamp: at });
   }
   return out;
 }

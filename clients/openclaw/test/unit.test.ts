@@ -10,16 +10,24 @@ import { fromLcm, toLcm } from "../src/messages.ts";
 import { createLcmTools } from "../src/tools.ts";
 import { assistantMsg, config, lcm, toolResultMsg, unique, userMsg } from "./helpers.ts";
 
-test("register() declares the engine and the four tools", () => {
-  const engines: string[] = [];
+test("register() declares the engine, the four tools and /lcm, sharing one breaker", async () => {
+  const engines: [string, () => any][] = [];
   const tools: string[][] = [];
+  const commands: any[] = [];
   plugin.register({
-    pluginConfig: { baseUrl: "http://127.0.0.1:1", apiKey: "k" },
-    registerContextEngine: (id: string) => engines.push(id),
+    pluginConfig: { baseUrl: "http://127.0.0.1:9", apiKey: "k", timeoutMs: 500 },
+    registerContextEngine: (id: string, factory: () => any) => engines.push([id, factory]),
     registerTool: (_factory: unknown, opts: { names: string[] }) => tools.push(opts.names),
+    registerCommand: (def: any) => commands.push(def),
   });
-  assert.deepEqual(engines, ["lcm"]);
+  assert.deepEqual(engines.map(([id]) => id), ["lcm"]);
   assert.deepEqual(tools, [["lcm_grep", "lcm_describe", "lcm_expand", "lcm_expand_query"]]);
+  assert.deepEqual([commands[0].name, commands[0].acceptsArgs], ["lcm", true]);
+  // OpenClaw builds an engine per operation: the breaker one opened stays open for the next.
+  const factory = engines[0][1];
+  await assert.rejects(factory().assemble({ sessionKey: "x", messages: [], tokenBudget: 10 }), (e: any) => e.code === "unreachable");
+  await assert.rejects(factory().assemble({ sessionKey: "x", messages: [], tokenBudget: 10 }), (e: any) => e.code === "circuit_open");
+  assert.match((await commands[0].handler({ args: "status", sessionKey: "x" })).text, /circuit open/);
 });
 
 test("config refuses a missing key and odd values", () => {
