@@ -17,6 +17,7 @@ from bench import (
     grep,
     hot_paths,
     ingest,
+    plugin,
     pooler,
     search_cost,
     search_lock,
@@ -41,6 +42,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "search_lock": search_lock.run,
     "hot_paths": hot_paths.run,
     "pooler": pooler.run,
+    "plugin": plugin.run,
 }
 
 
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     gateway.add_arguments(parser)
     gateway_ab.add_arguments(parser)
+    plugin.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

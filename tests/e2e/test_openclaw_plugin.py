@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,12 +20,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests import servers
 from tests.fakes.anthropic_script import Behaviour
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.openclaw_env import PLUGIN_DIR, OpenClawEnv, ProvisionError, provision
+from tests.fakes.hanging_proxy import HangingProxy
+from tests.openclaw_env import PLUGIN_DIR, OpenClawEnv, ProvisionError, pack_plugin, provision
 
 
 @pytest.fixture(scope="module")
@@ -120,18 +121,20 @@ def test_fake_messages_api_streams_what_the_sdk_reads(fake_llm: FakeAnthropicSer
 
 _GATEWAY_TOKEN = "lcm-e2e-gateway-token"
 _FOREIGN_ENV = ("OPENCLAW_", "ANTHROPIC_")
-_AGENT = ("--json", "--timeout", "60")
+_SESSION = "lcm-e2e"
 _MAX_TURNS = 20
 _FILLER = " ".join(f"detail{n} of the migration plan for the billing service" for n in range(20))
+# The plugin's timeout and breaker cool-down in the gateway test: small, so the
+# hung-server phase is quick, and far apart, so what the breaker saves shows.
+_TIMEOUT_MS, _COOLDOWN_MS = 2_000, 8_000
 
 
 def _marker(turn: int) -> str:
     return f"MARKER-{turn:02d}-QX"
 
 
-def _openclaw_config(
-    fake_url: str, lcm_url: str, lcm_key: str, plugin: Path, tmp: Path
-) -> dict[str, Any]:
+def _openclaw_config(fake_url: str, lcm_url: str, lcm_key: str, tmp: Path) -> dict[str, Any]:
+    """OpenClaw's defaults (SQLite sessions, tool search on), the fake model, the HTTP endpoint."""
     fake_model = {
         "id": "fake-model",
         "name": "Fake",
@@ -141,8 +144,14 @@ def _openclaw_config(
         "contextWindow": 200000,
         "maxTokens": 4096,
     }
+    lcm = {"baseUrl": lcm_url, "apiKey": lcm_key, "timeoutMs": _TIMEOUT_MS}
     return {
-        "gateway": {"mode": "local", "bind": "loopback", "auth": {"mode": "token"}},
+        "gateway": {
+            "mode": "local",
+            "bind": "loopback",
+            "auth": {"mode": "token"},
+            "http": {"endpoints": {"chatCompletions": {"enabled": True}}},
+        },
         "logging": {"file": str(tmp / "openclaw.log")},
         "agents": {
             "defaults": {"model": {"primary": "fake/fake-model"}, "workspace": str(tmp / "ws")}
@@ -158,15 +167,7 @@ def _openclaw_config(
                 }
             },
         },
-        # Direct tool schemas, so the model sees (and the fake can call) lcm_grep by name.
-        "tools": {"toolSearch": False},
-        "plugins": {
-            "load": {"paths": [str(plugin)]},
-            "slots": {"contextEngine": "lcm"},
-            "entries": {
-                "lcm": {"enabled": True, "config": {"baseUrl": lcm_url, "apiKey": lcm_key}}
-            },
-        },
+        "plugins": {"entries": {"lcm": {"config": {**lcm, "breakerCooldownMs": _COOLDOWN_MS}}}},
     }
 
 
@@ -182,17 +183,15 @@ def _grep_matches(tool_result: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in matches if isinstance(m, dict)]
 
 
-def _packaged_plugin(target: Path) -> Path:
-    """The plugin's published files (package.json ``files``), without the test node_modules link."""
-    target.mkdir()
-    manifest = json.loads((PLUGIN_DIR / "package.json").read_text())
-    for name in ["package.json", *manifest["files"]]:
-        source = PLUGIN_DIR / name
-        if source.is_dir():
-            shutil.copytree(source, target / name)
-        else:
-            shutil.copy2(source, target / name)
-    return target
+def _tool_results(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        block
+        for body in bodies
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
 
 
 def _wait_for_gateway(proc: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
@@ -202,14 +201,43 @@ def _wait_for_gateway(proc: subprocess.Popen[bytes], log: Path, deadline: float)
         time.sleep(0.3)
 
 
+def _install_packed_plugin(
+    openclaw_env: OpenClawEnv, env: dict[str, str], tmp: Path
+) -> dict[str, Any]:
+    """``npm pack`` the plugin and ``openclaw plugins install`` the tarball; the config after."""
+    tarball = pack_plugin(openclaw_env, tmp / "pack")
+    done = subprocess.run(
+        [
+            str(openclaw_env.node),
+            str(openclaw_env.openclaw_cli),
+            "plugins",
+            "install",
+            str(tarball),
+            "--force",
+            "--accept-capabilities",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"install failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "Installed plugin: lcm" in done.stdout, done.stdout
+    installed = Path(env["HOME"]) / ".openclaw" / "extensions" / "lcm"
+    assert (installed / "dist" / "index.js").is_file(), sorted(p.name for p in installed.iterdir())
+    return dict(json.loads((Path(env["HOME"]) / ".openclaw" / "openclaw.json").read_text()))
+
+
 def test_turns_through_openclaw_gateway(
     openclaw_env: OpenClawEnv, fake_llm: FakeAnthropicServer, tmp_path: Path
 ) -> None:
-    """OpenClaw's gateway runs the lcm engine: summaries reach the model, lcm_grep recalls.
+    """A packed plugin, installed from its tarball, runs under OpenClaw's defaults.
 
-    Turns go through ``openclaw agent`` to a gateway started here (``agent exec``
-    would load the plugin for discovery only). The fake model answers without
-    echoing, so an early marker lives only in its own turn's message.
+    Turns go to the gateway's HTTP endpoint (``agent exec`` would load the
+    plugin for discovery only); tool search is on, so the model reaches
+    ``lcm_grep`` through ``tool_call``. Then lcm-server hangs behind a proxy:
+    a turn costs at most one plugin timeout, the next none, and once it is
+    back every turn's messages are stored exactly once.
     """
     started = time.monotonic()
     settings = {
@@ -225,11 +253,12 @@ def test_turns_through_openclaw_gateway(
         "LCM_CONDENSED_MIN_FANOUT": "3",
     }
     with _lcm_serve(tmp_path / "lcm-home", settings) as (lcm_url, lcm_key):
+        upstream = httpx.URL(lcm_url)
+        proxy = HangingProxy(upstream.host, int(upstream.port or 80))
         home = tmp_path / "home"
         (home / ".openclaw").mkdir(parents=True)
         (tmp_path / "ws").mkdir()
-        plugin = _packaged_plugin(tmp_path / "plugin")
-        config = _openclaw_config(fake_llm.base_url, lcm_url, lcm_key, plugin, tmp_path)
+        config = _openclaw_config(fake_llm.base_url, proxy.url, lcm_key, tmp_path)
         (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
         port = servers.free_port()
         env = {
@@ -238,6 +267,10 @@ def test_turns_through_openclaw_gateway(
             "OPENCLAW_GATEWAY_TOKEN": _GATEWAY_TOKEN,
             "OPENCLAW_GATEWAY_PORT": str(port),
         }
+        installed = _install_packed_plugin(openclaw_env, env, tmp_path)
+        assert installed["plugins"]["slots"]["contextEngine"] == "lcm"
+        assert installed["plugins"]["entries"]["lcm"]["config"]["baseUrl"] == proxy.url
+        assert "toolSearch" not in installed.get("tools", {}), "OpenClaw's default: tool search on"
         node, cli = str(openclaw_env.node), str(openclaw_env.openclaw_cli)
         gateway_log = tmp_path / "gateway.log"
         with gateway_log.open("wb") as sink:
@@ -247,21 +280,29 @@ def test_turns_through_openclaw_gateway(
                 stdout=sink,
                 stderr=subprocess.STDOUT,
             )
+        http = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={
+                "authorization": f"Bearer {_GATEWAY_TOKEN}",
+                "x-openclaw-session-key": _SESSION,
+            },
+            timeout=120,
+        )
         try:
             _wait_for_gateway(gateway, gateway_log, time.monotonic() + 90)
 
-            def turn(message: str) -> None:
-                done = subprocess.run(
-                    [node, cli, "agent", "--session-key", "lcm-e2e", "--message", message, *_AGENT],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=90,
+            def turn(message: str) -> tuple[str, float]:
+                began = time.monotonic()
+                reply = http.post(
+                    "/v1/chat/completions",
+                    json={"model": "openclaw", "messages": [{"role": "user", "content": message}]},
                 )
-                assert done.returncode == 0, (
-                    f"turn failed: {done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
+                assert reply.status_code == 200, (
+                    f"turn failed: {reply.status_code} {reply.text[-3000:]}\n"
                     f"gateway log:\n{gateway_log.read_text(errors='replace')[-4000:]}"
                 )
+                text = str(reply.json()["choices"][0]["message"]["content"])
+                return text, time.monotonic() - began
 
             def with_summary() -> list[dict[str, Any]]:
                 bodies = [r.body for r in fake_llm.requests]
@@ -274,29 +315,57 @@ def test_turns_through_openclaw_gateway(
                 turn(f"Turn {turns}: remember {_marker(turns)}. {_FILLER}")
                 turns += 1
             compacted_after = turns
-            assembled = json.dumps(with_summary()[0]["messages"])
+            first_with_summary = with_summary()[0]
+            assembled = json.dumps(first_with_summary["messages"])
+            # Tool search is on: the recall prompt names the route the model can take.
+            assert "tool_call" in json.dumps(first_with_summary.get("system")), (
+                first_with_summary.get("system")
+            )
 
-            # The model asks lcm_grep for the first turn's marker, condensed out of the tail.
+            # The model asks lcm_grep, through tool search's tool_call, for turn 0's marker.
             before = len(fake_llm.requests)
-            fake_llm.script([Behaviour.tool_use("lcm_grep", {"pattern": _marker(0)})])
+            fake_llm.script(
+                [
+                    Behaviour.tool_use(
+                        "tool_call", {"id": "lcm_grep", "args": {"pattern": _marker(0)}}
+                    )
+                ]
+            )
             turn("Which marker did I ask you to remember first? Search the history.")
             turns += 1
             later = [r.body for r in fake_llm.requests[before:]]
-            results = [
-                block
-                for body in later
-                for message in body["messages"]
-                if isinstance(message.get("content"), list)
-                for block in message["content"]
-                if isinstance(block, dict) and block.get("type") == "tool_result"
-            ]
+            results = _tool_results(later)
             assert results, f"no tool_result reached the model: {later[-1]}"
             # lcm_grep found turn 0's own user message (the fake never echoes it).
             found = [m for block in results for m in _grep_matches(block)]
             first = [m for m in found if m["type"] == "message" and _marker(0) in m["snippet"]]
             assert first, results
+            # The nested-call record OpenClaw writes for tool_call is not a message.
+            status = httpx.get(
+                f"{lcm_url}/v1/conversations/openclaw:{_SESSION}/status",
+                headers={"authorization": f"Bearer {lcm_key}"},
+            ).json()
+            user_texts = _stored_user_texts(lcm_url, lcm_key)
+            assert "" not in user_texts, user_texts
+            assert "-" not in user_texts, user_texts
+
+            # lcm-server hangs. Before the breaker, each call of a turn waited
+            # the plugin's timeout (bootstrap, assemble twice, commit).
+            proxy.set_mode("hang")
+            hung = [turn(f"Turn {turns + i}: remember {_marker(turns + i)}.")[1] for i in range(2)]
+            hung_markers = [_marker(turns + i) for i in range(2)]
+            turns += 2
+            assert hung[0] < _TIMEOUT_MS / 1000 + 6, f"first hung turn took {hung[0]:.1f}s"
+            assert hung[1] < 6, f"a turn with the breaker open took {hung[1]:.1f}s"
+            proxy.set_mode("forward")
+            time.sleep(_COOLDOWN_MS / 1000 + 0.5)
+            back = turn(f"Turn {turns}: remember {_marker(turns)}.")[1]
+            turns += 1
+            stored = _wait_stored(lcm_url, lcm_key, [*hung_markers, _marker(turns - 1)])
         finally:
             fake_llm.set_default("ok")
+            http.close()
+            proxy.close()
             gateway.terminate()
             try:
                 gateway.wait(timeout=30)
@@ -306,6 +375,40 @@ def test_turns_through_openclaw_gateway(
     excerpt = assembled[assembled.index("<summary") :][:400]
     elapsed = time.monotonic() - started
     print(f"\n{turns} turns through the gateway in {elapsed:.1f}s; the model saw an lcm")
-    print(f"summary from turn {compacted_after} on (the last turn called lcm_grep)")
+    print(f"summary from turn {compacted_after} on (a later turn called lcm_grep via tool_call)")
     print(f"first assembled request to the model: ...{excerpt}...")
     print(f"lcm_grep match in the tool_result: {json.dumps(first[0])[:400]}")
+    print(f"messages stored before the hang: {status['messages']}")
+    print(f"hung server: turns took {hung[0]:.1f}s, {hung[1]:.1f}s (timeout {_TIMEOUT_MS} ms);")
+    print(f"back: {back:.1f}s; each marker stored once: {stored}")
+
+
+def _stored_user_texts(lcm_url: str, lcm_key: str) -> list[str]:
+    """Every stored user message's text, through the export endpoint."""
+    exported = httpx.get(
+        f"{lcm_url}/v1/conversations/openclaw:{_SESSION}/export",
+        headers={"authorization": f"Bearer {lcm_key}"},
+    )
+    assert exported.status_code == 200, exported.text
+    texts = []
+    for line in exported.text.splitlines():
+        record = json.loads(line)
+        if record.get("type") == "message" and record.get("role") == "user":
+            content = record.get("content")
+            if isinstance(content, list):
+                content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+            texts.append(str(content).strip())
+    return texts
+
+
+def _wait_stored(lcm_url: str, lcm_key: str, markers: list[str]) -> dict[str, int]:
+    """How many stored user messages hold each marker, once each holds at least one."""
+    deadline = time.monotonic() + 60
+    while True:
+        texts = _stored_user_texts(lcm_url, lcm_key)
+        counts = {m: sum(m in t for t in texts) for m in markers}
+        if all(counts.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert all(c == 1 for c in counts.values()), counts
+    return counts

@@ -223,16 +223,24 @@ test("host signals: the model names a model_overrides rule, overflow recovery co
   assert.equal(commit.body.current_token_count, 900);
   assert.equal(commit.answer.threshold_tokens, 2_000, "the rule's threshold (10% of 20,000), not the default");
 
-  const before = await statusOf(ids.sessionKey);
-  const recovered = await engine.compact({ ...ids, force: true, tokenBudget: 3_000, currentTokenCount: 9_000, compactionTarget: "budget", runtimeContext: { trigger: "overflow" }, runtimeSettings: { ...settings, diagnostics: { degradedReason: "context_overflow" } } } as any);
+  await lcm("PATCH", "/v1/tenant/settings", { model_overrides: [] });
+
+  // Overflow: the provider refused a prompt of stored context + 300 tokens of
+  // the host's own (system prompt, tools) at a 2,000-token budget.
+  const over = { sessionKey: unique("overflow"), sessionId: "s1" };
+  for (let i = 0; i < 40; i++) await engine.commitTurn({ ...over, advancementKey: `o${i}`, messages: turnOf(i) });
+  const before = await statusOf(over.sessionKey);
+  const live = before.context_tokens + 300;
+  assert.ok(live > 2_000, `stored ${before.context_tokens}`);
+  const recovered = await engine.compact({ ...over, force: true, tokenBudget: 2_000, currentTokenCount: live, compactionTarget: "budget", runtimeContext: { trigger: "overflow" } } as any);
   const reported = calls.find((c) => c.path.endsWith("/turns"))!;
   assert.equal(reported.body.overflow, true);
-  assert.equal(reported.body.current_token_count, 9_000);
-  assert.ok(reported.answer.target_tokens > 0 && reported.answer.target_tokens < 3_000, JSON.stringify(reported.answer));
+  assert.equal(reported.body.current_token_count, live);
+  assert.equal(reported.answer.target_tokens, 1_500 - 300, "the threshold less the host's overhead");
   assert.equal(recovered.ok, true, JSON.stringify(recovered));
   assert.equal(recovered.result.tokensBefore, before.context_tokens);
   assert.ok(recovered.result.tokensAfter <= reported.answer.target_tokens, JSON.stringify([recovered, reported.answer]));
-  await lcm("PATCH", "/v1/tenant/settings", { model_overrides: [] });
+  assert.ok(recovered.result.tokensAfter + 300 < 2_000, "the retried prompt fits");
 });
 
 test("/lcm status, compact and doctor answer in text", async () => {
