@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, create_model
 
-from api.contract import ExpandQueryIn, GrepIn, MessagesIn, RequestBody, ScopeIn
+from api.contract import BatchIn, ExpandQueryIn, GrepIn, RequestBody, ScopeIn
 from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
@@ -21,7 +21,7 @@ from lcm.retrieval.scope import ScopeSelector
 from lcm.settings import Settings, TenantSettings
 
 
-def prepared_batch(body: MessagesIn, settings: Settings) -> list[PreparedMessage]:
+def prepared_batch(body: BatchIn, settings: Settings) -> list[PreparedMessage]:
     """The validated batch (before any query: on SQLite a write query takes the lock)."""
     return prepare_batch(
         [m.to_domain() for m in body.messages],

@@ -36,6 +36,7 @@ from api.contract import (
     GrepIn,
     GrepResult,
     Health,
+    HostCursorOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -168,6 +169,10 @@ class AsyncLcmClient:
         self, key: str, *, token_budget: int | None = None, session_id: str | None = None
     ) -> ConversationStatus:
         return await self.send(calls.status(key, token_budget, session_id))
+
+    async def host_cursor(self, key: str, *, session_id: str | None = None) -> HostCursorOut:
+        """The host transcript cursor the last batch brought (``MessagesIn.host_cursor``)."""
+        return await self.send(calls.host_cursor(key, session_id))
 
     async def fork(self, key: str, body: ForkIn) -> ForkOut:
         return await self.send(calls.fork(key, body))

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from api.contract import (
     AssembleIn,
     AssembleOut,
+    BatchIn,
     BootstrapIn,
     BootstrapOut,
     CommitIn,
@@ -43,6 +44,7 @@ from api.contract import (
     GrepIn,
     GrepResult,
     Health,
+    HostCursorOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -94,7 +96,7 @@ def _body(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", exclude_unset=True)
 
 
-def _all_ids(body: MessagesIn) -> bool:
+def _all_ids(body: BatchIn) -> bool:
     """A batch whose every message has a client id: a second arrival stores nothing again."""
     return all(message.id is not None for message in body.messages)
 
@@ -148,6 +150,11 @@ def status(key: str, token_budget: int | None, session_id: str | None) -> Call[C
         ConversationStatus,
         params={k: v for k, v in params.items() if v is not None},
     )
+
+
+def host_cursor(key: str, session_id: str | None) -> Call[HostCursorOut]:
+    params = {"session_id": session_id} if session_id is not None else {}
+    return Call("GET", conversation_path(key, "host-cursor"), HostCursorOut, params=params)
 
 
 def fork(key: str, body: ForkIn) -> Call[ForkOut]:

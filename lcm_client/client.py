@@ -36,6 +36,7 @@ from api.contract import (
     GrepIn,
     GrepResult,
     Health,
+    HostCursorOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -170,6 +171,10 @@ class LcmClient:
         self, key: str, *, token_budget: int | None = None, session_id: str | None = None
     ) -> ConversationStatus:
         return self.send(calls.status(key, token_budget, session_id))
+
+    def host_cursor(self, key: str, *, session_id: str | None = None) -> HostCursorOut:
+        """The host transcript cursor the last batch brought (``MessagesIn.host_cursor``)."""
+        return self.send(calls.host_cursor(key, session_id))
 
     def fork(self, key: str, body: ForkIn) -> ForkOut:
         return self.send(calls.fork(key, body))

@@ -45,8 +45,10 @@ from api.contract.base import (
     UtcDatetime,
 )
 from api.contract.conversations import (
+    HOST_CURSOR_MAX,
     AssembleIn,
     AssembleOut,
+    BatchIn,
     BootstrapIn,
     BootstrapOut,
     CommitIn,
@@ -58,6 +60,7 @@ from api.contract.conversations import (
     ForkEndOut,
     ForkIn,
     ForkOut,
+    HostCursorOut,
     MessageIn,
     MessagesIn,
     MessagesOut,
@@ -108,6 +111,7 @@ from api.contract.tools import (
 )
 
 __all__ = [
+    "HOST_CURSOR_MAX",
     "INT64_MAX",
     "MAX_GREP_LIMIT",
     "MAX_SUMMARY_IDS",
@@ -115,6 +119,7 @@ __all__ = [
     "SCOPES",
     "AssembleIn",
     "AssembleOut",
+    "BatchIn",
     "BootstrapIn",
     "BootstrapOut",
     "CommitIn",
@@ -151,6 +156,7 @@ __all__ = [
     "GrepScope",
     "GrepSort",
     "Health",
+    "HostCursorOut",
     "ImportOut",
     "IssuedKeyOut",
     "KeyIn",

@@ -41,9 +41,21 @@ class MessageIn(RequestBody):
         return IncomingMessage(self.role, self.content, self.id, self.created_at, self.response_id)
 
 
-class MessagesIn(RequestBody):
+HOST_CURSOR_MAX = 8192  # characters (lcm.db.models.conversations.HOST_CURSOR_MAX)
+
+
+class BatchIn(RequestBody):
+    """A batch of messages for one conversation of the session family."""
+
     session_id: SessionIdText | None = None
     messages: list[MessageIn]
+
+
+class MessagesIn(BatchIn):
+    # The host's opaque transcript cursor after the batch's last entry: stored
+    # on the conversation with the batch (not if it is refused), read back by
+    # ``GET …/host-cursor``. With no messages it only moves the cursor.
+    host_cursor: Annotated[Text, Field(min_length=1, max_length=HOST_CURSOR_MAX)] | None = None
 
 
 class SkippedWrite(BaseModel):
@@ -74,7 +86,7 @@ class ModelIn(RequestBody):
     context_window: TokenBudget | None = None
 
 
-class TurnIn(MessagesIn, ModelIn):
+class TurnIn(BatchIn, ModelIn):
     token_budget: TokenBudget
     # The host's live prompt tokens (context + system prompt + tool schemas):
     # checked against the threshold instead of the stored estimate.
@@ -170,6 +182,14 @@ class SessionResetOut(BaseModel):
     conversation_id: int
     archived_conversation_id: int | None  # reset: the conversation it archived
     context_items_removed: int
+
+
+class HostCursorOut(BaseModel):
+    """The live conversation's host transcript cursor (null until a host sent one)."""
+
+    conversation_id: int
+    session_id: str | None
+    host_cursor: str | None
 
 
 class ConversationStatus(BaseModel):

@@ -12,6 +12,7 @@ from api.contract import (
     CompactIn,
     CompactOut,
     ConversationStatus,
+    HostCursorOut,
     MessagesIn,
     MessagesOut,
     SessionIdText,
@@ -37,6 +38,7 @@ from lcm.assembly.service import assemble
 from lcm.compaction.inline import run_inline
 from lcm.compaction.overrides import ModelInfo, settings_for_call
 from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
+from lcm.conversations.host_cursor import read_host_cursor
 from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read, target_for_read
 from lcm.conversations.status import conversation_status
@@ -83,6 +85,7 @@ def post_messages(
             new_session_retain_depth=effective.new_session_retain_depth,
             quota=StorageQuota.of(effective),
             replay_limits=ReplayFloodLimits.of(effective),
+            host_cursor=body.host_cursor,
         )
     # Validated as it is built: not validated again (see model_response).
     return model_response(
@@ -229,3 +232,13 @@ def get_status(
     effective = effective_settings(session, tenant_id, settings)
     budget = effective.capped_budget(token_budget or settings.default_token_budget)
     return conversation_status(session, conversation, effective, budget)
+
+
+@router.get("/{key:path}/host-cursor", response_model=HostCursorOut, responses=error_responses(404))
+def get_host_cursor(
+    key: SessionKey,
+    tenant_id: ReadTenant,
+    session: ReadSessionDep,
+    session_id: Annotated[SessionIdText | None, Query()] = None,
+) -> Any:  # the domain's dataclass, checked against HostCursorOut on the way out
+    return read_host_cursor(session, tenant_id, key, session_id)

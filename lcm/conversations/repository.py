@@ -168,6 +168,15 @@ class ConversationRepository:
                 {"conversation": conversation_id, "model": model_id, "window": context_window},
             )
 
+    def store_host_cursor(self, conversation_id: int, cursor: str) -> None:
+        """Keep the host's transcript cursor (see ``Conversation.host_cursor``)."""
+        _STORE_HOST_CURSOR.run(self.session, {"conversation": conversation_id, "cursor": cursor})
+
+    def host_cursor(self, conversation_id: int) -> str | None:
+        return self.session.scalar(
+            select(Conversation.host_cursor).where(Conversation.id == conversation_id)
+        )
+
     def advance_counters(
         self, conversation_id: int, *, seq_by: int, ordinal_by: int
     ) -> tuple[int, int]:
@@ -278,6 +287,11 @@ _ADVANCE_COUNTING_TOKENS = DriverStatement(
     .where(_BY_CONVERSATION)
     .values({**_COUNTERS, "updated_at": bindparam("now")})
     .returning(Conversation.last_seq, Conversation.last_ordinal, _CONTEXT_TOKENS)
+)
+
+# Run by a batch that brings its cursor, under the row lock its ingest took.
+_STORE_HOST_CURSOR = DriverStatement(
+    update(Conversation).where(_BY_CONVERSATION).values(host_cursor=bindparam("cursor"))
 )
 
 

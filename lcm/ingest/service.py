@@ -96,6 +96,7 @@ def ingest_messages(
     quota: StorageQuota = UNLIMITED,
     replay_limits: ReplayFloodLimits | None = None,
     count_context_tokens: bool = False,
+    host_cursor: str | None = None,
 ) -> IngestResult:
     """Append ``batch`` to the conversation; the caller commits.
 
@@ -110,12 +111,16 @@ def ingest_messages(
     past ``quota`` the whole batch is refused (``lcm.tenants.quota``). With
     ``replay_limits``, a batch that looks like a replay is refused first.
     With ``count_context_tokens``, the result holds the context's token total.
+    ``host_cursor`` is stored on the conversation, even when the batch brings
+    nothing new (a batch of duplicates or none), and only with the batch.
     """
     if replay_limits is not None:
         replay_limits.check(batch)
     conversation = target_for_write(
         session, tenant_id, session_key, session_id, retain_depth=new_session_retain_depth
     )
+    if host_cursor is not None:  # in the batch's transaction: a refused batch leaves it
+        ConversationRepository(session).store_host_cursor(conversation.id, host_cursor)
     model = (conversation.model_id, conversation.context_window)
     messages = MessageRepository(session)
     fresh = _new_messages(messages, conversation.id, batch)

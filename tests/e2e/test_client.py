@@ -99,10 +99,12 @@ def scenario(call: Call, key: str) -> None:
         messages=[
             MessageIn(role="user" if i % 2 == 0 else "assistant", content=t, id=f"m{i}")
             for i, t in enumerate(texts)
-        ]
+        ],
+        host_cursor="entry:24",
     )
     first = call("ingest", key, batch)
     assert (first.ingested, first.duplicates) == (24, 0)
+    assert call("host_cursor", key).host_cursor == "entry:24"
     assert call("ingest", key, batch).duplicates == 24
     more = [MessageIn(role="user", content="and now the rollback plan", id="t1")]
     turn = call("turn", key, TurnIn(messages=more, token_budget=2000))

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from api import contract
+from lcm.db.models.conversations import HOST_CURSOR_MAX
 from lcm.retrieval.expand import MAX_SUMMARY_IDS
 from lcm.retrieval.grep import MAX_LIMIT
 from lcm.settings import MAX_TOKENS
@@ -22,6 +23,7 @@ def test_contract_limits_are_the_domains() -> None:
     assert contract.MAX_TOKENS == MAX_TOKENS
     assert contract.MAX_GREP_LIMIT == MAX_LIMIT
     assert contract.MAX_SUMMARY_IDS == MAX_SUMMARY_IDS
+    assert contract.HOST_CURSOR_MAX == HOST_CURSOR_MAX  # the column's length
 
 
 def _response(status: int, value: str | None) -> httpx.Response:

@@ -20,6 +20,7 @@ from lcm.db.models.base import Base, BigId, Json, UtcDateTime, tenant_fk, utcnow
 
 ALL_SCOPES = "ingest,read,admin"
 NEVER_CLAIMED = datetime(1970, 1, 1, tzinfo=UTC)
+HOST_CURSOR_MAX = 8192  # characters of a host's transcript cursor (as api.contract bounds it)
 
 
 class Tenant(Base):
@@ -115,3 +116,12 @@ class Conversation(Base):
     # applies the same ``model_overrides`` rule as the turn did.
     model_id: Mapped[str | None] = mapped_column(String(200))
     context_window: Mapped[int | None] = mapped_column(BigInteger)
+    # The host's opaque transcript cursor after the last entry imported (an
+    # OpenClaw plugin's): stored with the batch that brought the entries, so
+    # after a gateway restart the host sends only what follows it. Deferred,
+    # and raising if touched unloaded: the rows loaded whole (listing pages,
+    # status) should not carry up to 8 KB each for it; its own statements in
+    # ConversationRepository read and write it.
+    host_cursor: Mapped[str | None] = mapped_column(
+        String(HOST_CURSOR_MAX), deferred=True, deferred_raiseload=True
+    )
