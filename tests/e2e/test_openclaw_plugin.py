@@ -16,7 +16,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -172,15 +172,34 @@ def _openclaw_config(fake_url: str, lcm_url: str, lcm_key: str, tmp: Path) -> di
 
 
 def _grep_matches(tool_result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``matches`` of an lcm_grep result, as OpenClaw handed it back to the model."""
+    """The ``matches`` of an lcm_grep result, as OpenClaw handed it back to the model.
+
+    Through tool search's ``tool_call`` the result is nested in OpenClaw's
+    envelope (the called tool's id, then its result): the list is found
+    wherever it sits.
+    """
     content = tool_result.get("content")
     if isinstance(content, list):
         content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
     try:
-        matches = json.loads(str(content)).get("matches", [])
+        parsed: Any = json.loads(str(content))
     except ValueError:
         return []
-    return [m for m in matches if isinstance(m, dict)]
+    found: list[dict[str, Any]] = []
+    pending = [parsed]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            matches = node.get("matches")
+            if isinstance(matches, list):
+                found += [m for m in matches if isinstance(m, dict)]
+            pending += [v for k, v in node.items() if k != "matches"]
+        elif isinstance(node, list):
+            pending += node
+        elif isinstance(node, str) and node.lstrip().startswith("{"):
+            with suppress(ValueError):
+                pending.append(json.loads(node))
+    return found
 
 
 def _tool_results(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -339,13 +358,14 @@ def test_turns_through_openclaw_gateway(
             # lcm_grep found turn 0's own user message (the fake never echoes it).
             found = [m for block in results for m in _grep_matches(block)]
             first = [m for m in found if m["type"] == "message" and _marker(0) in m["snippet"]]
-            assert first, results
+            assert first, json.dumps(results)
             # The nested-call record OpenClaw writes for tool_call is not a message.
+            family = _family(lcm_url, lcm_key)
             status = httpx.get(
-                f"{lcm_url}/v1/conversations/openclaw:{_SESSION}/status",
+                f"{lcm_url}/v1/conversations/{family}/status",
                 headers={"authorization": f"Bearer {lcm_key}"},
             ).json()
-            user_texts = _stored_user_texts(lcm_url, lcm_key)
+            user_texts = _stored_user_texts(lcm_url, lcm_key, family)
             assert "" not in user_texts, user_texts
             assert "-" not in user_texts, user_texts
 
@@ -361,7 +381,7 @@ def test_turns_through_openclaw_gateway(
             time.sleep(_COOLDOWN_MS / 1000 + 0.5)
             back = turn(f"Turn {turns}: remember {_marker(turns)}.")[1]
             turns += 1
-            stored = _wait_stored(lcm_url, lcm_key, [*hung_markers, _marker(turns - 1)])
+            stored = _wait_stored(lcm_url, lcm_key, family, [*hung_markers, _marker(turns - 1)])
         finally:
             fake_llm.set_default("ok")
             http.close()
@@ -383,10 +403,21 @@ def test_turns_through_openclaw_gateway(
     print(f"back: {back:.1f}s; each marker stored once: {stored}")
 
 
-def _stored_user_texts(lcm_url: str, lcm_key: str) -> list[str]:
+def _family(lcm_url: str, lcm_key: str) -> str:
+    """The lcm session key the gateway's turns went to (OpenClaw scopes the key it was given)."""
+    listed = httpx.get(
+        f"{lcm_url}/v1/conversations", headers={"authorization": f"Bearer {lcm_key}"}
+    ).json()
+    keys = {c["session_key"] for c in listed["conversations"]}
+    ours = [k for k in keys if k.startswith("openclaw:") and k.endswith(_SESSION)]
+    assert len(ours) == 1, keys
+    return ours[0]
+
+
+def _stored_user_texts(lcm_url: str, lcm_key: str, family: str) -> list[str]:
     """Every stored user message's text, through the export endpoint."""
     exported = httpx.get(
-        f"{lcm_url}/v1/conversations/openclaw:{_SESSION}/export",
+        f"{lcm_url}/v1/conversations/{family}/export",
         headers={"authorization": f"Bearer {lcm_key}"},
     )
     assert exported.status_code == 200, exported.text
@@ -401,11 +432,11 @@ def _stored_user_texts(lcm_url: str, lcm_key: str) -> list[str]:
     return texts
 
 
-def _wait_stored(lcm_url: str, lcm_key: str, markers: list[str]) -> dict[str, int]:
+def _wait_stored(lcm_url: str, lcm_key: str, family: str, markers: list[str]) -> dict[str, int]:
     """How many stored user messages hold each marker, once each holds at least one."""
     deadline = time.monotonic() + 60
     while True:
-        texts = _stored_user_texts(lcm_url, lcm_key)
+        texts = _stored_user_texts(lcm_url, lcm_key, family)
         counts = {m: sum(m in t for t in texts) for m in markers}
         if all(counts.values()) or time.monotonic() > deadline:
             break
