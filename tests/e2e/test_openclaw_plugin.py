@@ -382,6 +382,14 @@ def test_turns_through_openclaw_gateway(
             back = turn(f"Turn {turns}: remember {_marker(turns)}.")[1]
             turns += 1
             stored = _wait_stored(lcm_url, lcm_key, family, [*hung_markers, _marker(turns - 1)])
+            # The operator command, answered by the plugin without the model.
+            # OpenClaw dispatches commands from chat surfaces (the gateway's
+            # chat.send, as its Control UI sends them), not from the
+            # OpenAI-compatible endpoint or ``openclaw agent``.
+            asked = len(fake_llm.requests)
+            command = _chat_command(node, cli, env, "/lcm status")
+            assert "messages stored:" in command, command
+            assert len(fake_llm.requests) == asked, "a command never reaches the model"
         finally:
             fake_llm.set_default("ok")
             http.close()
@@ -401,6 +409,45 @@ def test_turns_through_openclaw_gateway(
     print(f"messages stored before the hang: {status['messages']}")
     print(f"hung server: turns took {hung[0]:.1f}s, {hung[1]:.1f}s (timeout {_TIMEOUT_MS} ms);")
     print(f"back: {back:.1f}s; each marker stored once: {stored}")
+    print(f"/lcm status through the gateway:\n{command}")
+
+
+def _chat_command(node: str, cli: str, env: dict[str, str], text: str) -> str:
+    """Send ``text`` with the gateway's ``chat.send``; the reply that follows it in the session."""
+
+    def call(method: str, params: dict[str, Any]) -> Any:
+        done = subprocess.run(
+            [node, cli, "gateway", "call", method, "--params", json.dumps(params), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, f"{method}: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        return json.loads(done.stdout)
+
+    call(
+        "chat.send",
+        {"sessionKey": _SESSION, "message": text, "idempotencyKey": f"cmd-{time.time()}"},
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        messages = call("chat.history", {"sessionKey": _SESSION, "limit": 4}).get("messages", [])
+        asked = [
+            i
+            for i, m in enumerate(messages)
+            if m.get("role") == "user" and m.get("content") == text
+        ]
+        replies = (
+            [m for m in messages[asked[-1] + 1 :] if m.get("role") == "assistant"] if asked else []
+        )
+        if replies:
+            content = replies[0].get("content")
+            if isinstance(content, list):
+                content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+            return str(content)
+        assert time.monotonic() < deadline, messages
+        time.sleep(0.5)
 
 
 def _family(lcm_url: str, lcm_key: str) -> str:

@@ -49,7 +49,8 @@ export async function runLcmCommand(cfg: LcmConfig, client: LcmClient, ctx: Comm
   try {
     if (verb === "status") {
       const s = await client.request<Status>("GET", `${path("status")}${query}`);
-      const debt = s.debt?.status ? `${s.debt.reason ?? "compaction"} debt, ${s.debt.status}` : "none";
+      const owed = s.debt?.status && s.debt.status !== "done";
+      const debt = owed ? `${s.debt!.reason ?? "compaction"} debt, ${s.debt!.status}` : "none";
       return {
         text: [
           `lcm ${s.session_key} (conversation ${s.conversation_id})`,

@@ -252,7 +252,7 @@ test("/lcm status, compact and doctor answer in text", async () => {
   for (let i = 0; i < 5; i++) await engine.commitTurn({ ...ctx, advancementKey: `c${i}`, messages: turnOf(i) });
   const status = (await runLcmCommand(cfg, client, { ...ctx, args: "status" })).text;
   assert.match(status, /messages stored: 10/);
-  assert.match(status, /compaction owed: none|compaction owed: .*debt/);
+  assert.match(status, /compaction owed: (none|\w+ debt, (pending|running|failed))/);
   assert.match((await runLcmCommand(cfg, client, { ...ctx, args: "compact" })).text, /lcm compaction \w+: \d+ -> \d+ tokens/);
   assert.match((await runLcmCommand(cfg, client, { ...ctx, args: "doctor" })).text, /0 broken, 0 truncated, 0 degraded summaries \(healthy\)/);
   assert.match((await runLcmCommand(cfg, client, { ...ctx, args: "frobnicate" })).text, /Usage: \/lcm status/);
