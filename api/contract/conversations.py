@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -134,6 +135,23 @@ class AssembleIn(ModelIn):
     # only ``available_tools`` when given.
     system_prompt: bool = False
     available_tools: list[Annotated[Text, Field(max_length=200)]] | None = None
+    # Ask for ``message_times``, the time range each assembled message covers.
+    include_times: bool = False
+
+
+class MessageTimes(BaseModel):
+    """The times one assembled message covers (UTC; ``created_at`` is ``latest_at``).
+
+    A message: its own ``created_at`` for all three. A summary: its
+    ``earliest_at`` and ``latest_at``. Turns merged into one message (the
+    API wants roles to alternate): the earliest and the latest of theirs.
+    The placeholder that may open the context: the times of the message
+    after it.
+    """
+
+    created_at: datetime
+    earliest_at: datetime
+    latest_at: datetime
 
 
 class AssembleOut(BaseModel):
@@ -145,6 +163,9 @@ class AssembleOut(BaseModel):
     fresh_tail_count: int
     fresh_tail_overflow: bool
     system_prompt_addition: str | None = None
+    # With ``include_times``: one entry per message of ``messages``, in order
+    # (apart: the messages carry only what the provider's API accepts).
+    message_times: list[MessageTimes] | None = None
 
 
 class CompactIn(RequestBody):

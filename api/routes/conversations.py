@@ -15,6 +15,7 @@ from api.contract import (
     HostCursorOut,
     MessagesIn,
     MessagesOut,
+    MessageTimes,
     SessionIdText,
     TurnIn,
     TurnOut,
@@ -34,6 +35,7 @@ from api.openapi import error_responses
 from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.assembly import TimeSpan
 from lcm.assembly.service import assemble
 from lcm.compaction.inline import run_inline
 from lcm.compaction.overrides import ModelInfo, settings_for_call
@@ -145,7 +147,7 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             caller.settings, conversation, ModelInfo(body.model, body.context_window)
         )
         budget = effective.capped_budget(body.token_budget)
-        result = assemble(session, conversation.id, budget, effective)
+        result = assemble(session, conversation.id, budget, effective, times=body.include_times)
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
     # Built from the domain's typed result: not validated again (see model_response).
     return model_response(
@@ -160,8 +162,16 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             system_prompt_addition=recall_prompt(result.summary_count, tools)
             if body.system_prompt
             else None,
+            message_times=_message_times(result.message_spans()) if body.include_times else None,
         )
     )
+
+
+def _message_times(spans: list[TimeSpan]) -> list[MessageTimes]:
+    return [
+        MessageTimes.model_construct(created_at=latest, earliest_at=earliest, latest_at=latest)
+        for earliest, latest in spans
+    ]
 
 
 @router.post("/{key:path}/compact", response_model=CompactOut, responses=error_responses(404))

@@ -20,12 +20,12 @@ caller decides whether to compact harder or truncate, never this function.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lcm.assembly.hygiene import stub_tool_payloads, without_heartbeat_turns
-from lcm.assembly.normalize import normalize_turns
-from lcm.assembly.render import RenderedEntry, Turn, render_entry
+from lcm.assembly.normalize import normalized_turns, provider_messages
+from lcm.assembly.render import RenderedEntry, TimeSpan, Turn, render_entry
 from lcm.compaction.planning import split_fresh_tail
 from lcm.context import ContextEntry
 from lcm.settings import CompactionSettings
@@ -45,12 +45,33 @@ class AssembledContext:
     fresh_tail_count: int
     fresh_tail_overflow: bool
     evicted_count: int
+    # Assembled with ``times``: the normalized turns ``messages`` were built
+    # from, one each, whose spans ``message_spans`` reads.
+    turns: list[Turn] | None = field(default=None, repr=False, compare=False)
+
+    def message_spans(self) -> list[TimeSpan]:
+        """The times each of ``messages`` covers, in the same order (assembled with ``times``)."""
+        if self.turns is None:
+            raise ValueError("assembled without times")
+        spans: list[TimeSpan] = []
+        for turn in self.turns:
+            if turn.span is None:  # render_entry gives every turn one
+                raise ValueError(f"an assembled {turn.role} turn has no time span")
+            spans.append(turn.span)
+        return spans
 
 
 def assemble_context(
-    entries: Sequence[ContextEntry], token_budget: int, settings: CompactionSettings
+    entries: Sequence[ContextEntry],
+    token_budget: int,
+    settings: CompactionSettings,
+    *,
+    times: bool = False,
 ) -> AssembledContext:
-    """The context to send the model, within ``token_budget`` unless the tail overflows."""
+    """The context to send the model, within ``token_budget`` unless the tail overflows.
+
+    With ``times``, the result's ``message_spans`` tells the times each message covers.
+    """
     if token_budget < 1:
         raise ValueError("token_budget must be positive")
     if settings.prune_heartbeat_ok:
@@ -74,8 +95,8 @@ def assemble_context(
     chosen.reverse()
 
     while True:
-        turns = _turns([r for _, r in chosen] + rendered_tail)
-        messages, added = normalize_turns(turns)
+        included = [r for _, r in chosen] + rendered_tail
+        turns, added = normalized_turns(_turns(included), times=times)
         total = sum(r.tokens for _, r in chosen) + tail_tokens + added
         if total <= token_budget or not chosen:
             break
@@ -90,12 +111,13 @@ def assemble_context(
         chosen = chosen[drop:]
 
     return AssembledContext(
-        messages=messages,
+        messages=provider_messages(turns),
         estimated_tokens=total,
         summary_count=sum(1 for entry, _ in chosen if entry.is_summary),
         fresh_tail_count=len(tail),
         fresh_tail_overflow=total > token_budget,
         evicted_count=len(prefix) - len(chosen),
+        turns=turns if times else None,
     )
 
 

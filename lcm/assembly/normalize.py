@@ -5,7 +5,8 @@ so: eviction and summarization can cut a tool call from its result. The rules,
 applied in this order:
 
 1. **Alternation.** Consecutive turns of one role are merged by
-   concatenating their blocks.
+   concatenating their blocks (asked for times: the merged turn covers
+   theirs, from the earliest to the latest).
 2. **Thinking.** Only the last assistant message keeps thinking blocks: the
    API needs them there to continue an agent loop, and ignores (or may reject)
    them in older turns. Even there a ``thinking`` block without a signature is
@@ -23,7 +24,8 @@ applied in this order:
 4. **Result order.** In a user message, ``tool_result`` blocks come first.
 5. **First message.** If the context opens with an assistant message, a short
    placeholder user message is put before it (dropping the assistant message
-   would lose words the model wrote, perhaps in the fresh tail).
+   would lose words the model wrote, perhaps in the fresh tail); it has the
+   times of that message.
 
 The normalizer counts the tokens of the text it adds, so the assembler's
 estimate covers them; text it removes is not subtracted (a safe overestimate).
@@ -36,6 +38,7 @@ from typing import Any
 from lcm.assembly.render import (
     ASSISTANT_BLOCK_TYPES,
     USER_BLOCK_TYPES,
+    TimeSpan,
     Turn,
     is_blank_text,
     text_block,
@@ -48,18 +51,19 @@ _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
 class _Normalizer:
-    def __init__(self) -> None:
+    def __init__(self, times: bool) -> None:
         self.added_tokens = 0
+        self.times = times
 
     def text(self, text: str) -> dict[str, Any]:
         self.added_tokens += estimate_tokens(text)
         return text_block(text)
 
     def run(self, turns: list[Turn]) -> list[Turn]:
-        merged = _merge(turns)
+        merged = _merge(turns, self.times)
         turns = _filter_thinking(merged)
         if len(turns) < len(merged):  # a turn left empty went: its neighbours may share a role
-            turns = _merge(turns)
+            turns = _merge(turns, self.times)
         self._pair_tools(turns)
         for turn in turns:
             if turn.role == "user":
@@ -68,7 +72,9 @@ class _Normalizer:
         if last is not None:
             last.blocks.sort(key=lambda b: b.get("type") not in _THINKING)  # stable
         if turns and turns[0].role == "assistant":
-            turns.insert(0, Turn("user", [self.text(PLACEHOLDER_TEXT)]))
+            # The placeholder stands for nothing of its own: it has the times
+            # of the message it opens the context for.
+            turns.insert(0, Turn("user", [self.text(PLACEHOLDER_TEXT)], turns[0].span))
         return turns
 
     def _pair_tools(self, turns: list[Turn]) -> None:
@@ -116,15 +122,27 @@ class _Normalizer:
 
 
 def normalize_turns(turns: list[Turn]) -> tuple[list[dict[str, Any]], int]:
-    """Messages the API accepts, and the tokens the repairs added.
+    """Messages the API accepts, and the tokens the repairs added."""
+    normalized, added = normalized_turns(turns)
+    return provider_messages(normalized), added
+
+
+def normalized_turns(turns: list[Turn], *, times: bool = False) -> tuple[list[Turn], int]:
+    """The turns of :func:`normalize_turns`'s messages, one each, and the tokens added.
 
     ``turns`` is left as it was: the first merge copies every turn, and every
-    later step works on those copies.
+    later step works on those copies. With ``times``, each turn's ``span`` is
+    the times of the turns it was made of; without, a merged turn's is None
+    (working it out made normalizing a context where every third turn merges
+    ~28% slower).
     """
-    normalizer = _Normalizer()
-    result = normalizer.run(turns)
-    messages = [{"role": turn.role, "content": turn.blocks} for turn in result]
-    return messages, normalizer.added_tokens
+    normalizer = _Normalizer(times)
+    return normalizer.run(turns), normalizer.added_tokens
+
+
+def provider_messages(turns: list[Turn]) -> list[dict[str, Any]]:
+    """The turns as Messages API messages (sharing their block lists)."""
+    return [{"role": turn.role, "content": turn.blocks} for turn in turns]
 
 
 def tool_use_ids(turn: Turn) -> list[str]:
@@ -137,14 +155,23 @@ def tool_use_ids(turn: Turn) -> list[str]:
     ]
 
 
-def _merge(turns: list[Turn]) -> list[Turn]:
+def _merge(turns: list[Turn], times: bool) -> list[Turn]:
     merged: list[Turn] = []
     for turn in turns:
         if merged and merged[-1].role == turn.role:
-            merged[-1].blocks.extend(turn.blocks)
+            last = merged[-1]  # a copy made below: changed in place, never the input
+            last.blocks.extend(turn.blocks)
+            last.span = _spanning(last.span, turn.span) if times else None
         else:
-            merged.append(Turn(turn.role, list(turn.blocks)))
+            merged.append(Turn(turn.role, list(turn.blocks), turn.span))
     return merged
+
+
+def _spanning(first: TimeSpan | None, second: TimeSpan | None) -> TimeSpan | None:
+    """The times two merged turns cover together."""
+    if first is None or second is None:
+        return first or second
+    return (min(first[0], second[0]), max(first[1], second[1]))
 
 
 def _filter_thinking(turns: list[Turn]) -> list[Turn]:

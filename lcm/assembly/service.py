@@ -18,25 +18,31 @@ from lcm.settings import CompactionSettings
 
 
 def assemble(
-    session: Session, conversation_id: int, token_budget: int, settings: CompactionSettings
+    session: Session,
+    conversation_id: int,
+    token_budget: int,
+    settings: CompactionSettings,
+    *,
+    times: bool = False,
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
     Reads only the newest items that can fit the budget, widened back to the
     start of the latest user turn (the fresh tail never splits it). Should
     the fresh tail still fill the whole window, everything is read, so the
-    tail is always complete.
+    tail is always complete. With ``times``, the result's ``message_spans``
+    answers.
     """
     window = AssemblyRepository(session).window(
         conversation_id, token_budget, settings.fresh_tail_count + 1
     )
     if not window.items:
-        return assemble_context([], token_budget, settings)
+        return assemble_context([], token_budget, settings, times=times)
     repo = CompactionRepository(session)
     start = window.items[0].ordinal
     entries = window_entries(session, conversation_id, window.items)
     if window.whole:
-        return assemble_context(entries, token_budget, settings)
+        return assemble_context(entries, token_budget, settings, times=times)
     if not any(_bounds_the_tail(e) for e in entries):
         # Raw messages all the way and no turn start in sight: the turn, and
         # so the tail, began before the window. Rare: one agent loop longer
@@ -44,10 +50,11 @@ def assemble(
         turn = repo.latest_turn_start(conversation_id, before=start)
         if turn is not None:
             entries = repo.load_entries(conversation_id, from_ordinal=turn)
-    assembled = assemble_context(entries, token_budget, settings)
+    assembled = assemble_context(entries, token_budget, settings, times=times)
     if assembled.fresh_tail_count == len(entries):
         # The whole window is fresh tail: it may go on before the window.
-        assembled = assemble_context(repo.load_entries(conversation_id), token_budget, settings)
+        everything = repo.load_entries(conversation_id)
+        assembled = assemble_context(everything, token_budget, settings, times=times)
     return assembled
 
 
