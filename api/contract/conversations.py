@@ -135,6 +135,9 @@ class AssembleIn(ModelIn):
     # only ``available_tools`` when given.
     system_prompt: bool = False
     available_tools: list[Annotated[Text, Field(max_length=200)]] | None = None
+    # The tool the host calls deferred tools through (OpenClaw's tool search:
+    # ``tool_call``): the addition then says to reach the recall tools by it.
+    tool_caller: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
     # Ask for ``message_times``, the time range each assembled message covers.
     include_times: bool = False
 

@@ -159,7 +159,7 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             summary_count=result.summary_count,
             fresh_tail_count=result.fresh_tail_count,
             fresh_tail_overflow=result.fresh_tail_overflow,
-            system_prompt_addition=recall_prompt(result.summary_count, tools)
+            system_prompt_addition=recall_prompt(result.summary_count, tools, body.tool_caller)
             if body.system_prompt
             else None,
             message_times=_message_times(result.message_spans()) if body.include_times else None,

@@ -206,3 +206,24 @@ def test_assemble_without_summaries_has_no_recall_prompt(
     ).json()
     assert out["system_prompt_addition"] is None
     assert len(out["messages"]) == 2
+
+
+def test_recall_prompt_through_a_hosts_tool_caller(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    parent_with_summaries(db, tenant)
+
+    def addition(**extra: Any) -> str:
+        body = {"token_budget": 50_000, "system_prompt": True, **extra}
+        r = client.post(f"{BASE}/agent:main/assemble", json=body, headers=auth(tenant))
+        assert r.status_code == 200, r.text
+        return str(r.json()["system_prompt_addition"])
+
+    direct = addition()
+    deferred = addition(tool_caller="tool_call")
+    assert "deferred" not in direct
+    assert deferred.startswith(direct + "\n")  # the same hints, then how to reach them
+    assert deferred.endswith('\ntool_call {"id": "lcm_grep", "args": {"pattern": "..."}}')
+    too_long = {"token_budget": 50_000, "system_prompt": True, "tool_caller": "x" * 201}
+    r = client.post(f"{BASE}/agent:main/assemble", json=too_long, headers=auth(tenant))
+    assert r.status_code == 400
