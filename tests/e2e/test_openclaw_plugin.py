@@ -337,9 +337,9 @@ def test_turns_through_openclaw_gateway(
             first_with_summary = with_summary()[0]
             assembled = json.dumps(first_with_summary["messages"])
             # Tool search is on: the recall prompt names the route the model can take.
-            assert "tool_call" in json.dumps(first_with_summary.get("system")), (
-                first_with_summary.get("system")
-            )
+            system = json.dumps(first_with_summary.get("system"))
+            assert "These tools are deferred" in system, system
+            assert 'tool_call {\\"id\\": \\"lcm_grep\\"' in system, system
 
             # The model asks lcm_grep, through tool search's tool_call, for turn 0's marker.
             before = len(fake_llm.requests)

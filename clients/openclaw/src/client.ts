@@ -5,9 +5,11 @@
  * its durable outbox and is replayed on a later turn). A timeout or refused
  * connection opens the shared circuit breaker (breaker.ts): later calls fail
  * at once with code `circuit_open` until its cool-down ends.
- * No request is retried here: a 4xx (400, 404, 409, 413) is a verdict, and
- * retrying a write is the host's decision (commitTurn retries are safe because
- * the server keys them by the advancement key).
+ * A request is sent again only when its kept-alive connection turned out to
+ * be closed before any answer (see isStaleConnection); nothing else is
+ * retried here: a 4xx (400, 404, 409, 413) is a verdict, and retrying after a
+ * timeout is the host's decision (commitTurn retries are safe because the
+ * server keys them by the advancement key).
  */
 import { CircuitBreaker, CircuitOpenError } from "./breaker.ts";
 
@@ -20,6 +22,12 @@ export class LcmError extends Error {
     this.status = status;
     this.code = code;
   }
+}
+
+/** The socket closed under a request before any answer: a stale kept-alive connection. */
+function isStaleConnection(error: unknown): boolean {
+  const code = (error as { cause?: { code?: string } })?.cause?.code;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE";
 }
 
 export interface ClientOptions {
@@ -73,8 +81,8 @@ export class LcmClient {
     this.stats.requests += 1;
     this.stats.bytesSent += payload === undefined ? 0 : Buffer.byteLength(payload);
     let answered = false;
-    try {
-      response = await fetch(this.opts.baseUrl + path, {
+    const send = () =>
+      fetch(this.opts.baseUrl + path, {
         method,
         headers: {
           authorization: `Bearer ${this.opts.apiKey}`,
@@ -83,6 +91,17 @@ export class LcmClient {
         body: payload,
         signal: controller.signal,
       });
+    try {
+      try {
+        response = await send();
+      } catch (error) {
+        // A kept-alive connection the server closed while idle (its keep-alive
+        // timeout) can be picked for this request just as it goes: the request
+        // never reached the server. Sent again once, on a new connection.
+        // Safe for every call: writes are keyed (client ids, advancement keys).
+        if (controller.signal.aborted || !isStaleConnection(error)) throw error;
+        response = await send();
+      }
       const text = await response.text();
       answered = true;
       this.breaker.succeeded(ticket);

@@ -100,3 +100,28 @@ export async function recordingClient(cfg: any) {
   }
   return { client: new Recording(cfg), calls };
 }
+
+/**
+ * A proxy to the real lcm-server whose first `resets` connections are reset
+ * as soon as a request arrives on them (a kept-alive connection the server
+ * closed while idle, picked for a request just as it went).
+ */
+export async function resettingProxy(target: string, resets: number) {
+  const { createServer, connect } = await import("node:net");
+  const upstream = new URL(target);
+  const state = { resets, connections: 0 };
+  const server = createServer((socket) => {
+    state.connections += 1;
+    socket.on("error", () => {});
+    if (state.resets > 0) {
+      state.resets -= 1;
+      socket.once("data", () => socket.resetAndDestroy());
+      return;
+    }
+    const out = connect(Number(upstream.port), upstream.hostname);
+    out.on("error", () => socket.destroy());
+    socket.pipe(out).pipe(socket);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${(server.address() as any).port}`, state, close: () => server.close() };
+}

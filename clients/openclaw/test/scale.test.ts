@@ -11,7 +11,7 @@ import { runLcmCommand } from "../src/commands.ts";
 import { createLcmEngine, modelSignals, PluginShared, RecentAssembles, recallTools } from "../src/engine.ts";
 import { toLcm } from "../src/messages.ts";
 import { PAGE_MESSAGES } from "../src/transcript.ts";
-import { assistantMsg, config, lcm, recordingClient, switchableProxy, toolResultMsg, unique, userMsg } from "./helpers.ts";
+import { assistantMsg, config, lcm, recordingClient, resettingProxy, switchableProxy, toolResultMsg, unique, userMsg } from "./helpers.ts";
 
 const statusOf = async (key: string) => (await lcm("GET", `/v1/conversations/${encodeURIComponent("openclaw:" + key)}/status`)).body;
 
@@ -238,7 +238,9 @@ test("host signals: the model names a model_overrides rule, overflow recovery co
   assert.equal(reported.body.current_token_count, live);
   assert.equal(reported.answer.target_tokens, 1_500 - 300, "the threshold less the host's overhead");
   assert.equal(recovered.ok, true, JSON.stringify(recovered));
-  assert.equal(recovered.result.tokensBefore, before.context_tokens);
+  // The overflow debt may already be swept by the server's worker when /compact runs.
+  assert.ok(recovered.result.tokensBefore <= before.context_tokens);
+  assert.ok((await statusOf(over.sessionKey)).context_tokens <= reported.answer.target_tokens);
   assert.ok(recovered.result.tokensAfter <= reported.answer.target_tokens, JSON.stringify([recovered, reported.answer]));
   assert.ok(recovered.result.tokensAfter + 300 < 2_000, "the retried prompt fits");
 });
@@ -257,4 +259,31 @@ test("/lcm status, compact and doctor answer in text", async () => {
   assert.match((await runLcmCommand(cfg, client, { ...ctx, args: "doctor" })).text, /0 broken, 0 truncated, 0 degraded summaries \(healthy\)/);
   assert.match((await runLcmCommand(cfg, client, { ...ctx, args: "frobnicate" })).text, /Usage: \/lcm status/);
   assert.match((await runLcmCommand(cfg, client, { args: "status" })).text, /needs a session/);
+});
+
+test("a connection reset before any answer is sent again once; a second reset opens the breaker", async () => {
+  const proxy = await resettingProxy(config().baseUrl, 1);
+  try {
+    const cfg = config({ baseUrl: proxy.url });
+    const shared = new PluginShared(cfg);
+    const engine = createLcmEngine(cfg, undefined, shared);
+    const ids = { sessionKey: unique("reset"), sessionId: "s1" };
+    assert.equal((await engine.commitTurn({ ...ids, advancementKey: "r1", messages: turnOf(1) })).status, "committed");
+    assert.equal(proxy.state.connections, 2, "reset once, then a new connection");
+    assert.equal(shared.breaker.state, "closed");
+    // Reset twice (a new origin, so no kept-alive connection skips the resets): not a stale connection.
+    const twice = await resettingProxy(config().baseUrl, 2);
+    try {
+      const other = new PluginShared(cfg);
+      const engine2 = createLcmEngine(config({ baseUrl: twice.url }), undefined, other);
+      await assert.rejects(engine2.commitTurn({ ...ids, advancementKey: "r2", messages: turnOf(2) }), (e: any) => e.code === "unreachable");
+      assert.equal(twice.state.connections, 2);
+      assert.equal(other.breaker.state, "open");
+    } finally {
+      twice.close();
+    }
+    assert.equal((await statusOf(ids.sessionKey)).messages, 2, "nothing stored by the failed commit");
+  } finally {
+    proxy.close();
+  }
 });
