@@ -2,7 +2,9 @@
 
 ``lcm serve`` (embedded) and a Node driver (``clients/openclaw/bench/turns.ts``)
 that runs gateway turns through OpenClaw's host functions over a real OpenClaw
-SQLite session holding 50, 2,000 and 20,000 messages. Per turn (median): the
+SQLite session holding 50, 2,000 and 20,000 messages, once the server has
+compacted what the import left (a gateway's workers keep up with its turns;
+the import itself is not timed). Per turn (median): the
 bytes the plugin sent, its requests, the time spent in its HTTP round trips
 (the server's time, on loopback), and the plugin's own time beside them; the
 legacy slot (OpenClaw's pass-through engine) runs the same turns in the same
@@ -104,6 +106,10 @@ def _report(rows: list[dict[str, object]], plugin: Path) -> None:
             f"{row['size']:>9,} {lcm['bytes']:>10,} {lcm['requests']:>8} {lcm['server_ms']:>9.1f}"
             f" {lcm['plugin_ms']:>9.1f} | {legacy_ms:>9.1f} {legacy['host_read_ms']:>12.1f}"
         )
+        calls = lcm.get("by_call_ms") or {}
+        assert isinstance(calls, dict)
+        split = ", ".join(f"{name} {ms:.1f}" for name, ms in sorted(calls.items()))
+        print(f"{'':>9} server ms by call: {split}; context {row.get('context_tokens')} tokens")
     if len(rows) >= 2:
         first, last = rows[0]["lcm"], rows[-1]["lcm"]
         assert isinstance(first, dict)

@@ -24,20 +24,35 @@ const sizes = sizesArg.split(",").map(Number);
 const turns = Number(turnsArg);
 const plugin = await import(`${pluginDir}/index.ts`);
 
-const wire = { requests: 0, bytes: 0, ms: 0 };
+const wire = { requests: 0, bytes: 0, ms: 0, byCall: {} as Record<string, number> };
 const realFetch = globalThis.fetch;
 globalThis.fetch = (async (url: any, init: any = {}) => {
   const began = performance.now();
   wire.requests += 1;
   wire.bytes += typeof init.body === "string" ? Buffer.byteLength(init.body) : 0;
+  const call = `${init.method ?? "GET"} ${String(url).split("?")[0].split("/").pop()}`;
   try {
     const response = await realFetch(url, init);
     const text = await response.text();
     return new Response(text, { status: response.status, headers: response.headers });
   } finally {
-    wire.ms += performance.now() - began;
+    const ms = performance.now() - began;
+    wire.ms += ms;
+    wire.byCall[call] = (wire.byCall[call] ?? 0) + ms;
   }
 }) as typeof fetch;
+
+/** Wait until the server owes the conversation no compaction (the steady state a gateway keeps). */
+async function settled(key: string) {
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const response = await realFetch(`${baseUrl}/v1/conversations/${encodeURIComponent(key)}/status`, { headers: { authorization: `Bearer ${apiKey}` } });
+    const status: any = await response.json();
+    if (!status.debt || !["pending", "running"].includes(status.debt.status)) return status;
+    if (Date.now() > deadline) throw new Error(`compaction of ${key} did not settle`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
 
 let clock = Date.UTC(2026, 0, 1);
 const usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
@@ -72,7 +87,7 @@ function median(values: number[]) {
 
 async function oneTurn(engine: any, ids: Record<string, string>, i: number) {
   await transcript.appendSessionTranscriptMessageByIdentity({ ...ids, message: message(i) });
-  const start = { ...wire };
+  const start = { ...wire, byCall: { ...wire.byCall } };
   const began = performance.now();
   const base = { contextEngine: engine, sessionId: ids.sessionId, sessionKey: ids.sessionKey, warn: () => {} };
   await bootstrapHarnessContextEngine({ ...base, hadSessionFile: true, sessionFile: `agent:main:${ids.sessionKey}`, sessionTarget: ids } as any);
@@ -93,7 +108,8 @@ async function oneTurn(engine: any, ids: Record<string, string>, i: number) {
   } as any);
   const totalMs = performance.now() - began - hostReadMs;
   const serverMs = wire.ms - start.ms;
-  return { bytes: wire.bytes - start.bytes, requests: wire.requests - start.requests, serverMs, pluginMs: totalMs - serverMs, hostReadMs };
+  const byCall = Object.fromEntries(Object.entries(wire.byCall).map(([k, v]) => [k, v - (start.byCall[k] ?? 0)]));
+  return { bytes: wire.bytes - start.bytes, requests: wire.requests - start.requests, serverMs, pluginMs: totalMs - serverMs, hostReadMs, byCall };
 }
 
 for (const size of sizes) {
@@ -102,6 +118,10 @@ for (const size of sizes) {
   const cfg = plugin.resolveConfig({ baseUrl, apiKey, timeoutMs: 120_000, sessionKeyPrefix: `${prefix}:` });
   const engine = plugin.createLcmEngine(cfg);
   await bootstrapHarnessContextEngine({ contextEngine: engine, hadSessionFile: true, sessionId: ids.sessionId, sessionKey: ids.sessionKey, sessionFile: `agent:main:${ids.sessionKey}`, sessionTarget: ids, warn: () => {} } as any);
+  // One turn records the threshold debt the import left; the timed turns
+  // start once the server has compacted it, as a gateway's workers keep up.
+  await oneTurn(engine, ids, size + 4 * turns);
+  const status = await settled(`${prefix}:${ids.sessionKey}`);
   const lcm = [];
   const old = [];
   for (let t = 0; t < turns; t++) {
@@ -115,6 +135,7 @@ for (const size of sizes) {
     server_ms: median(rows.map((r) => r.serverMs)),
     plugin_ms: median(rows.map((r) => r.pluginMs)),
     host_read_ms: median(rows.map((r) => r.hostReadMs)),
+    by_call_ms: Object.fromEntries(Object.keys(rows[0].byCall).map((k) => [k, median(rows.map((r) => r.byCall[k] ?? 0))])),
   });
-  console.log(JSON.stringify({ size, turns, lcm: stats(lcm), legacy: stats(old) }));
+  console.log(JSON.stringify({ size, turns, context_tokens: status.context_tokens, summaries: status.summaries, lcm: stats(lcm), legacy: stats(old) }));
 }
