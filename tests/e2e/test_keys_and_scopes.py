@@ -31,6 +31,7 @@ EXPECTED_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/v1/conversations/{key}/fork/rollback"): "ingest",
     ("POST", "/v1/conversations/{key}/assemble"): "read",
     ("GET", "/v1/conversations/{key}/status"): "read",
+    ("GET", "/v1/conversations/{key}/host-cursor"): "read",
     ("POST", "/v1/grep"): "read",
     ("GET", "/v1/summaries/{summary_id}"): "read",
     ("GET", "/v1/files/{file_id}"): "read",
