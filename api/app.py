@@ -77,6 +77,7 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)
+    app.add_middleware(console.ConsoleHeaders)  # outermost: refusals before routing carry them
     _register_debt_metrics(app.state.database)
     return app
 

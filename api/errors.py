@@ -101,12 +101,17 @@ def install(app: FastAPI) -> None:
         return error_response(_status_for(exc), exc.code, exc.message, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, _validation_code(exc), _describe_validation(exc))
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        code, message = _validation_code(exc), _describe_validation(exc)
+        if console.is_console(request):
+            return console.error_page(request, 400, code, message)
+        return error_response(400, code, message)
 
     @app.exception_handler(HTTPException)
-    async def _http(_request: Request, exc: HTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: HTTPException) -> Response:
         code = HTTP_CODES.get(exc.status_code, "http_error")
+        if console.is_console(request):
+            return console.error_page(request, exc.status_code, code, str(exc.detail))
         return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(OperationalError)

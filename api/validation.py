@@ -27,9 +27,11 @@ import json
 from typing import Annotated
 from urllib.parse import unquote_to_bytes
 
-from fastapi import Path
+from fastapi import Path, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.console.headers import is_console_path
+from api.console.rendering import error_page
 from api.contract import Text
 
 # Validation error types answered with their own error code (pydantic refuses
@@ -54,6 +56,10 @@ class Utf8Only:
             problem = _not_utf8(raw_path, "path") or _not_utf8(
                 scope.get("query_string", b"").replace(b"+", b" "), "query string"
             )
+            if problem and is_console_path(scope["path"]):  # the console answers in HTML
+                page = error_page(Request(scope), 400, "invalid_path", problem)
+                await page(scope, receive, send)
+                return
             if problem:
                 await _refuse(send, problem)
                 return

@@ -6,7 +6,10 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from api.console import operations, pages, signin
+from api.console.headers import ConsoleHeaders
 from api.console.rendering import HERE
+
+__all__ = ["ConsoleHeaders", "install"]
 
 
 def install(app: FastAPI) -> None:

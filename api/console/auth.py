@@ -9,7 +9,6 @@ also carries the session's CSRF token, checked before anything runs.
 
 from __future__ import annotations
 
-import hmac
 import secrets
 from typing import Annotated
 
@@ -24,6 +23,7 @@ from lcm.tenants.console_sessions import (
     ConsoleSession,
     check_session,
     csrf_matches,
+    text_matches,
 )
 
 SESSION_COOKIE = "lcm_console"
@@ -52,7 +52,7 @@ def new_login_token() -> str:
 
 def login_token_matches(request: Request, submitted: str | None) -> bool:
     expected = request.cookies.get(LOGIN_COOKIE)
-    return bool(expected and submitted) and hmac.compare_digest(expected or "", submitted or "")
+    return bool(expected and submitted) and text_matches(expected or "", submitted or "")
 
 
 def sign_in(request: Request, response: Response, console: ConsoleSession) -> None:

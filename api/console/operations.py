@@ -8,7 +8,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.console.auth import CheckedForm, ConsoleUser
+from api.console.params import QueryText, number
 from api.console.rendering import render
+from api.contract import Text
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
 from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
 from lcm.compaction.inline import run_inline
@@ -32,20 +34,20 @@ def search(
     console: ConsoleUser,
     session: ReadSessionDep,
     settings: SettingsDep,
-    q: Annotated[str, Query(max_length=1000)] = "",
+    q: QueryText = "",
     mode: Literal["regex", "full_text"] = "full_text",
     scope: Literal["messages", "summaries", "both"] = "both",
     # A string: the form sends an empty field when no conversation is given.
-    conversation: Annotated[str, Query(max_length=19, pattern=r"^[0-9]*$")] = "",
+    conversation: Annotated[Text, Query(max_length=19)] = "",
 ) -> HTMLResponse:
     result: GrepResult | None = None
     error: str | None = None
+    selector = (
+        ScopeSelector(conversation_id=number(conversation, "conversation"))
+        if conversation
+        else ScopeSelector(all_conversations=True)
+    )
     if q:
-        selector = (
-            ScopeSelector(conversation_id=int(conversation))
-            if conversation
-            else ScopeSelector(all_conversations=True)
-        )
         try:
             bounds = resolve_bounds(session, console.principal.tenant_id, selector)
             query = GrepQuery(q, mode, scope, "recency", 100)
@@ -66,7 +68,12 @@ def search(
 
 
 @router.get("/live")
-def live(request: Request, console: ConsoleUser, session: ReadSessionDep) -> HTMLResponse:
+def live(
+    request: Request,
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    done: Annotated[Text, Query(max_length=100)] = "",
+) -> HTMLResponse:
     repo = ConsoleRepository(session)
     tenant_id = console.principal.tenant_id
     owed = repo.debts(tenant_id, (PENDING, RUNNING), LIVE_ROWS)
@@ -78,15 +85,12 @@ def live(request: Request, console: ConsoleUser, session: ReadSessionDep) -> HTM
         owed=owed,
         oldest=owed[0].updated_at if owed else None,
         failed=repo.debts(tenant_id, (FAILED,), LIVE_ROWS),
-        done=request.query_params.get("done"),
+        done=done or None,
     )
 
 
 def _conversation_id(form: CheckedForm) -> int:
-    raw = form.get("conversation_id")
-    if not isinstance(raw, str) or not raw.isdigit():
-        raise InvalidInput("conversation_id must be a conversation's id")
-    return int(raw)
+    return number(form.get("conversation_id"), "conversation_id")
 
 
 @router.post("/live/compact")

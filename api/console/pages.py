@@ -8,7 +8,9 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.console.auth import ConsoleUser
+from api.console.params import ConversationId, Int64, PageNumber, level_pages
 from api.console.rendering import render
+from api.contract import Text
 from api.deps import ReadSessionDep, SettingsDep, SnapshotSessionDep
 from lcm.console.dag_layout import lay_out
 from lcm.console.views import (
@@ -22,12 +24,11 @@ from lcm.console.views import (
 )
 from lcm.conversations.dag_view import load_dag
 from lcm.errors import NotFound
+from lcm.int64 import INT64_MAX
 from lcm.retrieval.describe import describe_summary
 from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/console", include_in_schema=False)
-PageNumber = Annotated[int, Query(ge=1, le=1_000_000)]
-ConversationId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 @router.get("")
@@ -41,7 +42,7 @@ def conversations(
     console: ConsoleUser,
     session: ReadSessionDep,
     settings: SettingsDep,
-    prefix: Annotated[str, Query(max_length=500)] = "",
+    prefix: Annotated[Text, Query(max_length=500)] = "",
     sort: Literal["id", "key", "messages", "tokens", "updated"] = "id",
     order: Literal["asc", "desc"] = "desc",
     page: PageNumber = 1,
@@ -69,7 +70,7 @@ def conversation(
     console: ConsoleUser,
     session: SnapshotSessionDep,  # the window, the split, the DAG and the runs: one moment
     settings: SettingsDep,
-    budget: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
+    budget: Annotated[Int64 | None, Query(ge=1, le=10_000_000)] = None,
     runs_page: PageNumber = 1,
 ) -> HTMLResponse:
     tenant_id = console.principal.tenant_id
@@ -77,19 +78,15 @@ def conversation(
     effective = effective_settings(session, tenant_id, settings)
     budget = budget or settings.default_token_budget
     # Per-depth page of the DAG rows: ?level3=1 shows the second-newest page of depth 3.
-    level_pages = {
-        int(name[5:]): int(value)
-        for name, value in request.query_params.items()
-        if name.startswith("level") and name[5:].isdigit() and value.isdigit()
-    }
+    pages = level_pages(request.query_params)
     return render(
         request,
         "conversation.html",
         console,
         conversation=found,
         window=context_window(session, found.id, budget, effective),
-        dag=lay_out(load_dag(session, found.id), level_pages),
-        level_pages=level_pages,
+        dag=lay_out(load_dag(session, found.id), pages),
+        level_pages=pages,
         runs=run_timeline(session, found.id, settings.model_prices, runs_page),
     )
 
@@ -97,10 +94,10 @@ def conversation(
 @router.get("/summaries/{summary_id}")
 def summary(
     request: Request,
-    summary_id: Annotated[str, Path(min_length=1, max_length=64)],
+    summary_id: Annotated[Text, Path(min_length=1, max_length=64)],
     console: ConsoleUser,
     session: ReadSessionDep,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    offset: Annotated[Int64, Query(ge=0, le=10_000_000)] = 0,
 ) -> HTMLResponse:
     described = describe_summary(session, console.principal.tenant_id, summary_id)
     sources, source_total = (
@@ -124,8 +121,8 @@ def messages(
     conversation_id: ConversationId,
     console: ConsoleUser,
     session: ReadSessionDep,
-    seq: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
-    start: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    seq: Annotated[Int64 | None, Query(ge=1, le=INT64_MAX)] = None,
+    start: Annotated[Int64 | None, Query(ge=1, le=INT64_MAX)] = None,
 ) -> HTMLResponse:
     found = conversation_of(session, console.principal.tenant_id, conversation_id)
     if seq is not None and seq > found.last_seq:

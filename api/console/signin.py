@@ -17,6 +17,7 @@ from api.console.auth import (
     sign_out,
 )
 from api.console.rendering import render
+from api.contract import Text
 from api.deps import DatabaseDep
 from lcm.db.models import utcnow
 from lcm.errors import Forbidden, Unauthenticated
@@ -45,8 +46,8 @@ def login_form(request: Request) -> HTMLResponse:
 def login(
     request: Request,
     database: DatabaseDep,
-    api_key: Annotated[str, Form(max_length=200)] = "",
-    login_token: Annotated[str, Form(max_length=200)] = "",
+    api_key: Annotated[Text, Form(max_length=200)] = "",
+    login_token: Annotated[Text, Form(max_length=200)] = "",
 ) -> Response:
     if not login_token_matches(request, login_token):
         return _login_page(request, "The sign-in form expired; try again.", 403)

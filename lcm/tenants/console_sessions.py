@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,10 +30,15 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from lcm.errors import Unauthenticated
+from lcm.int64 import parse_int64
 from lcm.tenants.keys import Principal, authenticate, hash_key, parse_scopes
 from lcm.tenants.repository import TenantRepository
 
 SESSION_SECONDS = 12 * 3600
+# What a token this module issued looks like: printable ASCII, bounded. Any
+# other cookie (NUL, non-ASCII, a megabyte) is "not signed in" before it is
+# split, parsed or sent to the database.
+_TOKEN_SHAPE = re.compile(r"[\x21-\x7e]{1,512}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +72,19 @@ def open_session(session: Session, raw_key: str, now: datetime) -> ConsoleSessio
 
 def check_session(session: Session, token: str, now: datetime) -> ConsoleSession:
     """The session ``token`` stands for, or ``Unauthenticated`` (forged, expired, key revoked)."""
+    if not _TOKEN_SHAPE.fullmatch(token):
+        raise Unauthenticated("not signed in")
     body, _, mac = token.rpartition(".")
     parts = body.split(".")
-    if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
+    key_id = parse_int64(parts[1]) if len(parts) == 4 else None
+    issued = parse_int64(parts[2]) if len(parts) == 4 else None
+    if key_id is None or issued is None or not parts[0]:
         raise Unauthenticated("not signed in")
-    tenant_id, key_id, issued = parts[0], int(parts[1]), int(parts[2])
+    tenant_id = parts[0]
     key = TenantRepository(session).get_key(tenant_id, key_id)
     if key is None or key.revoked_at is not None:
         raise Unauthenticated("the key of this session is revoked; sign in again")
-    if not hmac.compare_digest(mac, _mac(key.key_hash, body)):
+    if not text_matches(mac, _mac(key.key_hash, body)):
         raise Unauthenticated("not signed in")
     if not 0 <= now.timestamp() - issued <= SESSION_SECONDS:
         raise Unauthenticated("the session expired; sign in again")
@@ -83,5 +93,15 @@ def check_session(session: Session, token: str, now: datetime) -> ConsoleSession
     return _session(principal, key.key_hash, token)
 
 
+def text_matches(expected: str, submitted: str) -> bool:
+    """A constant-time comparison that any submitted text can reach without raising.
+
+    ``hmac.compare_digest`` raises on a ``str`` holding non-ASCII characters,
+    so both sides are compared as bytes (a lone surrogate kept as such).
+    """
+    encoded = submitted.encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(expected.encode("utf-8", "surrogatepass"), encoded)
+
+
 def csrf_matches(console: ConsoleSession, submitted: str | None) -> bool:
-    return submitted is not None and hmac.compare_digest(console.csrf_token, submitted)
+    return submitted is not None and text_matches(console.csrf_token, submitted)

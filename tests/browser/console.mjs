@@ -42,6 +42,11 @@ try {
 
   const a = await browser.newContext({ viewport: { width: 1360, height: 900 } });
   const page = await signIn(a, c.key_a);
+  // The pages run under a strict Content-Security-Policy: nothing may be blocked.
+  const blocked = [];
+  page.on("console", (msg) => {
+    if (/Content Security Policy/i.test(msg.text())) blocked.push(`${page.url()}: ${msg.text()}`);
+  });
   assert.match(page.url(), /\/console\/conversations$/);
   const cookie = (await a.cookies()).find((k) => k.name === "lcm_console");
   assert.ok(cookie && cookie.httpOnly && cookie.sameSite === "Strict", JSON.stringify(cookie));
@@ -65,6 +70,8 @@ try {
   const card = await page.textContent("#hover-card");
   assert.match(card, /condensed · depth \d+ · \d+ tokens/);
   assert.match(card, /descendants · fan-in \d+/);
+  const tail = await page.$eval(".window-bar .seg.tail", (el) => el.getBoundingClientRect().width);
+  assert.ok(tail > 0, "the window bar's widths are set by console.js");
   await shot(page, "console-conversation");
   check(`DAG shows all ${nodes.length} summaries; hover card`);
 
@@ -107,6 +114,8 @@ try {
   await Promise.all([page.waitForLoadState("load"), page.click("#compact-form button")]);
   assert.match(await page.textContent("#done"), new RegExp(`compact-${c.conversation_id}`));
   check("POST without the CSRF token refused; the form with it works");
+  assert.deepEqual(blocked, []);
+  check("no Content-Security-Policy violation on any page");
 
   // Tenant B sees none of tenant A's pages.
   const b = await browser.newContext();

@@ -34,3 +34,17 @@
     }
   });
 })();
+
+// Bar widths and marks arrive as data-width / data-left (percent): the page's
+// Content-Security-Policy refuses inline style attributes, not styles set here.
+(function () {
+  "use strict";
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-width]").forEach(function (el) {
+      el.style.width = el.dataset.width + "%";
+    });
+    document.querySelectorAll("[data-left]").forEach(function (el) {
+      el.style.left = el.dataset.left + "%";
+    });
+  });
+})();
