@@ -37,6 +37,25 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_real_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test writes into the user's ``~/.lcm``: ``LCM_HOME`` (the default of the
+    database, files and every other path) points at a temporary directory for the
+    whole run, in this process and in the servers and workers tests start.
+
+    Not a before/after comparison of ``~/.lcm``: a real ``lcm serve`` of the same
+    user may write there meanwhile.
+    """
+    home = tmp_path_factory.mktemp("home") / ".lcm"
+    previous = os.environ.get("LCM_HOME")
+    os.environ["LCM_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("LCM_HOME", None)
+    else:
+        os.environ["LCM_HOME"] = previous
+
+
 @pytest.fixture(scope="session")
 def workdir() -> Iterator[Path]:
     path = servers.make_workdir()
@@ -65,6 +84,9 @@ def redis_server(workdir: Path) -> Iterator[servers.RedisHandle]:
         _unavailable(str(exc))
         raise
     yield handle
+    from workers.completions import stop_relay
+
+    stop_relay()  # before Redis goes: the relay would log its lost connection after the summary
     handle.stop()
 
 

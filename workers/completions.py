@@ -32,6 +32,8 @@ HUB = Completions()
 
 _relay_lock = threading.Lock()
 _relay: threading.Thread | None = None
+_relay_stop = threading.Event()
+_relay_pubsub: Any = None
 _publisher: tuple[str, Any] | None = None
 
 
@@ -65,25 +67,52 @@ def hub(broker_url: str) -> Completions:
         with _relay_lock:
             if _relay is None:
                 _relay = threading.Thread(
-                    target=_relay_forever, args=(url,), name="lcm-completions", daemon=True
+                    target=_relay_forever,
+                    args=(url, _relay_stop),
+                    name="lcm-completions",
+                    daemon=True,
                 )
                 _relay.start()
     return HUB
 
 
-def _relay_forever(url: str) -> None:
+def _relay_forever(url: str, stop: threading.Event) -> None:
+    global _relay_pubsub
     import redis
 
-    while True:
+    while not stop.is_set():
         try:
             pubsub = redis.Redis.from_url(url).pubsub(ignore_subscribe_messages=True)
+            with _relay_lock:
+                _relay_pubsub = pubsub
             pubsub.subscribe(CHANNEL)
             for message in pubsub.listen():
                 HUB.notify(message["data"].decode())
         except Exception as exc:
+            if stop.is_set():  # stop_relay closed the connection under us
+                return
             # Waiters fall back to re-checking meanwhile; reconnect shortly.
             log.warning("completions relay lost Redis (%s); reconnecting", exc)
-            time.sleep(1.0)
+            stop.wait(1.0)
+
+
+def stop_relay(timeout: float = 5.0) -> None:
+    """Stop the relay thread, if one runs, before its Redis goes away (a test
+    session's teardown, a process shutting down): it ends without a warning."""
+    global _relay, _relay_pubsub, _relay_stop
+    with _relay_lock:
+        thread, pubsub, stop = _relay, _relay_pubsub, _relay_stop
+        _relay, _relay_pubsub, _relay_stop = None, None, threading.Event()
+    if thread is None:
+        return
+    stop.set()
+    if pubsub is not None:
+        # Closing the connection wakes the thread blocked reading it.
+        try:
+            pubsub.close()
+        except Exception:
+            log.debug("closing the completions relay", exc_info=True)
+    thread.join(timeout)
 
 
 # Jobs whose result a request waits for; other jobs' results nobody awaits.

@@ -8,6 +8,7 @@ import base64
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,12 +95,11 @@ def llm() -> Iterator[FakeAnthropicServer]:
 
 
 @pytest.fixture
-def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
+def llm_client(db: Database, llm: FakeAnthropicServer, tmp_path: Path) -> Iterator[TestClient]:
     from api.app import create_app
 
-    app = create_app(
-        with_llm(db, llm), database=db, broker_ping=lambda: True, sender=RecordingSender()
-    )
+    settings = with_llm(db, llm).model_copy(update={"files_dir": tmp_path / "files"})
+    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
