@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
 from api import console, errors, openapi
+from api.key_gate import KeyBeforeBody
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.rate_limit import RateLimiter, build_rate_limiter
@@ -75,6 +76,8 @@ def create_app(
     app.include_router(tools.router)
     console.install(app)  # /console: the operator's pages (HTML, cookie sign-in)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    # Outside the body limit: a request without an active key is refused before its body.
+    app.add_middleware(KeyBeforeBody, database=services.database)
     app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)
     app.add_middleware(console.ConsoleHeaders)  # outermost: refusals before routing carry them

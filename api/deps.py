@@ -145,8 +145,9 @@ class RequireScope(ScopedKey):
 # own, and one API process serving a gateway is CPU-bound on such hand-offs
 # (docs/scaling.md). Their dependencies below are ``async`` and only read the
 # header (a request without a bearer token is refused before any hop); the
-# lookup runs when the route asks for the caller. A request whose body is
-# refused is therefore answered 400 before its key is looked up.
+# lookup runs when the route asks for the caller. Before its body was read the
+# key passed ``api/key_gate.py`` (an active key, remembered a minute), so a
+# body refused here is answered 400 without another lookup.
 
 
 class KeyCheck:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from bench import (
+    body_memory,
     compaction,
     console,
     drain,
@@ -43,6 +44,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "hot_paths": hot_paths.run,
     "pooler": pooler.run,
     "plugin": plugin.run,
+    "body_memory": body_memory.run,
 }
 
 
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     gateway.add_arguments(parser)
     gateway_ab.add_arguments(parser)
     plugin.add_arguments(parser)
+    body_memory.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)
