@@ -8,7 +8,8 @@ the import itself is not timed). Per turn (median): the
 bytes the plugin sent, its requests, the time spent in its HTTP round trips
 (the server's time, on loopback), and the plugin's own time beside them; the
 legacy slot (OpenClaw's pass-through engine) runs the same turns in the same
-run. ``--plugin-source DIR`` runs another tree's plugin (e.g. ``git archive
+run. Then two turns while lcm-server hangs (a proxy that never answers), at
+the plugin's default timeout. ``--plugin-source DIR`` runs another tree's plugin (e.g. ``git archive
 <commit> clients/openclaw | tar -x -C DIR``) for a before figure.
 
 Goal: bytes and server time per turn at 20,000 messages within 1.5x of 50.
@@ -28,6 +29,7 @@ from tests import servers
 from tests.openclaw_env import PLUGIN_DIR, provision
 
 DRIVER = PLUGIN_DIR / "bench" / "turns.ts"
+HUNG = PLUGIN_DIR / "bench" / "hung.ts"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--plugin-sizes", default="50,2000,20000", help="stored messages per session (plugin)"
     )
     parser.add_argument("--plugin-turns", type=int, default=5, help="timed turns per size")
+    parser.add_argument(
+        "--plugin-hung-timeout-ms",
+        type=int,
+        default=10_000,
+        help="the plugin's timeout in the hung-server turns (its default: 10000)",
+    )
     parser.add_argument(
         "--plugin-source",
         default=None,
@@ -62,32 +70,42 @@ def run(args: argparse.Namespace) -> None:
         (work / "home").mkdir()
         (work / "lcm").mkdir()
         serve = servers.start_serve({"LCM_HOME": str(work / "lcm")}, log=work / "serve.log")
+        key = serve.printed_key()
+        node_env = {**os.environ, "HOME": str(work / "home")}
         try:
-            done = subprocess.run(
-                [
-                    str(env.node),
-                    str(DRIVER),
-                    str(plugin),
-                    serve.base_url,
-                    serve.printed_key(),
-                    args.plugin_sizes,
-                    str(args.plugin_turns),
-                    "bench",
-                ],
-                cwd=PLUGIN_DIR,
-                env={**os.environ, "HOME": str(work / "home")},
-                capture_output=True,
-                text=True,
-                timeout=3600,
-            )
+            argv = [plugin, serve.base_url, key, args.plugin_sizes, args.plugin_turns, "bench"]
+            rows = _drive(env.node, DRIVER, argv, node_env)
+            hung_timeout = str(args.plugin_hung_timeout_ms)
+            hung = _drive(env.node, HUNG, [plugin, serve.base_url, key, hung_timeout], node_env)
         finally:
             serve.stop()
-        if done.returncode != 0:
-            raise SystemExit(f"plugin driver failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         _report(rows, plugin)
+        for row in hung:
+            seconds = row["turn_seconds"]
+            assert isinstance(seconds, list)
+            print(
+                f"hung server (plugin timeout {row['timeout_ms']:,} ms): a turn took"
+                f" {seconds[0]:.1f} s, the next {seconds[1]:.1f} s"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _drive(
+    node: Path, script: Path, argv: list[object], env: dict[str, str]
+) -> list[dict[str, object]]:
+    """Run a Node driver from the plugin's directory; the JSON lines it printed."""
+    done = subprocess.run(
+        [str(node), str(script), *map(str, argv)],
+        cwd=PLUGIN_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{script.name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def _report(rows: list[dict[str, object]], plugin: Path) -> None:

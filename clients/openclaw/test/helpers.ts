@@ -1,6 +1,8 @@
 /** Shared by the plugin tests: the real lcm-server the pytest driver started. */
 import { resolveConfig } from "../src/config.ts";
 
+export { switchableProxy } from "./proxies.ts";
+
 export const LCM_URL = process.env.LCM_URL ?? "";
 export const LCM_KEY = process.env.LCM_KEY ?? "";
 if (!LCM_URL || !LCM_KEY) throw new Error("run through tests/e2e/test_openclaw_plugin.py (LCM_URL, LCM_KEY)");
@@ -52,39 +54,6 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 200));
   }
-}
-
-/**
- * A TCP proxy to the real lcm-server that can be told to hang: in "hang" mode
- * it accepts connections and never answers (a hung server, not a down one).
- */
-export async function switchableProxy(target: string) {
-  const { createServer, connect } = await import("node:net");
-  const upstream = new URL(target);
-  const held = new Set<any>();
-  const state = { mode: "forward" as "forward" | "hang" };
-  const server = createServer((socket) => {
-    held.add(socket);
-    socket.on("close", () => held.delete(socket));
-    socket.on("error", () => {});
-    if (state.mode === "hang") return;
-    const out = connect(Number(upstream.port), upstream.hostname);
-    out.on("error", () => socket.destroy());
-    socket.pipe(out).pipe(socket);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as any).port}`,
-    set mode(mode: "forward" | "hang") {
-      state.mode = mode;
-      // Kept-alive connections would bypass the new mode: drop them.
-      held.forEach((s) => s.destroy());
-    },
-    close() {
-      held.forEach((s) => s.destroy());
-      server.close();
-    },
-  };
 }
 
 /** An LcmClient that records each call's path, body and answer (what the engine does not return). */
