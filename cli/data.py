@@ -161,7 +161,7 @@ def import_command(
     with open_services() as services:
         database = services.database
         with source.open(encoding="utf-8") as file:
-            export = parse_export(file)
+            export = parse_export(file, max_message_chars=services.settings.max_message_chars)
         target_session = session_id if session_id is not None else export.conversation.session_id
         imported = _in_transaction(
             database,

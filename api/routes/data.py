@@ -137,7 +137,7 @@ async def post_import(
         lines = (await request.body()).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise InvalidInput("the body is not UTF-8 JSONL") from exc
-    export = parse_export(lines)
+    export = parse_export(lines, max_message_chars=services.settings.max_message_chars)
     target_session = session_id if session_id is not None else export.conversation.session_id
     storage = services.storage
 

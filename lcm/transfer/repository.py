@@ -157,3 +157,17 @@ class TransferRepository:
     def insert_rows(self, model: Any, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.session.execute(insert(_table(model)), rows)
+
+    def summaries_with_parents(self, ids: Collection[str]) -> list[tuple[Summary, list[str]]]:
+        """The summaries ``ids`` with their parent ids, in order."""
+        if not ids:
+            return []
+        parents: dict[str, list[str]] = {i: [] for i in ids}
+        for summary_id, parent_id in self.session.execute(
+            select(SummaryParent.summary_id, SummaryParent.parent_id)
+            .where(SummaryParent.summary_id.in_(ids))
+            .order_by(SummaryParent.summary_id, SummaryParent.ordinal)
+        ):
+            parents[str(summary_id)].append(str(parent_id))
+        found = self.session.scalars(select(Summary).where(Summary.id.in_(ids)))
+        return [(s, parents[s.id]) for s in found]

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from lcm.assembly import summary_context_tokens
 from lcm.compaction.source import new_summary_id
+from lcm.context import SummaryView
+from lcm.context_repository import summary_view
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import (
     ContextItem,
@@ -40,62 +41,17 @@ from lcm.db.models import (
 from lcm.errors import Conflict, InvalidInput
 from lcm.files.storage import FileStorage
 from lcm.retrieval.search_backlog import request_indexing
-from lcm.storable import find_unstorable
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 from lcm.transfer.records import (
-    RECORD,
-    ContextItemRecord,
     ConversationRecord,
     FileRecord,
     MessageRecord,
     SummaryRecord,
 )
 from lcm.transfer.repository import TransferRepository
+from lcm.transfer.validation import ParsedExport, parse_export
 
-
-@dataclass
-class ParsedExport:
-    """An export file, validated record by record."""
-
-    conversation: ConversationRecord
-    messages: list[MessageRecord]
-    files: list[FileRecord]
-    summaries: list[SummaryRecord]
-    context_items: list[ContextItemRecord]
-
-
-def parse_export(lines: Iterable[str]) -> ParsedExport:
-    """Validate an export; ``InvalidInput`` names the first bad line."""
-    header: ConversationRecord | None = None
-    records: list[MessageRecord | FileRecord | SummaryRecord | ContextItemRecord] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-            problem = find_unstorable(raw, f"line {number}")
-            if problem:
-                raise InvalidInput(problem)
-            record = RECORD.validate_python(raw)
-        except (ValueError, ValidationError) as exc:
-            raise InvalidInput(f"line {number} is not an export record: {exc}") from exc
-        if isinstance(record, ConversationRecord):
-            if header is not None:
-                raise InvalidInput(f"line {number}: a second conversation header")
-            header = record
-        elif header is None:
-            raise InvalidInput("the export must start with its conversation header")
-        else:
-            records.append(record)
-    if header is None:
-        raise InvalidInput("the export is empty")
-    return ParsedExport(
-        header,
-        [r for r in records if isinstance(r, MessageRecord)],
-        [r for r in records if isinstance(r, FileRecord)],
-        [r for r in records if isinstance(r, SummaryRecord)],
-        [r for r in records if isinstance(r, ContextItemRecord)],
-    )
+__all__ = ["Imported", "ParsedExport", "import_conversation", "parse_export"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +86,7 @@ def import_conversation(
     request_indexing(session)  # SQLite: search indexing after commit
     file_bytes = _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
     renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
-    _import_context(repo, tenant_id, cid, export.context_items, seq_to_id, renamed)
+    _import_context(repo, tenant_id, cid, export, seq_to_id, renamed)
     charge_storage(session, tenant_id, len(export.messages), file_bytes, quota or UNLIMITED)
     conversation.last_seq = max((m.seq for m in export.messages), default=0)
     conversation.last_ordinal = max((i.ordinal for i in export.context_items), default=0)
@@ -184,10 +140,12 @@ def _import_context(
     repo: TransferRepository,
     tenant_id: str,
     cid: int,
-    items: Sequence[ContextItemRecord],
+    export: ParsedExport,
     seq_to_id: dict[int, int],
     renamed: dict[str, str],
 ) -> None:
+    """Insert the context items, each costing what assembly will count (never the file's)."""
+    tokens = _item_tokens(repo, export, renamed)
     repo.insert_rows(
         ContextItem,
         [
@@ -200,11 +158,41 @@ def _import_context(
                 "summary_id": renamed.get(item.summary_id, item.summary_id)
                 if item.summary_id
                 else None,
-                "token_count": item.token_count,
+                "token_count": tokens[item.summary_id]
+                if item.summary_id
+                else tokens[item.message_seq],
             }
-            for item in items
+            for item in export.context_items
         ],
     )
+
+
+def _item_tokens(
+    repo: TransferRepository, export: ParsedExport, renamed: dict[str, str]
+) -> dict[str | int | None, int]:
+    """Message seq or summary id (as in the file) -> its context item's token count.
+
+    A message costs its (recomputed) estimate; a summary its rendered XML,
+    as compaction stores it (``summary_context_tokens``).
+    """
+    tokens: dict[str | int | None, int] = {m.seq: m.token_count for m in export.messages}
+    for s in export.summaries:
+        view = SummaryView(
+            id=renamed[s.id],
+            kind=s.kind,
+            depth=s.depth,
+            content=s.content,
+            token_count=s.token_count,
+            earliest_at=s.earliest_at,
+            latest_at=s.latest_at,
+            descendant_count=s.descendant_count,
+            parent_ids=tuple(renamed.get(p, p) for p in s.parent_ids),
+        )
+        tokens[s.id] = summary_context_tokens(view)
+    outside = {i.summary_id for i in export.context_items if i.summary_id} - set(tokens)
+    for summary, parents in repo.summaries_with_parents(outside):
+        tokens[summary.id] = summary_context_tokens(summary_view(summary, parents))
+    return tokens
 
 
 def _target(
@@ -267,7 +255,11 @@ def _import_files(
     rows = []
     stored_bytes = 0
     for f in files:
-        data = f.content.encode("utf-8") if f.encoding == "utf-8" else base64.b64decode(f.content)
+        data = (
+            f.content.encode("utf-8")
+            if f.encoding == "utf-8"
+            else base64.b64decode(f.content, validate=True)
+        )
         stored_bytes += len(data)
         sha = hashlib.sha256(data).hexdigest()
         # Content-addressed and idempotent: a rollback leaves at most an
@@ -347,12 +339,20 @@ def _import_summaries(
 
 def _check_outside_refs(repo: TransferRepository, tenant_id: str, export: ParsedExport) -> None:
     """Summaries named but not exported must be the tenant's own, still stored."""
-    outside = {i.summary_id for i in export.context_items if i.summary_id} | {
-        p for s in export.summaries for p in s.parent_ids
-    }
-    outside -= {s.id for s in export.summaries}
+    outside = export.outside_summary_ids()
     missing = outside - repo.tenant_summary_ids(tenant_id, outside)
-    if missing:
-        raise InvalidInput(
-            f"the export names summaries it does not hold and this tenant lacks: {sorted(missing)}"
-        )
+    if not missing:
+        return
+    named: list[tuple[int, list[str | None]]] = [
+        (line, list(s.parent_ids))
+        for s, line in zip(export.summaries, export.summary_lines, strict=True)
+    ]
+    named += [
+        (line, [i.summary_id])
+        for i, line in zip(export.context_items, export.context_lines, strict=True)
+    ]
+    line = min(line for line, ids in named if missing.intersection(ids))
+    raise InvalidInput(
+        f"line {line}: the export names summaries it does not hold and this tenant lacks: "
+        f"{sorted(missing)}"
+    )
