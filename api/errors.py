@@ -56,11 +56,18 @@ HTTP_CODES = {
 
 
 def error_response(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    details: dict[str, object] | None = None,
 ) -> JSONResponse:
+    """``{"error": {"code", "message", ...details}}`` (details: what an error names,
+    e.g. the setting and ceiling of ``above_ceiling``)."""
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+    error = {**(details or {}), "code": code, "message": message}
+    return JSONResponse({"error": error}, status, headers=headers)
 
 
 def _status_for(exc: errors.LcmError) -> int:
@@ -98,7 +105,8 @@ def install(app: FastAPI) -> None:
             return console.error_page(request, _status_for(exc), exc.code, exc.message)
         retry_after = getattr(exc, "retry_after", None)
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-        return error_response(_status_for(exc), exc.code, exc.message, headers)
+        details = getattr(exc, "details", None)
+        return error_response(_status_for(exc), exc.code, exc.message, headers, details)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:

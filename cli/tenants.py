@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict
 from typing import Annotated
 
 import typer
 from rich.table import Table
+from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, in_session, out
 from lcm.tenants.keys import SCOPES, IssuedKey, KeyInfo
@@ -45,6 +47,67 @@ def tenant_list(as_json: JsonOpt = False) -> None:
             tenant.name, tenant.id, f"{tenant.created_at:%Y-%m-%d %H:%M}", str(tenant.active_keys)
         )
     out.print(table)
+
+
+@tenant_app.command("settings")
+def tenant_settings(
+    name: TenantArg,
+    assignments: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="setting=value (JSON, or a plain string; null removes the override). "
+            "A limit (quota, rate, budget, cap) set here is the tenant's ceiling, "
+            "above the deployment's value if need be; each change is logged to lcm.audit."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a tenant's settings, or change them as the operator."""
+    from lcm.settings import get_settings
+    from lcm.tenants.service import (
+        OVERRIDABLE,
+        effective_settings,
+        stored_overrides,
+        tenant_by_name,
+        update_overrides,
+    )
+
+    changes = dict(_assignment(a) for a in assignments or [])
+    logging.basicConfig(level=get_settings().log_level)  # the lcm.audit line, on stderr
+
+    def work(session: Session) -> dict[str, object]:
+        tenant = tenant_by_name(session, name)
+        if changes:
+            update_overrides(session, tenant.id, changes)
+        effective = effective_settings(session, tenant.id, get_settings())
+        return {
+            "overrides": stored_overrides(session, tenant.id),
+            "effective": effective.model_dump(mode="json", include=set(OVERRIDABLE)),
+        }
+
+    shown = in_session(work)
+    if as_json:
+        typer.echo(json.dumps(shown))
+        return
+    if changes:
+        typer.echo(f"tenant {name}: set {json.dumps(changes, sort_keys=True)}")
+    effective = shown["effective"]
+    assert isinstance(effective, dict)
+    table = Table("setting", "effective")
+    for key in sorted(effective):
+        table.add_row(key, json.dumps(effective[key]))
+    out.print(table)
+
+
+def _assignment(text: str) -> tuple[str, object]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise typer.BadParameter(f"expected setting=value, got {text!r}")
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
 
 
 @key_app.command("create")

@@ -21,7 +21,7 @@ from lcm.tenants.service import (
     OVERRIDABLE,
     effective_settings,
     stored_overrides,
-    update_overrides,
+    update_own_overrides,
 )
 from lcm.tenants.usage import usage_report
 
@@ -42,15 +42,19 @@ def read_settings(
     return _out(session, tenant_id, settings)
 
 
-@router.patch("/settings", response_model=TenantSettingsOut)
+@router.patch("/settings", response_model=TenantSettingsOut, responses=error_responses(403))
 def patch_settings(
     changes: TenantSettingsPatch,
     tenant_id: AdminTenant,
     session: SessionDep,
     settings: SettingsDep,
 ) -> TenantSettingsOut:
-    """Merge overrides (``null`` removes one); validated like the process settings."""
-    update_overrides(session, tenant_id, changes.model_dump(exclude_unset=True))
+    """Merge overrides (``null`` removes one); validated like the process settings.
+
+    A limit (quota, rate, budget, cap) may be lowered, not raised above the
+    deployment's value or an operator's grant: 403 ``above_ceiling``.
+    """
+    update_own_overrides(session, tenant_id, changes.model_dump(exclude_unset=True), settings)
     return _out(session, tenant_id, settings)  # the request's unit of work commits
 
 

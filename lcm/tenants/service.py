@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,10 +17,14 @@ from lcm.db.models import Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.settings import CompactionSettings, ModelOverride, TenantSettings
 from lcm.storable import check_storable
+from lcm.tenants.ceilings import CEILINGS, GRANTS, check_within, clamped
 from lcm.tenants.keys import IssuedKey, issue_key
 from lcm.tenants.repository import TenantRepository
 
 S = TypeVar("S", bound=CompactionSettings)
+
+# Operators' changes to a tenant (settings beyond its ceilings): one line each.
+audit = logging.getLogger("lcm.audit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,30 +100,92 @@ def effective_settings(session: Session, tenant_id: str, base: S) -> S:
 
 
 def with_overrides(base: S, overrides: dict[str, Any] | None) -> S:
-    """``base`` with stored ``overrides`` (a tenant's ``settings_overrides``) on top."""
+    """``base`` with stored ``overrides`` (a tenant's ``settings_overrides``) on top:
+    the operator's grants, then the tenant's own values within their ceilings
+    (``lcm.tenants.ceilings``)."""
     if not overrides:
         return base
-    update = dict(overrides)
+    own, grants = _split(overrides)
+    effective = base.model_copy(update=_decoded({**grants, **own}))
+    if own.keys() & CEILINGS.keys():
+        ceiling = base.model_copy(update=_decoded(grants)) if grants else base
+        effective = clamped(effective, ceiling, set(own))
+    return effective
+
+
+def _split(stored: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tenant's own values and the operator's grants."""
+    own = {k: v for k, v in stored.items() if k != GRANTS}
+    return own, dict(stored.get(GRANTS) or {})
+
+
+def _decoded(values: dict[str, Any]) -> dict[str, Any]:
+    update = dict(values)
     if "model_overrides" in update:  # stored as JSON; model_copy does not validate
         update["model_overrides"] = [
             ModelOverride.model_validate(rule) for rule in update["model_overrides"]
         ]
-    return base.model_copy(update=update)
+    return update
 
 
 def stored_overrides(session: Session, tenant_id: str) -> dict[str, Any]:
+    """The tenant's own overrides (the operator's grants show in its effective settings)."""
     tenant = TenantRepository(session).get(tenant_id)
-    return dict(tenant.settings_overrides) if tenant is not None else {}
+    return _split(tenant.settings_overrides)[0] if tenant is not None else {}
 
 
-def update_overrides(session: Session, tenant_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``changes`` into the tenant's overrides (a null value removes one)."""
+def _merged(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    removals = {k for k, v in changes.items() if v is None}
+    return {k: v for k, v in {**current, **changes}.items() if k not in removals}
+
+
+def _store(tenant: Tenant, own: dict[str, Any], grants: dict[str, Any]) -> dict[str, Any]:
+    stored = validate_overrides(own)
+    if grants:
+        stored[GRANTS] = validate_overrides(grants)
+    tenant.settings_overrides = stored
+    return _split(stored)[0]
+
+
+def _tenant(session: Session, tenant_id: str) -> Tenant:
     tenant = TenantRepository(session).get(tenant_id)
     if tenant is None:
         raise NotFound("no such tenant")
-    removals = {k for k, v in changes.items() if v is None}
-    merged = {
-        k: v for k, v in {**tenant.settings_overrides, **changes}.items() if k not in removals
-    }
-    tenant.settings_overrides = validate_overrides(merged)
-    return dict(tenant.settings_overrides)
+    return tenant
+
+
+def update_own_overrides(
+    session: Session, tenant_id: str, changes: dict[str, Any], deployment: TenantSettings
+) -> dict[str, Any]:
+    """The tenant's own change (``PATCH /v1/tenant/settings``): merged like
+    :func:`update_overrides`, refused (:class:`AboveCeiling`) if it raises a limit
+    above its ceiling, the operator's grant or else ``deployment``'s value."""
+    tenant = _tenant(session, tenant_id)
+    own, grants = _split(tenant.settings_overrides)
+    own = _merged(own, changes)
+    validate_overrides(own)  # a malformed value is a 400 before any comparison
+    ceiling = deployment.model_copy(update=_decoded(grants)) if grants else deployment
+    proposed = ceiling.model_copy(update=_decoded(own))
+    check_within({k for k, v in changes.items() if v is not None}, proposed, ceiling)
+    return _store(tenant, own, grants)
+
+
+def update_overrides(session: Session, tenant_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """An operator's change: merge ``changes`` into the tenant's overrides (a null
+    value removes one). A limit (``CEILINGS``) becomes a grant, the tenant's ceiling
+    for it, whatever the deployment's value; the change is logged to ``lcm.audit``."""
+    tenant = _tenant(session, tenant_id)
+    own, grants = _split(tenant.settings_overrides)
+    limits = {k: v for k, v in changes.items() if k in CEILINGS}
+    grants = _merged(grants, limits)
+    # A granted limit replaces the tenant's own value for it.
+    own = _merged(own, {k: (None if k in CEILINGS else v) for k, v in changes.items()})
+    stored = _store(tenant, own, grants)
+    audit.info(
+        "operator changed the settings of tenant %s (%s): %s",
+        tenant.name,
+        tenant_id,
+        json.dumps(changes, sort_keys=True, default=str),
+        extra={"tenant_id": tenant_id, "changes": changes},
+    )
+    return stored
