@@ -28,11 +28,13 @@ from typing import Annotated
 from urllib.parse import unquote_to_bytes
 
 from fastapi import Path, Request
+from pydantic import AfterValidator
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.console.headers import is_console_path
 from api.console.rendering import error_page
 from api.contract import Text
+from lcm.conversations.session_keys import normalized_session_key
 
 # Validation error types answered with their own error code (pydantic refuses
 # a lone surrogate in any ``str`` itself, as ``string_unicode``).
@@ -40,8 +42,12 @@ ERROR_CODES = {
     "invalid_text": "invalid_text",
     "string_unicode": "invalid_text",
 }
-# ``{key}`` of /v1/conversations/{key}/…: the URL-decoded session key (slashes allowed).
-SessionKey = Annotated[Text, Path(min_length=1, max_length=512)]
+# ``{key}`` of /v1/conversations/{key}/…: the URL-decoded session key (slashes allowed),
+# in NFC; one holding a control, zero-width, bidi or format character is refused
+# with ``invalid_session_key`` (lcm/conversations/session_keys.py).
+SessionKey = Annotated[
+    Text, Path(min_length=1, max_length=512), AfterValidator(normalized_session_key)
+]
 
 
 class Utf8Only:

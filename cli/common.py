@@ -10,16 +10,26 @@ import typer
 from rich.console import Console
 from sqlalchemy.orm import Session
 
+from lcm.conversations.session_keys import normalized_session_key
 from lcm.db.engine import Database
-from lcm.errors import LcmError, NotFound
+from lcm.errors import InvalidSessionKey, LcmError, NotFound
 from lcm.settings import get_settings
 from lcm.tenants.repository import TenantRepository
 
 console = Console(stderr=True)  # progress and errors
 out = Console()  # results
 
+
+def session_key(value: str) -> str:
+    """A session key given on the command line, in NFC; a usage error if it may not be one."""
+    try:
+        return normalized_session_key(value)
+    except InvalidSessionKey as exc:
+        raise typer.BadParameter(exc.message) from exc
+
+
 TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant name.")]
-KeyArg = Annotated[str, typer.Argument(help="Session key.")]
+KeyArg = Annotated[str, typer.Argument(help="Session key.", callback=session_key)]
 SessionOpt = Annotated[str | None, typer.Option(help="A session id of the family.")]
 BudgetOpt = Annotated[int | None, typer.Option(help="Token budget (default from settings).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]

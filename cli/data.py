@@ -23,6 +23,7 @@ from cli.common import (
     out,
     tenant_id_for,
 )
+from lcm.conversations.session_keys import printable_session_key
 from lcm.db.engine import Database
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def list_command(
     for c in page.conversations:
         table.add_row(
             str(c.conversation_id),
-            c.session_key,
+            printable_session_key(c.session_key),
             c.session_id or "-",
             str(c.archived),
             str(c.messages),

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from cli.common import JsonOpt, console, in_session, out, tenant_id_for
 from lcm.compaction.debt_repository import DebtListing
 from lcm.compaction.debt_statements import DONE, FAILED, PENDING, RUNNING
+from lcm.conversations.session_keys import printable_session_key
 from lcm.settings import get_settings
 
 debt_app = typer.Typer(help="Compaction debt (one row per conversation).", no_args_is_help=True)
@@ -55,7 +56,7 @@ def debt_list(
         table.add_row(
             str(r.conversation_id),
             r.tenant_name,
-            r.session_key,
+            printable_session_key(r.session_key),
             r.status,
             r.reason,
             str(r.attempts),

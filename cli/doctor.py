@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, in_session, open_services, out, tenant_id_for
 from lcm.compaction.inline import run_inline
+from lcm.conversations.session_keys import printable_session_key
 from lcm.settings import get_settings
 
 
@@ -110,7 +111,7 @@ def _print(found: list[dict[str, object]], as_json: bool) -> None:
             table.add_row(
                 str(entry["tenant"]),
                 str(c["conversation_id"]),
-                c["session_key"],
+                printable_session_key(str(c["session_key"])),
                 str(len(c["broken"])),
                 str(len(c["truncated"])),
                 str(len(c["degraded"])),

@@ -19,7 +19,16 @@ from rich.table import Table
 from rich.text import Text
 
 from cli import conversations
-from cli.common import BudgetOpt, JsonOpt, TenantOpt, console, open_services, out, tenant_id_for
+from cli.common import (
+    BudgetOpt,
+    JsonOpt,
+    TenantOpt,
+    console,
+    open_services,
+    out,
+    session_key,
+    tenant_id_for,
+)
 from lcm.compaction.inline import compact_now
 from lcm.context import context_tokens
 from lcm.errors import LcmError
@@ -73,9 +82,12 @@ def import_command(
     if transcript_format != "auto" and transcript_format not in FORMATS:
         raise typer.BadParameter("--format is auto, openclaw or claude-code")
     files = _transcript_files(paths)
+    # Every file's key is checked before the first import: a file name can hold
+    # what a session key may not.
+    keys = [session_key(key or path.stem) for path in files]
     with open_services() as services:
         fmt = cast(FormatChoice, transcript_format)
-        reports = _import_all(services, files, fmt, compact, tenant, key, token_budget)
+        reports = _import_all(services, files, fmt, compact, tenant, keys, token_budget)
     if as_json:
         for report in reports:
             out.print_json(json.dumps(asdict(report)))
@@ -89,7 +101,7 @@ def _import_all(
     transcript_format: FormatChoice,
     compact: bool,
     tenant: str,
-    key: str | None,
+    keys: list[str],
     token_budget: int | None,
 ) -> list[FileReport]:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate())
@@ -97,8 +109,8 @@ def _import_all(
         importer = _Importer(services, transcript_format, tenant, progress)
         files_task = progress.add_task("files", total=len(files))
         reports = []
-        for path in files:
-            reports.append(importer.run(path, key or path.stem, compact, token_budget))
+        for path, key in zip(files, keys, strict=True):
+            reports.append(importer.run(path, key, compact, token_budget))
             progress.advance(files_task)
     return reports
 

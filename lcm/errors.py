@@ -24,6 +24,12 @@ class InvalidInput(LcmError):
     code = "invalid_input"
 
 
+class InvalidSessionKey(InvalidInput):
+    """A session key holding a control, zero-width, bidirectional or other format character."""
+
+    code = "invalid_session_key"
+
+
 class TooLarge(LcmError):
     """A body, batch or message exceeds a configured limit."""
 

@@ -11,6 +11,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from lcm.conversations.session_keys import printable_session_key
 from lcm.db.models import utcnow
 from lcm.tenants.console_sessions import ConsoleSession
 
@@ -42,6 +43,8 @@ def _pretty_json(value: Any) -> str:
 templates.env.filters["age"] = _age
 templates.env.filters["when"] = _when
 templates.env.filters["pretty_json"] = _pretty_json
+# Keys stored before the session-key rule may hold characters that do not show.
+templates.env.filters["key"] = printable_session_key
 
 
 def render(

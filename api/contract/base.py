@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from lcm.conversations.session_keys import normalized_session_key
 from lcm.storable import unstorable_text
 
 if TYPE_CHECKING:
@@ -43,7 +44,11 @@ RowId = Annotated[int, Field(ge=1, le=INT64_MAX)]
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 TokenBudget = Annotated[int, Field(gt=0, le=10_000_000)]
 SessionIdText = Annotated[Text, Field(min_length=1, max_length=200)]
-SessionKeyText = Annotated[Text, Field(min_length=1, max_length=512)]
+# NFC, and no control, zero-width, bidi or format character: ``InvalidSessionKey``
+# is no ValueError, so pydantic lets it through to api/errors.py (400, its code).
+SessionKeyText = Annotated[
+    Text, Field(min_length=1, max_length=512), AfterValidator(normalized_session_key)
+]
 NodeIdText = Annotated[Text, Field(min_length=1, max_length=64)]
 NodeIds = Annotated[list[NodeIdText], Field(max_length=MAX_SUMMARY_IDS)]
 Compaction = Literal["none", "scheduled", "ran"]
