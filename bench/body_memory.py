@@ -84,22 +84,25 @@ def post(base_url: str, body: bytes, headers: dict[str, str]) -> str:
         return type(exc).__name__
 
 
-def flood(base_url: str, pid: int, headers: dict[str, str], label: str) -> int:
-    """50 concurrent 15 MB bodies; prints codes, time and peak growth; returns growth KiB."""
+def flood(
+    base_url: str, pid: int, headers: dict[str, str], label: str, requests: int = REQUESTS
+) -> tuple[Counter[str], int]:
+    """Concurrent 15 MB bodies; prints codes, time and peak growth; returns codes and
+    growth (KiB)."""
     body = b"{" * BODY_BYTES  # one buffer shared by every sender
     idle = resident_kib(pid)
     started = time.monotonic()
-    with PeakSampler(pid) as sampler, ThreadPoolExecutor(REQUESTS) as pool:
-        codes = Counter(pool.map(lambda _i: post(base_url, body, headers), range(REQUESTS)))
+    with PeakSampler(pid) as sampler, ThreadPoolExecutor(requests) as pool:
+        codes = Counter(pool.map(lambda _i: post(base_url, body, headers), range(requests)))
     elapsed = time.monotonic() - started
     growth = sampler.peak - idle
     print(
-        f"{label}: {REQUESTS} x {BODY_BYTES >> 20} MB in {elapsed:.2f} s; codes {dict(codes)}; "
+        f"{label}: {requests} x {BODY_BYTES >> 20} MB in {elapsed:.2f} s; codes {dict(codes)}; "
         f"resident idle {idle / 1024:.0f} MB, peak {sampler.peak / 1024:.0f} MB, "
         f"growth {growth / 1024:.0f} MB",
         flush=True,
     )
-    return growth
+    return codes, growth
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

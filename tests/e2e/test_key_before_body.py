@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -14,6 +15,7 @@ from starlette.types import Message, Receive, Scope, Send
 from api.key_gate import KeyBeforeBody, KnownKeys
 from lcm.db.engine import Database
 from lcm.tenants.service import IssuedKey
+from tests import servers
 from tests.conftest import RecordingSender, api_client, auth
 
 LIMIT = 64 * 1024
@@ -118,3 +120,17 @@ def test_known_keys_expire_and_are_bounded() -> None:
     assert "b" in known
     now[0] = 11
     assert "c" not in known
+
+
+def test_lcm_serve_does_not_buffer_bodies_without_a_key(tmp_path: Path) -> None:
+    """50 concurrent 15 MB bodies without a key: all 401, the server grows < 50 MB
+    (it grew 1.6 GB when it parsed them first). ``python -m bench body_memory``."""
+    from bench.body_memory import flood
+
+    handle = servers.start_serve({"LCM_HOME": str(tmp_path / "home")}, log=tmp_path / "serve.log")
+    try:
+        codes, growth_kib = flood(handle.base_url, handle.process.pid, {}, "no key")
+    finally:
+        handle.stop()
+    assert codes == {"401": 50}
+    assert growth_kib < 50 * 1024
