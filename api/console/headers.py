@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.console.rendering import error_page
+
+log = logging.getLogger(__name__)
 
 # No inline script or style anywhere (console.js sets bar widths from data
 # attributes), no framing, forms post only to the console itself.
@@ -29,7 +36,10 @@ def is_console_path(path: str) -> bool:
 class ConsoleHeaders:
     """ASGI middleware: adds :data:`HEADERS` (and HSTS on https) to ``/console`` responses.
 
-    Outermost, so that refusals answered before routing carry them too.
+    Outermost, so that refusals answered before routing carry them too. An
+    unexpected error on a console page is answered here as a 500 page (with
+    the headers) and not raised on: raised past the app, the server would
+    close the browser's kept-alive connection.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -40,9 +50,12 @@ class ConsoleHeaders:
             await self.app(scope, receive, send)
             return
         https = scope.get("scheme") == "https"
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = MutableHeaders(scope=message)
                 for name, value in HEADERS.items():
                     headers[name] = value
@@ -50,4 +63,11 @@ class ConsoleHeaders:
                     headers["Strict-Transport-Security"] = STRICT_TRANSPORT_SECURITY
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if started:  # too late for a page: the server ends the response
+                raise
+            log.exception("unhandled error on a console page")
+            page = error_page(Request(scope), 500, "internal_error", "internal error")
+            await page(scope, receive, send_with_headers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
@@ -10,12 +11,16 @@ from starlette.testclient import TestClient
 from api.console.headers import HEADERS, ConsoleHeaders
 
 
-def _app() -> ConsoleHeaders:
+def _app() -> Starlette:
     def page(_request: object) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    routes = [Route("/console/x", page), Route("/v1/x", page)]
-    return ConsoleHeaders(Starlette(routes=routes))
+    def broken(_request: object) -> PlainTextResponse:
+        raise RuntimeError("a bug")
+
+    routes = [Route("/console/x", page), Route("/v1/x", page), Route("/console/broken", broken)]
+    # as in api/app.py: inside Starlette's own error middleware
+    return Starlette(routes=routes, middleware=[Middleware(ConsoleHeaders)])
 
 
 def test_console_responses_carry_the_headers_and_hsts_only_on_https() -> None:
@@ -30,3 +35,11 @@ def test_console_responses_carry_the_headers_and_hsts_only_on_https() -> None:
 def test_the_api_is_left_alone() -> None:
     answered = TestClient(_app()).get("/v1/x")
     assert "content-security-policy" not in answered.headers
+
+
+def test_an_unexpected_error_is_a_500_page_with_the_headers_not_raised_on() -> None:
+    # Raised past the app, uvicorn would close the kept-alive connection.
+    answered = TestClient(_app(), raise_server_exceptions=True).get("/console/broken")
+    assert answered.status_code == 500
+    assert answered.headers["content-type"].startswith("text/html")
+    assert answered.headers["x-frame-options"] == "DENY"
