@@ -66,12 +66,20 @@ export function isOverflowRecovery(params: { runtimeContext?: RuntimeContext; ru
 export const TOOL_CALLER = "tool_call";
 const RECALL_TOOLS = ["lcm_grep", "lcm_describe", "lcm_expand", "lcm_expand_query"];
 
-/** `available_tools` and `tool_caller` for the server's recall prompt. */
+/**
+ * `available_tools` and `tool_caller` for the server's recall prompt.
+ *
+ * OpenClaw asks for a turn's context twice: first with the run's whole tool
+ * catalog, then with the tools the model sees. Under tool search (its
+ * default) `tool_call` is in both and the recall tools are deferred behind
+ * it (absent from the second set, present in the first). Only what the
+ * recall prompt depends on is sent, so both requests are the same and the
+ * second is answered from the first.
+ */
 export function recallTools(available?: Set<string>): { available_tools: string[] | null; tool_caller?: string } {
   if (!available) return { available_tools: null };
-  const direct = RECALL_TOOLS.some((t) => available.has(t));
-  if (!direct && available.has(TOOL_CALLER)) return { available_tools: null, tool_caller: TOOL_CALLER };
-  return { available_tools: [...available] };
+  if (available.has(TOOL_CALLER)) return { available_tools: null, tool_caller: TOOL_CALLER };
+  return { available_tools: RECALL_TOOLS.filter((t) => available.has(t)) };
 }
 
 /**

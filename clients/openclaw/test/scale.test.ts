@@ -202,8 +202,14 @@ test("one assemble request per turn: the second identical call is answered from 
 });
 
 test("the recall prompt names the deferred route under tool search", async () => {
-  assert.deepEqual(recallTools(new Set(["tool_search", "tool_describe", "tool_call", "read"])), { available_tools: null, tool_caller: "tool_call" });
-  assert.deepEqual(recallTools(new Set(["lcm_grep", "tool_call"])), { available_tools: ["lcm_grep", "tool_call"] });
+  // OpenClaw's two asks under tool search: the whole catalog, then what the model sees.
+  const catalog = recallTools(new Set(["read", "tool_search", "tool_describe", "tool_call", "lcm_grep", "lcm_expand", "web_fetch"]));
+  const visible = recallTools(new Set(["read", "tool_search", "tool_describe", "tool_call"]));
+  assert.deepEqual(catalog, { available_tools: null, tool_caller: "tool_call" });
+  assert.deepEqual(visible, catalog, "the same request: answered once");
+  // Tool search off: the recall tools the run has, whatever else it has.
+  assert.deepEqual(recallTools(new Set(["read", "lcm_grep", "lcm_expand", "web_fetch"])), { available_tools: ["lcm_grep", "lcm_expand"] });
+  assert.deepEqual(recallTools(new Set(["read", "lcm_grep", "lcm_expand"])), { available_tools: ["lcm_grep", "lcm_expand"] });
   assert.deepEqual(recallTools(undefined), { available_tools: null });
 });
 
