@@ -1,4 +1,4 @@
-"""``lcm doctor``: broken, truncated and degraded summaries, and their repair."""
+"""``lcm doctor``: unhealthy summaries and structural problems, and their repair."""
 
 from __future__ import annotations
 
@@ -25,7 +25,11 @@ def doctor(
         int | None, typer.Option("--conversation", help="One conversation id.")
     ] = None,
     apply: Annotated[
-        bool, typer.Option("--apply", help="Re-summarize degraded summaries with the LLM.")
+        bool,
+        typer.Option(
+            "--apply",
+            help="Repair structural problems; re-summarize degraded summaries with the LLM.",
+        ),
     ] = False,
     inline: Annotated[
         bool,
@@ -33,9 +37,12 @@ def doctor(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """List unhealthy summaries per tenant and conversation; ``--apply`` repairs degraded ones.
+    """List unhealthy summaries and structural problems per tenant and conversation.
 
-    ``--apply`` owes a repair job per conversation (leased like compaction)
+    ``--apply`` repairs structural problems at once (dangling context items
+    dropped, counters raised, token counts recomputed; what cannot be
+    repaired is listed), then owes a repair job per conversation with
+    degraded summaries (leased like compaction)
     and wakes a worker; in embedded mode ``lcm serve``'s reconciler wakes it.
     ``--apply --inline`` runs the jobs here instead (the LLM must be reachable).
     """
@@ -68,33 +75,38 @@ def _apply(
     inline: bool,
     as_json: bool,
 ) -> None:
-    """Owe the repairs; wake workers for them, or (``--inline``) run them here."""
+    """Repair structure; owe the LLM repairs and wake workers, or (``--inline``) run them here."""
     from lcm.doctor.service import request_repair
+    from lcm.doctor.structure import repair_structure
 
     embedded = get_settings().database_url.startswith("sqlite")
+    structural: list[dict[str, object]] = []
 
     def owe(session: Session) -> list[int]:
         mode = "inline" if inline else "deferred"
-        return [
-            cid
-            for tid, _ in tenants(session)
-            for cid in request_repair(session, tid, conversation, mode=mode)
-        ]
+        owed = []
+        for tid, _ in tenants(session):
+            structural.extend(asdict(r) for r in repair_structure(session, tid, conversation))
+            owed += request_repair(session, tid, conversation, mode=mode)
+        return owed
 
     # Embedded mode's worker lives inside `lcm serve` behind an in-memory
     # broker this process cannot reach: its reconciler wakes the owed rows.
     owed = in_session(owe, send_jobs=not inline and not embedded)
+    if structural and not as_json:
+        typer.echo(f"structural repairs: {structural}")
     if inline and owed:
         with open_services() as services:
             jobs = services.compaction_jobs("cli")
             ended = {cid: _ended(run_inline(jobs, cid)) for cid in owed}
-        typer.echo(json.dumps({"repaired": ended}) if as_json else f"repairs: {ended}")
+        done = {"repaired": ended, "structural": structural}
+        typer.echo(json.dumps(done) if as_json else f"repairs: {ended}")
         if any(status != "done" for status in ended.values()):
             raise typer.Exit(1)
         return
     woken = "lcm serve's reconciler wakes them" if embedded else "wake-ups sent"
     message = f"repair owed for {len(owed)} conversation(s): {owed or '-'} ({woken})"
-    typer.echo(json.dumps({"owed": owed}) if as_json else message)
+    typer.echo(json.dumps({"owed": owed, "structural": structural}) if as_json else message)
 
 
 def _ended(report: object) -> str:
@@ -105,7 +117,17 @@ def _print(found: list[dict[str, object]], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(found))
         return
-    table = Table("tenant", "conversation", "session key", "broken", "truncated", "degraded")
+    table = Table(
+        "tenant",
+        "conversation",
+        "session key",
+        "broken",
+        "truncated",
+        "degraded",
+        "dangling items",
+        "counters behind",
+        "miscounted",
+    )
     for entry in found:
         for c in entry["conversations"]:  # type: ignore[attr-defined]
             table.add_row(
@@ -115,5 +137,8 @@ def _print(found: list[dict[str, object]], as_json: bool) -> None:
                 str(len(c["broken"])),
                 str(len(c["truncated"])),
                 str(len(c["degraded"])),
+                str(len(c["dangling_items"])),
+                ", ".join(c["counters_behind"]) or "0",
+                str(len(c["miscounted"])),
             )
     out.print(table)

@@ -127,6 +127,10 @@ class DoctorConversation(BaseModel):
     broken: list[str]  # summaries with no link to their sources
     truncated: list[str]  # escalation "fallback": deterministic truncation
     degraded: list[str]  # written without the LLM although one is configured
+    # Structural problems (added fields: older servers leave them out).
+    dangling_items: list[int] = []  # ordinals of context items pointing nowhere
+    counters_behind: list[str] = []  # "last_seq" / "last_ordinal" below a stored row's
+    miscounted: list[str] = []  # "message:<seq>", "summary:<id>", "context_item:<ordinal>"
 
 
 class DoctorOut(BaseModel):
@@ -134,12 +138,26 @@ class DoctorOut(BaseModel):
     broken: int
     truncated: int
     degraded: int
+    dangling_items: int = 0
+    counters_behind: int = 0
+    miscounted: int = 0
 
 
 class DoctorApplyIn(RequestBody):
     conversation_id: Annotated[int, Field(ge=1, le=INT64_MAX)] | None = None  # default: all
 
 
+class DoctorRepairOut(BaseModel):
+    """One conversation's structural repair, done in the apply request's transaction."""
+
+    conversation_id: int
+    dropped_items: list[int]  # ordinals of the dangling context items removed
+    counters_raised: list[str]  # "last_seq" / "last_ordinal" raised to the stored maximum
+    recounted: int  # rows whose token count was recomputed
+    unrepairable: list[str]  # what the doctor cannot repair (a summary without sources)
+
+
 class DoctorApplyOut(BaseModel):
-    status: Literal["none", "scheduled", "ran"]
+    status: Literal["none", "scheduled", "ran"]  # the LLM repairs of degraded summaries
     conversations: list[int]  # those owed a repair
+    repaired: list[DoctorRepairOut] = []

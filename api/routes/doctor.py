@@ -1,4 +1,4 @@
-"""The doctor (admin): a tenant's broken, truncated and degraded summaries, and their repair."""
+"""The doctor (admin): a tenant's unhealthy summaries and structural problems, and repairs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.contract import INT64_MAX, DoctorApplyIn, DoctorApplyOut, DoctorConversation, DoctorOut
+from api.contract import (
+    INT64_MAX,
+    DoctorApplyIn,
+    DoctorApplyOut,
+    DoctorConversation,
+    DoctorOut,
+    DoctorRepairOut,
+)
 from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep
 from lcm.compaction.inline import run_inline
 from lcm.doctor.service import diagnose, request_repair
+from lcm.doctor.structure import repair_structure
 from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/tenant/doctor", tags=["tenant"])
@@ -23,13 +31,12 @@ def get_doctor(
     session: ReadSessionDep,
     conversation_id: Annotated[int | None, Query(ge=1, le=INT64_MAX)] = None,
 ) -> DoctorOut:
-    """Unhealthy summaries by conversation (a summary may be truncated and degraded)."""
+    """Unhealthy summaries and structural problems by conversation."""
     report = diagnose(session, tenant_id, conversation_id)
+    totals = asdict(report)
+    del totals["conversations"]
     return DoctorOut(
-        conversations=[DoctorConversation(**asdict(c)) for c in report.conversations],
-        broken=report.broken,
-        truncated=report.truncated,
-        degraded=report.degraded,
+        conversations=[DoctorConversation(**asdict(c)) for c in report.conversations], **totals
     )
 
 
@@ -41,19 +48,21 @@ def post_doctor_apply(
     settings: SettingsDep,
     inline_jobs: InlineJobsDep,
 ) -> DoctorApplyOut:
-    """Re-summarize degraded summaries in place: a leased job per conversation.
+    """Repair structural problems here; re-summarize degraded summaries with leased jobs.
 
     Deferred mode schedules the jobs (their wake-ups leave with the commit);
     inline mode runs them here, after the commit.
     """
     with database.transaction() as session:
+        fixed = repair_structure(session, tenant_id, body.conversation_id)
         mode = effective_settings(session, tenant_id, settings).compaction_mode
         owed = request_repair(session, tenant_id, body.conversation_id, mode=mode)
+    repaired = [DoctorRepairOut(**asdict(r)) for r in fixed]
     if not owed:
-        return DoctorApplyOut(status="none", conversations=[])
+        return DoctorApplyOut(status="none", conversations=[], repaired=repaired)
     if mode == "inline":
         reports = [run_inline(inline_jobs(), cid) for cid in owed]
         # A repair that found the LLM still down ends "retry": its debt retries later.
         if all(r is not None and r.ended == "done" for r in reports):
-            return DoctorApplyOut(status="ran", conversations=owed)
-    return DoctorApplyOut(status="scheduled", conversations=owed)
+            return DoctorApplyOut(status="ran", conversations=owed, repaired=repaired)
+    return DoctorApplyOut(status="scheduled", conversations=owed, repaired=repaired)

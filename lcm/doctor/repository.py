@@ -9,7 +9,14 @@ from sqlalchemy.orm import Session
 
 from lcm.context import MessageView, SummaryView
 from lcm.context_repository import load_message_views, summary_view
-from lcm.db.models import ContextItem, Conversation, Summary, SummaryMessage, SummaryParent
+from lcm.db.models import (
+    ContextItem,
+    Conversation,
+    Message,
+    Summary,
+    SummaryMessage,
+    SummaryParent,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +46,13 @@ class SummaryHealth:
 
 
 def _has_sources() -> ColumnElement[bool]:
-    messages = select(SummaryMessage.message_id).where(SummaryMessage.summary_id == Summary.id)
+    # summary_messages has no foreign key (migration 0012): a link to a
+    # message that is gone is no source.
+    messages = (
+        select(SummaryMessage.message_id)
+        .join(Message, Message.id == SummaryMessage.message_id)
+        .where(SummaryMessage.summary_id == Summary.id)
+    )
     parents = select(SummaryParent.parent_id).where(SummaryParent.summary_id == Summary.id)
     return or_(messages.exists(), parents.exists())
 

@@ -9,8 +9,10 @@ from sqlalchemy.orm import Session
 from lcm.compaction.debt_statements import REPAIR
 from lcm.compaction.service import owe_compaction
 from lcm.doctor.repository import DoctorRepository
+from lcm.doctor.structure import DOCTOR_LIMIT, find_structural
+from lcm.doctor.structure_repository import StructureRepository
 
-DOCTOR_LIMIT = 10_000
+__all__ = ["DOCTOR_LIMIT", "ConversationHealth", "DoctorReport", "diagnose", "request_repair"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +22,10 @@ class ConversationHealth:
     broken: list[str] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
+    # Structural problems (lcm.doctor.structure).
+    dangling_items: list[int] = field(default_factory=list)
+    counters_behind: list[str] = field(default_factory=list)
+    miscounted: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +34,16 @@ class DoctorReport:
     broken: int
     truncated: int
     degraded: int
+    dangling_items: int = 0
+    counters_behind: int = 0
+    miscounted: int = 0
 
 
 def diagnose(
     session: Session, tenant_id: str, conversation_id: int | None = None, limit: int = DOCTOR_LIMIT
 ) -> DoctorReport:
-    """Broken (no sources), truncated (escalation fallback) and degraded summaries.
+    """Broken (no sources), truncated (escalation fallback) and degraded summaries,
+    and structural problems (``lcm.doctor.structure``).
 
     A summary can be in several lists: a truncation made while the LLM was
     down is both truncated and degraded.
@@ -46,12 +56,23 @@ def diagnose(
             by_conversation[row.conversation_id] = entry
         for problem in row.problems:
             getattr(entry, problem).append(row.summary_id)
-    found = list(by_conversation.values())
+    structural = find_structural(session, tenant_id, conversation_id)
+    keys = StructureRepository(session).session_keys(set(structural) - set(by_conversation))
+    for cid, problems in structural.items():
+        entry = by_conversation.get(cid) or ConversationHealth(cid, keys.get(cid, ""))
+        by_conversation[cid] = entry
+        entry.dangling_items.extend(problems.dangling_items)
+        entry.counters_behind.extend(problems.counters_behind)
+        entry.miscounted.extend(problems.miscounted)
+    found = sorted(by_conversation.values(), key=lambda c: c.conversation_id)
     return DoctorReport(
         found,
         sum(len(c.broken) for c in found),
         sum(len(c.truncated) for c in found),
         sum(len(c.degraded) for c in found),
+        sum(len(c.dangling_items) for c in found),
+        sum(len(c.counters_behind) for c in found),
+        sum(len(c.miscounted) for c in found),
     )
 
 

@@ -128,7 +128,7 @@ def test_outage_degrades_doctor_lists_them_and_apply_repairs_in_place(
     llm.set_default(Behaviour.reply("Repaired by the LLM: the zanzibar rollout.\n"))
     r = llm_client.post("/v1/tenant/doctor/apply", json={}, headers=auth(tenant))
     assert r.status_code == 200, r.text
-    assert r.json() == {"status": "ran", "conversations": [cid]}
+    assert r.json() == {"status": "ran", "conversations": [cid], "repaired": []}
 
     after = summaries(db)
     assert set(made) <= set(after)  # same ids: none removed, none replaced
