@@ -341,7 +341,7 @@ def test_doctor_apply_repairs_on_a_worker_once_the_llm_is_back(
     time.sleep(0.6)
     r = api.post("/v1/tenant/doctor/apply", json={}, headers=auth(tenant))
     assert r.status_code == 200, r.text
-    assert r.json() == {"status": "scheduled", "conversations": [cid]}
+    assert r.json() == {"status": "scheduled", "conversations": [cid], "repaired": []}
     wait_until(lambda: not degraded() and all_done(pg_db, 1)(), 60, "the repair job", workers.tail)
     with pg_db.session() as s:
         after = {row.id: row for row in s.scalars(select(Summary))}
