@@ -34,8 +34,11 @@ export type TranscriptReader = (params: Record<string, unknown>) => Promise<Page
 
 /** OpenClaw's reader, or null when this OpenClaw does not export it. */
 export async function hostReader(): Promise<TranscriptReader | null> {
+  // A specifier in a variable: the package builds without OpenClaw installed
+  // (its peer dependency, present where the gateway loads the plugin).
+  const specifier = "openclaw/plugin-sdk/session-transcript-runtime";
   try {
-    const runtime: any = await import("openclaw/plugin-sdk/session-transcript-runtime");
+    const runtime: any = await import(specifier);
     return typeof runtime.readSessionTranscriptVisibleMessageDelta === "function"
       ? runtime.readSessionTranscriptVisibleMessageDelta
       : null;
