@@ -83,9 +83,11 @@ export function recallTools(available?: Set<string>): { available_tools: string[
 }
 
 /**
- * Assemble answers kept briefly per session: OpenClaw asks twice per turn with
- * the same request. Any write to the session drops its entry, so a reuse never
- * hides the caller's own new messages; failures are not kept.
+ * Assemble answers kept briefly per session: OpenClaw asks twice per turn
+ * (the same request once recallTools has reduced it). Every write to the
+ * session drops the entry when it starts and again when it ends: an assemble
+ * asked while the write was in flight may not see it, and must not be reused
+ * after it. Failures are not kept.
  */
 export class RecentAssembles {
   private readonly entries = new Map<string, { body: string; at: number; answer: Promise<AssembleOut> }>();
@@ -138,18 +140,27 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
   const key = (ids: Ids) => lcmSessionKey(cfg, ids);
   const path = (ids: Ids, action: string) => http.conversationPath(key(ids), action);
   const budgetOf = (tokenBudget?: number | null) => tokenBudget ?? cfg.defaultTokenBudget;
-  const wrote = (ids: Ids) => shared.assembles.forget(key(ids));
+  /** A write to the session, with its kept assemble answer dropped before and after (RecentAssembles). */
+  async function writing<T>(ids: Ids, write: () => Promise<T>): Promise<T> {
+    shared.assembles.forget(key(ids));
+    try {
+      return await write();
+    } finally {
+      shared.assembles.forget(key(ids));
+    }
+  }
 
   async function turn(ids: Ids, messages: AgentMessage[], tokenBudget?: number, settings?: RuntimeSettings) {
     const batch = toLcmBatch(messages);
     if (batch.length === 0) return { ingested: 0 };
-    wrote(ids);
-    return await http.request<{ ingested: number }>("POST", path(ids, "turns"), {
-      session_id: ids.sessionId,
-      messages: batch,
-      token_budget: budgetOf(tokenBudget ?? settings?.limits?.promptTokenBudget),
-      ...modelSignals(settings),
-    });
+    return await writing(ids, () =>
+      http.request<{ ingested: number }>("POST", path(ids, "turns"), {
+        session_id: ids.sessionId,
+        messages: batch,
+        token_budget: budgetOf(tokenBudget ?? settings?.limits?.promptTokenBudget),
+        ...modelSignals(settings),
+      }),
+    );
   }
 
   /** A file-backed session's transcript, through the server's anchored import (once per file state). */
@@ -158,12 +169,13 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
     const mark = `${stat.size}:${stat.mtimeMs}`;
     const memo = `${key(params)}\n${params.sessionId ?? ""}\n${file}`;
     if (shared.importedFiles.get(memo) === mark) return { bootstrapped: true, importedMessages: 0, reason: "transcript unchanged" };
-    wrote(params);
-    const out = await http.request<{ imported: number; anchor: string }>("POST", path(params, "bootstrap"), {
-      session_id: params.sessionId,
-      transcript_jsonl: readFileSync(file, "utf8"),
-      format: "openclaw",
-    });
+    const out = await writing(params, () =>
+      http.request<{ imported: number; anchor: string }>("POST", path(params, "bootstrap"), {
+        session_id: params.sessionId,
+        transcript_jsonl: readFileSync(file, "utf8"),
+        format: "openclaw",
+      }),
+    );
     shared.importedFiles.set(memo, mark);
     return { bootstrapped: true, importedMessages: out.imported, reason: `anchor: ${out.anchor}` };
   }
@@ -193,20 +205,16 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
       const read = await shared.hostReader();
       if (read === null) return { bootstrapped: false, reason: "this OpenClaw has no transcript cursor API" };
       const memoKey = `${key(params)}\n${params.sessionId ?? ""}`;
-      const result = await syncHostTranscript({ client: http, read, path: (action) => path(params, action), cursors: shared.cursors, memoKey }, params);
-      if (result.importedMessages) wrote(params);
-      return result;
+      const sync = { client: http, read, path: (action: string) => path(params, action), cursors: shared.cursors, memoKey };
+      return await writing(params, () => syncHostTranscript(sync, params));
     },
 
     async ingest(params: Ids & { message: AgentMessage; isHeartbeat?: boolean }) {
       if (params.isHeartbeat) return { ingested: false };
       const batch = toLcmBatch([params.message]);
       if (batch.length === 0) return { ingested: false };
-      wrote(params);
-      const out = await http.request<{ ingested: number }>("POST", path(params, "messages"), {
-        session_id: params.sessionId,
-        messages: batch,
-      });
+      const body = { session_id: params.sessionId, messages: batch };
+      const out = await writing(params, () => http.request<{ ingested: number }>("POST", path(params, "messages"), body));
       return { ingested: out.ingested > 0 };
     },
 
@@ -214,26 +222,23 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
       if (params.isHeartbeat) return { ingestedCount: 0 };
       const batch = toLcmBatch(params.messages);
       if (batch.length === 0) return { ingestedCount: 0 };
-      wrote(params);
-      const out = await http.request<{ ingested: number }>("POST", path(params, "messages"), {
-        session_id: params.sessionId,
-        messages: batch,
-      });
+      const body = { session_id: params.sessionId, messages: batch };
+      const out = await writing(params, () => http.request<{ ingested: number }>("POST", path(params, "messages"), body));
       return { ingestedCount: out.ingested };
     },
 
     /** One accepted turn, exactly once per advancement key (the server stores the key). */
     async commitTurn(params: Ids & { advancementKey: string; messages: AgentMessage[]; runtimeContext?: RuntimeContext; runtimeSettings?: RuntimeSettings }) {
-      wrote(params);
       const live = params.runtimeContext?.currentTokenCount;
-      const out = await http.request<{ status: "committed" | "duplicate" }>("POST", path(params, "commits"), {
+      const body = {
         advancement_key: params.advancementKey,
         session_id: params.sessionId,
         messages: toLcmBatch(params.messages),
         token_budget: budgetOf(params.runtimeContext?.tokenBudget ?? params.runtimeSettings?.limits?.promptTokenBudget),
         ...modelSignals(params.runtimeSettings),
         ...(typeof live === "number" && live >= 0 ? { current_token_count: Math.floor(live) } : {}),
-      });
+      };
+      const out = await writing(params, () => http.request<{ status: "committed" | "duplicate" }>("POST", path(params, "commits"), body));
       return { status: out.status };
     },
 
@@ -272,20 +277,7 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
 
     async compact(params: Ids & { tokenBudget?: number; force?: boolean; currentTokenCount?: number; compactionTarget?: "budget" | "threshold"; abortSignal?: AbortSignal; runtimeContext?: RuntimeContext; runtimeSettings?: RuntimeSettings }) {
       const budget = budgetOf(params.tokenBudget);
-      wrote(params);
-      if (isOverflowRecovery(params)) return await recoverFromOverflow(params, budget);
-      let status: StatusOut;
-      try {
-        status = await http.request<StatusOut>("GET", `${path(params, "status")}?token_budget=${budget}`, undefined, { signal: params.abortSignal });
-      } catch (error) {
-        if (isMissing(error)) return { ok: true, compacted: false, reason: "no conversation stored yet" };
-        throw error;
-      }
-      if (!params.force && status.context_tokens < status.threshold_tokens) {
-        return { ok: true, compacted: false, reason: "below the compaction threshold", result: { tokensBefore: status.context_tokens, tokensAfter: status.context_tokens } };
-      }
-      const target = params.compactionTarget === "threshold" ? status.threshold_tokens : undefined;
-      return await compactNow(params, budget, target);
+      return await writing(params, () => compactFor(params, budget));
     },
 
     /** lcm-server keeps its own copy; the host transcript is never rewritten. */
@@ -329,6 +321,23 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
       http.abortAll();
     },
   };
+
+  /** compact(): overflow recovery, or compaction when forced or at the threshold. */
+  async function compactFor(params: Ids & { force?: boolean; currentTokenCount?: number; compactionTarget?: "budget" | "threshold"; abortSignal?: AbortSignal; runtimeContext?: RuntimeContext; runtimeSettings?: RuntimeSettings }, budget: number) {
+    if (isOverflowRecovery(params)) return await recoverFromOverflow(params, budget);
+    let status: StatusOut;
+    try {
+      status = await http.request<StatusOut>("GET", `${path(params, "status")}?token_budget=${budget}`, undefined, { signal: params.abortSignal });
+    } catch (error) {
+      if (isMissing(error)) return { ok: true, compacted: false, reason: "no conversation stored yet" };
+      throw error;
+    }
+    if (!params.force && status.context_tokens < status.threshold_tokens) {
+      return { ok: true, compacted: false, reason: "below the compaction threshold", result: { tokensBefore: status.context_tokens, tokensAfter: status.context_tokens } };
+    }
+    const target = params.compactionTarget === "threshold" ? status.threshold_tokens : undefined;
+    return await compactNow(params, budget, target);
+  }
 
   /** Compact now on the server, waiting up to `compactWaitMs` for the sweep. */
   async function compactNow(params: Ids & { abortSignal?: AbortSignal }, budget: number, target?: number | null) {

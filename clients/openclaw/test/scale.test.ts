@@ -293,3 +293,28 @@ test("a connection reset before any answer is sent again once; a second reset op
     proxy.close();
   }
 });
+
+test("an assemble asked while a write is in flight is not reused after the write", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const asked: string[] = [];
+  class HeldCommits extends LcmClient {
+    override async request<T>(method: string, path: string, body?: unknown, options?: any): Promise<T> {
+      if (path.endsWith("/assemble")) asked.push(path);
+      if (path.endsWith("/commits")) await gate; // the commit is in flight until released
+      return await super.request<T>(method, path, body, options);
+    }
+  }
+  const engine = createLcmEngine(config(), new HeldCommits(config()));
+  const ids = { sessionKey: unique("race"), sessionId: "s1" };
+  await engine.ingestBatch({ ...ids, messages: turnOf(1) });
+  const ask = { ...ids, messages: [], tokenBudget: 10_000 };
+  const commit = engine.commitTurn({ ...ids, advancementKey: "k", messages: turnOf(2) });
+  const during = await engine.assemble(ask); // may not see the commit
+  assert.equal(during.messages.length, 2);
+  release();
+  await commit;
+  const after = await engine.assemble(ask);
+  assert.equal(after.messages.length, 4, "the commit is seen: the answer from before it was dropped");
+  assert.equal(asked.length, 2);
+});
