@@ -13,6 +13,12 @@
  * or branched transcript answers `reset` with a fresh cursor: the plugin then
  * reads it all again and the server's client-id deduplication keeps what it
  * already has (the reconciliation every bootstrap used to do).
+ *
+ * No lock: two gateway processes syncing one session may store their cursors
+ * in either order, so the stored one can move back. That costs only a
+ * re-send of entries the server already holds (deduplicated by client id);
+ * a cursor ahead of what is stored cannot happen, since each is written in
+ * the transaction of the batch that brought the entries up to it.
  */
 import type { LcmClient } from "./client.ts";
 import { LcmError } from "./client.ts";
