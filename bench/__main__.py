@@ -18,6 +18,7 @@ from bench import (
     grep,
     hot_paths,
     ingest,
+    isolation,
     plugin,
     pooler,
     search_cost,
@@ -45,6 +46,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "pooler": pooler.run,
     "plugin": plugin.run,
     "body_memory": body_memory.run,
+    "isolation": isolation.run,
 }
 
 
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     gateway_ab.add_arguments(parser)
     plugin.add_arguments(parser)
     body_memory.add_arguments(parser)
+    isolation.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)
