@@ -331,3 +331,42 @@ def test_backlog_queries_walk_the_backlog_not_the_tenants_messages(
     assert "SEARCH messages USING INTEGER PRIMARY KEY" in full_text, full_text
     assert "SCAN backlog_message" not in regex, regex
     assert "SCAN search_backlog" in regex, regex
+
+
+def test_indexing_a_chunk_walks_the_backlog_not_every_message(
+    sqlite_db: Database, sqlite_tenant: IssuedKey
+) -> None:
+    """The chunk's insert starts from the backlog's rows and looks each message up by rowid,
+    instead of walking every message up to the chunk's last id (all tenants') and probing
+    the backlog for each: that grew with the table and every writer waited behind it."""
+    tid = sqlite_tenant.tenant_id
+    ingest(sqlite_db, tid, "agent:main", [f"old {i} wallaby notes" for i in range(300)])
+    ingest(sqlite_db, tid, "agent:main", ["new wallaby notes"], index=False)
+    statements: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        if statement.startswith("INSERT INTO") and "search_backlog" in statement:
+            statements.append((statement, parameters))
+
+    event.listen(sqlite_db.engine, "before_cursor_execute", record)
+    try:
+        index_search_backlog(sqlite_db.transaction)
+    finally:
+        event.remove(sqlite_db.engine, "before_cursor_execute", record)
+    assert backlog(sqlite_db) == 0
+    assert set(matches(sqlite_db, "new").values()) == {1}, "indexed once, in each index"
+    assert index_is_sound(sqlite_db)
+    raw = sqlite_db.engine.raw_connection()
+    plans = []
+    try:
+        for statement, parameters in statements:
+            cursor = raw.cursor()
+            cursor.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            plans.append(" / ".join(str(row[3]) for row in cursor.fetchall()))
+    finally:
+        raw.close()
+    assert len(plans) == 2, statements  # one insert per search index
+    for plan in plans:
+        first, *_ = plan.split(" / ")
+        assert first.startswith(("SCAN b", "SEARCH b")), plan  # the backlog is the outer loop
+        assert "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
