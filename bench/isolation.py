@@ -38,10 +38,6 @@ from typing import Any
 
 import httpx
 
-from lcm.db.engine import Database
-from lcm.db.migrate import upgrade
-from lcm.settings import Settings
-from lcm.tenants.service import create_tenant
 from tests import servers
 
 IDLE_SECONDS = 8.0
@@ -238,14 +234,8 @@ def pending(home: Path) -> str:
 def run(args: argparse.Namespace) -> None:
     workdir = servers.make_workdir()
     home = workdir / "home"
-    home.mkdir()
-    url = f"sqlite:///{home / 'lcm.db'}"
-    upgrade(url)
-    database = Database(Settings(database_url=url))
-    with database.transaction() as session:
-        key_a = create_tenant(session, "a").api_key
-        key_b = create_tenant(session, "b").api_key
-    database.dispose()
+    _, key_a = servers.embedded_home(home, "a")
+    _, key_b = servers.embedded_home(home, "b")
     serve = servers.start_serve(
         {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"},
         log=workdir / "serve.log",
