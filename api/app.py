@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
 from api import console, errors, openapi
+from api.heavy_work import HeavyShare
 from api.key_gate import KeyBeforeBody
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
@@ -63,6 +64,7 @@ def create_app(
     # One limiter per process: Redis-backed buckets are shared with every other
     # API process; without Redis (embedded) this process holds them.
     app.state.rate_limiter = rate_limiter or build_rate_limiter(settings.rate_limit_store_url)
+    app.state.heavy_share = HeavyShare.from_settings(settings)
     errors.install(app)
     openapi.install(app)
     app.include_router(health.router)

@@ -237,6 +237,14 @@ class Settings(TenantSettings):
     # Message views a process keeps (lcm/message_cache.py; Postgres only; 0: none).
     message_cache_size: int = Field(20_000, ge=0)
 
+    # Heavy requests (grep, export; bootstrap, import) each API process runs
+    # at once: per tenant and kind, and in all; a request waiting longer
+    # than heavy_wait_seconds for its slot is refused with 429 (api/heavy_work.py).
+    heavy_reads_per_tenant: int = Field(2, ge=1)
+    heavy_writes_per_tenant: int = Field(1, ge=1)
+    heavy_requests_total: int = Field(4, ge=1)
+    heavy_wait_seconds: float = Field(120.0, gt=0)
+
     # Agent tools (grep / describe / expand / expand-query).
     grep_max_pattern_chars: int = Field(1_000, ge=1)
     # Hybrid sort: relevance x 2^(-age / half_life), so a match this old counts half.

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.console.auth import CheckedForm, ConsoleUser
@@ -12,6 +13,7 @@ from api.console.params import QueryText, number
 from api.console.rendering import render
 from api.contract import Text
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
+from api.heavy_work import HeavyKind, heavy_share
 from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
 from lcm.compaction.inline import run_inline
 from lcm.compaction.reconcile import retry_failed_debt
@@ -28,7 +30,13 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 LIVE_ROWS = 200
 
 
-@router.get("/search")
+async def _search_slot(request: Request, console: ConsoleUser) -> AsyncIterator[None]:
+    """A grep like ``/v1/grep``: it waits for one of the tenant's heavy read slots."""
+    async with heavy_share(request).slot(console.principal.tenant_id, HeavyKind.READ):
+        yield
+
+
+@router.get("/search", dependencies=[Depends(_search_slot)])
 def search(
     request: Request,
     console: ConsoleUser,

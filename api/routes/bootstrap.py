@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from api.contract import BootstrapIn, BootstrapOut
 from api.deps import DatabaseDep, IngestTenant, ServicesDep, SettingsDep
+from api.heavy_work import HEAVY_INGEST_WRITE
 from api.openapi import error_responses
 from api.validation import SessionKey
 from lcm.conversations.patterns import write_skip
@@ -15,7 +16,12 @@ from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
 router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 
 
-@router.post("/{key:path}/bootstrap", response_model=BootstrapOut, responses=error_responses(409))
+@router.post(
+    "/{key:path}/bootstrap",
+    response_model=BootstrapOut,
+    responses=error_responses(409, 429),
+    dependencies=[HEAVY_INGEST_WRITE],
+)
 def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.contract import ConversationItemOut, ConversationListOut, ImportOut, SessionIdText
 from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep
+from api.heavy_work import HEAVY_ADMIN_READ, HEAVY_ADMIN_WRITE
 from api.openapi import error_responses
 from api.validation import SessionKey
 from lcm.conversations.listing import list_conversations
@@ -90,7 +91,8 @@ def delete_conversations(
 @router.get(
     "/{key:path}/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {"application/x-ndjson": {}}}, **error_responses(404)},
+    responses={200: {"content": {"application/x-ndjson": {}}}, **error_responses(404, 429)},
+    dependencies=[HEAVY_ADMIN_READ],
 )
 def get_export(
     key: SessionKey,
@@ -120,7 +122,12 @@ def _stream(
         yield from export_lines(session, storage, tenant_id, conversation_id)
 
 
-@router.post("/{key:path}/import", response_model=ImportOut, responses=error_responses(400, 409))
+@router.post(
+    "/{key:path}/import",
+    response_model=ImportOut,
+    responses=error_responses(400, 409, 429),
+    dependencies=[HEAVY_ADMIN_WRITE],
+)
 async def post_import(
     key: SessionKey,
     request: Request,

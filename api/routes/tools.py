@@ -21,6 +21,7 @@ from api.contract import (
     Text,
 )
 from api.deps import DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep, SettingsDep
+from api.heavy_work import HEAVY_READ
 from api.openapi import error_responses
 from api.schemas import expand_query_request, grep_query, scope_selector
 from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted
@@ -50,7 +51,12 @@ router = APIRouter(prefix="/v1", tags=["tools"])
 NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
 
 
-@router.post("/grep", response_model=GrepResult, responses=error_responses(404))
+@router.post(
+    "/grep",
+    response_model=GrepResult,
+    responses=error_responses(404, 429),
+    dependencies=[HEAVY_READ],
+)
 def post_grep(
     body: GrepIn,
     tenant_id: ReadTenant,
