@@ -12,13 +12,14 @@ tenant A runs each heavy scenario:
 * ``--isolation-grep-rounds`` rounds of 48 concurrent regex greps over a
   2,000-message conversation of A's.
 
-Then the 10 MB bootstrap is repeated into new conversations
-(``--isolation-bootstraps`` in all, the first being the one above, B sampled
-during each), the database file size printed before each, to show whether
-its time stays flat as the file grows; last, B's loop runs idle once more (a
-larger file; the rows the worker still owes to the search index and to
-compaction are printed before it). Printed per scenario and request kind:
-p50, p99, max, count and B's first request after the heavy work started.
+The 10 MB bootstrap is timed twice at the start (into an empty database,
+then into one of ~60 MB); after the heavy scenarios the database is filled
+with more such bootstraps to ``--isolation-grow-mb`` (1 GB by default), and
+the bootstrap is timed ``--isolation-bootstraps`` more times there, B
+sampled during each, to show whether its time stays flat as the file grows;
+last, B's loop runs idle once more (the rows the worker still owes to the
+search index and to compaction are printed before it). Printed per scenario
+and request kind: p50, p99, max, count and B's first request after the heavy work started.
 """
 
 from __future__ import annotations
@@ -61,8 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--isolation-bootstraps",
         type=int,
-        default=4,
-        help="big bootstraps timed as the database grows, B sampled during each",
+        default=3,
+        help="big bootstraps timed once the database reached --isolation-grow-mb",
+    )
+    parser.add_argument(
+        "--isolation-grow-mb",
+        type=float,
+        default=1_000.0,
+        help="the database file size (MB) the big bootstrap is timed at last",
     )
 
 
@@ -215,6 +222,11 @@ def greps(base: str, key: str, rounds: int) -> str:
     return f"codes {sorted(codes)}"
 
 
+def main_mb(home: Path) -> float:
+    main = home / "lcm.db"
+    return main.stat().st_size / 1e6 if main.exists() else 0.0
+
+
 def database_mb(home: Path) -> str:
     main = home / "lcm.db"
     wal = home / "lcm.db-wal"
@@ -223,12 +235,24 @@ def database_mb(home: Path) -> str:
     return f"{size:.0f} MB (+ WAL {wal_size:.0f} MB)"
 
 
-def pending(home: Path) -> str:
+def owed(home: Path) -> tuple[int, int]:
     """Rows the in-process worker still owes: search indexing and compaction debts."""
     with sqlite3.connect(f"file:{home / 'lcm.db'}?mode=ro", uri=True, timeout=30) as db:
         backlog = db.execute("SELECT count(*) FROM search_backlog").fetchone()[0]
         debts = db.execute("SELECT count(*) FROM compaction_debt").fetchone()[0]
+    return backlog, debts
+
+
+def pending(home: Path) -> str:
+    backlog, debts = owed(home)
     return f"search_backlog {backlog} rows, compaction_debt {debts} rows"
+
+
+def settle(home: Path, timeout: float = 300.0) -> None:
+    """Wait until the in-process worker owes nothing (so a timed bootstrap runs alone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and owed(home) != (0, 0):
+        time.sleep(1.0)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -271,12 +295,17 @@ def _scenarios(args: argparse.Namespace, base: str, key_a: str, key_b: str, home
     deadline = time.monotonic() + IDLE_SECONDS
     reference = b.sample_while(lambda: time.monotonic() < deadline)
     rows: list[tuple[str, Samples]] = [("idle (reference)", reference)]
-    growth: list[tuple[str, float, str]] = [(database_mb(home), 0.0, "")]
+    growth: list[tuple[str, float, str]] = []
 
-    samples, result, seconds = b.during(lambda: bootstrap(base, key_a, "a-big-1", big))
-    growth[0] = (growth[0][0], seconds, f"{result}; B ingest p50/max {samples.brief('ingest')}")
-    rows.append((f"one {mb:.0f} MB bootstrap ({seconds:.1f} s)", samples))
-    print(f"  one bootstrap: {result} in {seconds:.1f} s", flush=True)
+    for n in (1, 2):  # into an empty database, then into one of ~60 MB
+        settle(home)
+        before = database_mb(home)
+        samples, result, seconds = b.during(
+            partial(bootstrap, base, key_a, f"a-big-{n}", big_session(n, args.isolation_mb))
+        )
+        growth.append((before, seconds, f"{result}; B ingest p50/max {samples.brief('ingest')}"))
+        rows.append((f"{mb:.0f} MB bootstrap #{n} ({seconds:.1f} s)", samples))
+        print(f"  bootstrap #{n}: {result} in {seconds:.1f} s", flush=True)
 
     def three() -> list[str]:
         with ThreadPoolExecutor(3) as pool:
@@ -293,13 +322,21 @@ def _scenarios(args: argparse.Namespace, base: str, key_a: str, key_b: str, home
     rows.append((f"{rounds} x 48 regex greps ({seconds:.1f} s)", samples))
     print(f"  greps: {result} in {seconds:.1f} s", flush=True)
 
-    for n in range(2, args.isolation_bootstraps + 1):
+    n = 3
+    while main_mb(home) < args.isolation_grow_mb:  # filler, not timed
+        bootstrap(base, key_a, f"a-fill-{n}", big_session(n, args.isolation_mb))
+        n += 1
+    print(f"  filled to {database_mb(home)} with {n - 3} more bootstraps", flush=True)
+    for _ in range(args.isolation_bootstraps):
+        settle(home)
         before = database_mb(home)
         conversation = f"a-big-{n}"
         samples, result, seconds = b.during(
             partial(bootstrap, base, key_a, conversation, big_session(n, args.isolation_mb))
         )
         growth.append((before, seconds, f"{result}; B ingest p50/max {samples.brief('ingest')}"))
+        rows.append((f"{mb:.0f} MB bootstrap at {before.split()[0]} MB ({seconds:.1f} s)", samples))
+        n += 1
     print(f"  before idle again: {pending(home)}", flush=True)
     after = time.monotonic() + IDLE_SECONDS
     rows.append(("idle again (after)", b.sample_while(lambda: time.monotonic() < after)))
