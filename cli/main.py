@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from cli import data, transcripts
+from cli.backup import backup, restore
 from cli.debt import debt_app
 from cli.doctor import doctor
 from cli.tenants import key_app, tenant_app
@@ -21,6 +22,8 @@ app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(debt_app, name="debt")
 app.command("doctor")(doctor)
+app.command("backup")(backup)
+app.command("restore")(restore)
 
 console = Console(stderr=True)
 
