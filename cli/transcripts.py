@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, cast
 
@@ -18,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from cli import conversations
+from cli import conversations, import_preview
 from cli.common import (
     BudgetOpt,
     JsonOpt,
@@ -77,16 +78,29 @@ def import_command(
     key: Annotated[str | None, typer.Option(help="Session key (default: file name).")] = None,
     token_budget: BudgetOpt = None,
     as_json: JsonOpt = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would be imported; write nothing.")
+    ] = False,
+    since: Annotated[
+        datetime | None,
+        typer.Option(help="Only transcripts with a message at or after this time (UTC)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="At most this many transcripts, the most recent.")
+    ] = None,
 ) -> None:
     """Import gateway transcripts (OpenClaw/pi JSONL v1-3, Claude Code JSONL)."""
     if transcript_format != "auto" and transcript_format not in FORMATS:
         raise typer.BadParameter("--format is auto, openclaw or claude-code")
-    files = _transcript_files(paths)
+    fmt = cast(FormatChoice, transcript_format)
+    files = import_preview.select_transcripts(_transcript_files(paths), fmt, since, limit)
     # Every file's key is checked before the first import: a file name can hold
     # what a session key may not.
     keys = [session_key(key or path.stem) for path in files]
     with open_services() as services:
-        fmt = cast(FormatChoice, transcript_format)
+        if dry_run:
+            import_preview.dry_run(services, files, keys, fmt, tenant, as_json)
+            return
         reports = _import_all(services, files, fmt, compact, tenant, keys, token_budget)
     if as_json:
         for report in reports:

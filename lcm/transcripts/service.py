@@ -128,7 +128,7 @@ def bootstrap_transcript(
         )
         conversation_id, stored = conversation.id, conversation.bootstrap_checkpoint
     # Parsing is the slow part and needs no database: no transaction is open.
-    parsed_run = _parse(transcript, Checkpoint.from_json(stored), options)
+    parsed_run = prepare_transcript(transcript, Checkpoint.from_json(stored), options)
     run = _ImportRun(tenant_id, session_key, session_id, conversation_id, options, parsed_run)
     while not run.import_chunk(transaction, transcript):
         pass
@@ -149,14 +149,17 @@ def bootstrap_transcript(
 
 
 @dataclass(frozen=True, slots=True)
-class _Parsed:
+class PreparedTranscript:
     checkpoint: Checkpoint | None
     parsed: ParsedTranscript
     prepared: list[PreparedMessage]
     plan: ImportPlan | None  # known without the database when resuming from the checkpoint
 
 
-def _parse(transcript: bytes, checkpoint: Checkpoint | None, options: BootstrapOptions) -> _Parsed:
+def prepare_transcript(
+    transcript: bytes, checkpoint: Checkpoint | None, options: BootstrapOptions
+) -> PreparedTranscript:
+    """The transcript parsed and its messages prepared as ingest would (no database)."""
     resume = checkpoint.resume_point(transcript, options.transcript_format) if checkpoint else None
     parsed = parse_transcript(transcript, options.transcript_format, resume=resume)
     prepared = [
@@ -170,7 +173,7 @@ def _parse(transcript: bytes, checkpoint: Checkpoint | None, options: BootstrapO
         # The transcript is the one read before plus an appended part, and only
         # that part was parsed: every message in it follows the anchor.
         plan = ImportPlan("checkpoint", None, checkpoint.anchor_seq, tuple(range(len(prepared))))
-    return _Parsed(checkpoint, parsed, prepared, plan)
+    return PreparedTranscript(checkpoint, parsed, prepared, plan)
 
 
 @dataclass(slots=True)
@@ -182,7 +185,7 @@ class _ImportRun:
     session_id: str | None
     conversation_id: int
     options: BootstrapOptions
-    source: _Parsed
+    source: PreparedTranscript
     plan: ImportPlan | None = None
     done: int = 0
     imported: int = 0
