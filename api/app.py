@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -15,6 +14,7 @@ from api.key_gate import KeyBeforeBody
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.rate_limit import RateLimiter, build_rate_limiter
+from api.request_context import RequestContext
 from api.routes import (
     bootstrap,
     conversations,
@@ -30,6 +30,7 @@ from api.validation import Utf8Only
 from lcm import __version__
 from lcm.db.engine import Database
 from lcm.heap import freeze_startup_heap
+from lcm.logs import configure_logging
 from lcm.outbox import JobSender
 from lcm.services import Services
 from lcm.settings import Settings, get_settings
@@ -53,7 +54,7 @@ def create_app(
     if services is None:
         services = Services.build(settings or get_settings(), database=database)
     settings = services.settings
-    logging.basicConfig(level=settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     app = FastAPI(title="lcm-server", version=__version__, lifespan=_lifespan)
     app.state.services = services
     app.state.settings = settings
@@ -82,7 +83,8 @@ def create_app(
     app.add_middleware(KeyBeforeBody, database=services.database)
     app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)
-    app.add_middleware(console.ConsoleHeaders)  # outermost: refusals before routing carry them
+    app.add_middleware(console.ConsoleHeaders)  # refusals before routing carry them
+    app.add_middleware(RequestContext)  # outermost: every line of a request carries its id
     _register_debt_metrics(app.state.database)
     return app
 

@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute
 from api.rate_limit import RATE_LIMITED, BucketLimit, RateLimiter
 from lcm.db.engine import Database
 from lcm.errors import RateLimited, Unauthenticated
+from lcm.logs import add_log_fields
 from lcm.services import Services
 from lcm.settings import Settings
 from lcm.tenants.keys import Scope, authenticate_with_tenant
@@ -118,6 +119,7 @@ class ScopedKey:
         # On every request (no cache, so a revoked key is refused on its next
         # request). The tenant's settings are read in the same session.
         principal, overrides = authenticate_with_tenant(session, token)
+        add_log_fields(tenant_id=principal.tenant_id)
         principal.require(self.scope)
         effective = with_overrides(settings, overrides)
         limit = BucketLimit.of(effective)

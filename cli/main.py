@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -13,6 +12,7 @@ from cli.backup import backup, restore
 from cli.debt import debt_app
 from cli.doctor import doctor
 from cli.tenants import key_app, tenant_app
+from lcm.logs import configure_logging
 from lcm.settings import get_settings
 
 app = typer.Typer(help="Lossless Context Management server.", no_args_is_help=True)
@@ -47,7 +47,7 @@ def serve(
     from workers.embedded import EmbeddedWorker
 
     settings = embedded_settings(get_settings(), concurrency)
-    logging.basicConfig(level=settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     upgrade(settings.database_url)
     # One set of services for the API and the in-process worker: one engine,
     # one LLM client and one breaker per model in this process.
@@ -69,6 +69,7 @@ def serve(
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
+            log_config=None,  # the lines go through lcm.logs (LCM_LOG_FORMAT)
         )
     finally:
         worker.stop()
@@ -91,6 +92,7 @@ def api(
         port=port,
         workers=processes,
         log_level=get_settings().log_level.lower(),
+        log_config=None,  # create_app configures lcm.logs in each process
     )
 
 

@@ -321,6 +321,8 @@ class Settings(TenantSettings):
     bootstrap_max_unanchored: int = Field(100, ge=0)
 
     log_level: str = "INFO"
+    # "json": one JSON object a line, with request/task/tenant/conversation ids (lcm/logs.py).
+    log_format: Literal["text", "json"] = "text"
     # A line per job received and finished (Celery's) and per model request
     # (the SDK's HTTP client's), at INFO. Off by default: at a gateway's rate
     # they are most of a worker's log and about 0.6 ms of its CPU per pass;

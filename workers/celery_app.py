@@ -14,7 +14,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from lcm.settings import Settings, get_settings
-from workers import runtime
+from workers import log_context, runtime
 
 QUEUES = ("compaction", "files", "expansion")
 
@@ -65,6 +65,7 @@ JOB_LOGGERS = ("celery.worker.strategy", "celery.app.trace", "httpx", "httpx2")
 def configure(settings: Settings) -> Celery:
     """Apply ``settings`` to the app (and to the tasks' database access)."""
     runtime.use_settings(settings)
+    log_context.install(settings)
     # Set before a worker builds its tracers and strategies: Celery asks
     # these loggers once, then, whether INFO is on.
     for name in JOB_LOGGERS:

@@ -7,9 +7,8 @@ wake-up from the API or the reconciler) claims the debt row; every later job
 claims it as the designated successor of the previous one (a fencing-token
 compare-and-swap; both in :mod:`lcm.compaction.claims`). Each runs one pass
 and works out from the committed state what comes next. The entrypoint (a
-Celery task or the API's inline mode) enqueues whatever :class:`Step` says,
-after the domain's transactions have committed. Nothing here holds a transaction across an LLM
-call, and nothing here commits: ``transaction`` is the entrypoint's.
+Celery task or the API's inline mode) enqueues what :class:`Step` says after
+the commits; no transaction spans an LLM call (``transaction`` is its own).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from lcm.compaction.claims import LeaseClaims
 from lcm.compaction.debt_repository import Claim, DebtRepository
 from lcm.compaction.debt_statements import FAILED, REPAIR
 from lcm.compaction.engine import CompactionEngine, PassOutcome
+from lcm.compaction.pass_log import log_pass
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import (
@@ -40,6 +40,7 @@ from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, utcnow
 from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
+from lcm.logs import add_log_fields
 from lcm.settings import CompactionSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,7 @@ class CompactionJobs:
         position: ChainPosition,
     ) -> Step:
         """One pass under ``claim``. A job of another ``kind`` hands the lease over instead."""
+        add_log_fields(tenant_id=claim.tenant_id, conversation_id=claim.conversation_id)
         if claim.reason == REPAIR:
             repaired = self._repair(claim, settings, kind, position)
             if repaired is not None:
@@ -201,6 +203,7 @@ class CompactionJobs:
         except Exception as exc:
             log.exception("compaction pass failed for conversation %s", conversation_id)
             return self._fail(claim, f"{type(exc).__name__}: {exc}", plan)
+        log_pass(claim, plan, outcome, budget, context_tokens(before))
         if settled:
             following, counted, follow_up = settled[0]
             if following is None:
