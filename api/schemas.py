@@ -35,7 +35,8 @@ def scope_selector(body: ScopeIn) -> ScopeSelector:
 
 
 def grep_query(body: GrepIn) -> GrepQuery:
-    return GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit)
+    file_ids = tuple(dict.fromkeys(body.file_ids or ()))
+    return GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit, file_ids)
 
 
 def expand_query_request(body: ExpandQueryIn) -> ExpandQueryRequest:

@@ -41,8 +41,10 @@ mode "regex" (default, RE2 syntax, case-sensitive unless (?i)) for exact strings
 identifiers; mode "full_text" for topics in natural words: terms are ANDed, \
 "quoted phrases", -excluded, OR; ranked. Chinese/Japanese text works in full_text. \
 sort "recency" (newest first), "relevance", or "hybrid" (relevance, newer preferred). \
-Scope defaults to this agent's session family. Each match has an id (msg_<n> for a \
-message, sum_<hex> for a summary), conversation, seq, time and a «highlighted» snippet. \
+Scope defaults to this agent's session family. scope "files" searches inside stored \
+large files (pasted attachments, big tool output), file_ids inside only those files. \
+Each match has an id (msg_<n> for a message, sum_<hex> for a summary, file_<hex> with \
+its line for a file), conversation, seq, time and a «highlighted» snippet. \
 Follow up with lcm_describe on a sum_ id, or lcm_expand_query to read originals."""
 
 DESCRIBE_DESCRIPTION = """Describe one summary (sum_…) or stored large file (file_…): \
@@ -117,16 +119,24 @@ def build_server(api: AsyncLcmClient, default_session_key: str | None = None) ->
         pattern: str,
         mode: Mode = "regex",
         sort: Sort = "recency",
-        scope: Literal["messages", "summaries", "both"] = "both",
+        scope: Literal["messages", "summaries", "both", "files"] = "both",
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         since: str | None = None,
         before: str | None = None,
         session_key: SessionKey = None,
         conversation_id: ConversationId = None,
         all_conversations: AllConversations = False,
+        file_ids: Annotated[
+            list[str] | None,
+            Field(description="Search inside only these stored files (file_… ids)."),
+        ] = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"pattern": pattern, "mode": mode, "sort": sort}
-        body |= {"scope": scope, "limit": limit, "since": since, "before": before}
+        body |= {"limit": limit, "since": since, "before": before}
+        if file_ids:
+            body |= {"file_ids": file_ids, "scope": "files"}
+        else:
+            body["scope"] = scope
         body |= _scope(default_session_key, session_key, conversation_id, all_conversations)
         return await _result(api.grep(_body(GrepIn, **body)))
 

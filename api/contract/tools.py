@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from api.contract.base import (
     MAX_GREP_LIMIT,
@@ -35,6 +35,9 @@ class ScopeIn(RequestBody):
     all_conversations: bool = False
 
 
+FileIdText = Annotated[Text, Field(pattern=r"^file_[0-9a-f]{1,35}$")]
+
+
 class GrepIn(ScopeIn):
     pattern: Annotated[Text, Field(min_length=1)]
     mode: GrepMode = "regex"
@@ -43,6 +46,18 @@ class GrepIn(ScopeIn):
     limit: int = Field(50, ge=1, le=MAX_GREP_LIMIT)
     since: UtcDatetime | None = None
     before: UtcDatetime | None = None
+    # Only these stored files (``file_…`` ids): the search is over files, so
+    # ``scope`` may be left out or be "files".
+    file_ids: Annotated[list[FileIdText], Field(min_length=1, max_length=100)] | None = None
+
+    @model_validator(mode="after")
+    def _file_ids_search_files(self) -> GrepIn:
+        if self.file_ids is None:
+            return self
+        if "scope" in self.model_fields_set and self.scope != "files":
+            raise ValueError('file_ids searches stored files: leave scope out or send "files"')
+        self.scope = "files"
+        return self
 
 
 class GrepMatch(BaseModel):

@@ -10,7 +10,7 @@ transactions through the entrypoint's ``transaction`` factory.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -197,18 +197,21 @@ def grep_files(
     limit: int = 50,
     snippet_chars: int = 200,
     out_of_time: Callable[[], bool] = lambda: False,
+    file_ids: Collection[str] = (),
 ) -> list[FileMatch]:
     """Lines of the conversations' stored files for which ``matches`` is true.
 
     The caller scopes ``conversation_ids`` to one tenant and supplies a safe
     matcher (the grep tool's regex guard or a plain substring test), and may
     stop the scan early with ``out_of_time`` (checked per file and every
-    thousand lines).
+    thousand lines). Given ``file_ids``, only those files are read.
     """
     found: list[FileMatch] = []
     for row in LargeFileRepository(session).for_conversations(conversation_ids):
         if out_of_time():
             return found
+        if file_ids and row.id not in file_ids:
+            continue
         if is_image(row.mime):
             continue  # bytes, not lines of text
         try:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
+from lcm.files.repository import LargeFileRepository
 from lcm.files.service import grep_files
 from lcm.files.storage import FileStorage
 from lcm.retrieval.grep import GrepLimits, GrepMatch, GrepQuery, GrepResult
@@ -34,15 +35,17 @@ def grep_large_files(
         # No statement timeout covers a file scan: the search budget is checked as it reads.
         return time.monotonic() > deadline
 
+    conversations = _conversations(session, bounds)
     found = [
         m
         for m in grep_files(
             session,
             storage,
-            _conversations(session, bounds),
+            conversations,
             matches,
             limit=query.limit,
             out_of_time=out_of_time,
+            file_ids=frozenset(query.file_ids),
         )
         if (bounds.since is None or m.created_at >= bounds.since)
         and (bounds.before is None or m.created_at < bounds.before)
@@ -63,7 +66,19 @@ def grep_large_files(
         for m in found
     ]
     notes = [] if complete else ["time budget reached: results cover the files scanned"]
+    notes += _unknown_files(session, conversations, query.file_ids)
     return GrepResult(result, query.mode, query.sort, complete, None, notes)
+
+
+def _unknown_files(
+    session: Session, conversations: list[int], file_ids: tuple[str, ...]
+) -> list[str]:
+    """A note naming the requested files the scope does not hold (none requested: none)."""
+    if not file_ids:
+        return []
+    held = {row.id for row in LargeFileRepository(session).for_conversations(conversations)}
+    unknown = [f for f in file_ids if f not in held]
+    return [f"not in this scope: {', '.join(unknown)}"] if unknown else []
 
 
 def _matchers(

@@ -53,6 +53,7 @@ class GrepQuery:
     scope: Scope = "both"
     sort: Sort = "recency"
     limit: int = 50
+    file_ids: tuple[str, ...] = ()  # files scope: only these files (empty: every file)
 
 
 @dataclass(frozen=True, slots=True)

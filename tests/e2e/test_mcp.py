@@ -75,6 +75,10 @@ def test_mcp_tools_listed_and_called_over_stdio(live_api: str, pg_db: Database) 
                 "lcm_grep", {"pattern": "web-2\\d", "scope": "messages", "limit": 5}
             )
             seen["grep"] = grep.structured_content
+            in_file = await client.call_tool(
+                "lcm_grep", {"pattern": "web", "file_ids": ["file_0123456789abcdef"]}
+            )
+            seen["in_file"] = in_file.structured_content
             described = await client.call_tool("lcm_describe", {"id": summary_id})
             seen["describe"] = described.structured_content
             missing = await client.call_tool("lcm_describe", {"id": "sum_0000000000000000"})
@@ -89,6 +93,9 @@ def test_mcp_tools_listed_and_called_over_stdio(live_api: str, pg_db: Database) 
     assert "regex" in seen["tools"]["lcm_grep"]
     assert "ORIGINAL" in seen["tools"]["lcm_expand_query"]
     assert [m["seq"] for m in seen["grep"]["matches"]] == [30, 29, 28, 27, 26]
+    # file_ids reach the server as a files search: the unknown file is named, nothing found.
+    assert seen["in_file"]["matches"] == []
+    assert seen["in_file"]["notes"] == ["not in this scope: file_0123456789abcdef"]
     assert seen["describe"]["id"] == summary_id
     assert seen["missing"][0]
     assert "not_found" in seen["missing"][1]

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -280,3 +281,54 @@ def test_grep_scope_files_searches_inside_large_files(
         json={"pattern": "user3299@", "scope": "both", "session_key": "k"},
     )
     assert messages.json()["matches"] == []
+
+
+def test_grep_file_ids_searches_only_those_files(
+    db: Database, tenant: IssuedKey, files_client: TestClient
+) -> None:
+    texts = [
+        f'<file name="a.json">{big_json()}</file>',
+        f'<file name="b.json">{big_json()}</file> and a second copy, renamed',
+    ]
+    for n, text in enumerate(texts):
+        sent = files_client.post(
+            "/v1/conversations/k/messages",
+            headers=auth(tenant),
+            json={"messages": [{"role": "user", "content": text, "id": f"f{n}"}]},
+        )
+        assert sent.status_code == 200, sent.text
+    with db.session() as s:
+        first, second = s.scalars(select(LargeFile.id).order_by(LargeFile.created_at)).all()
+
+    def grep(**body: Any) -> Any:
+        query = {"pattern": r"user3200@example", "session_key": "k", **body}
+        return files_client.post("/v1/grep", headers=auth(tenant), json=query)
+
+    both = grep(scope="files")
+    assert sorted(m["id"] for m in both.json()["matches"]) == sorted([first, second])
+    only = grep(file_ids=[second])  # scope left out: file_ids search files
+    assert only.status_code == 200, only.text
+    assert [m["id"] for m in only.json()["matches"]] == [second]
+    assert only.json()["notes"] == []
+    explicit = grep(file_ids=[first], scope="files")
+    assert [m["id"] for m in explicit.json()["matches"]] == [first]
+    # An id the scope does not hold finds nothing, and says so.
+    other = new_tenant(db, "other")
+    files_client.post(
+        "/v1/conversations/theirs/messages",
+        headers=auth(other),
+        json={"messages": [{"role": "user", "content": texts[0], "id": "x"}]},
+    )
+    with db.session() as s:
+        theirs = s.scalars(select(LargeFile.id).where(LargeFile.tenant_id == other.tenant_id)).one()
+    foreign = grep(file_ids=[theirs, first])
+    assert [m["id"] for m in foreign.json()["matches"]] == [first]
+    assert foreign.json()["notes"] == [f"not in this scope: {theirs}"]
+    # Refused: another scope with file_ids, a malformed id, an empty list.
+    for refused in (
+        grep(file_ids=[first], scope="messages"),
+        grep(file_ids=["sum_0123456789abcdef"]),
+        grep(file_ids=[]),
+    ):
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == "invalid_input"

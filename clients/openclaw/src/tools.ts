@@ -16,13 +16,20 @@ export function createLcmTools(cfg: LcmConfig, ctx: ToolContext, client = new Lc
       name: "lcm_grep",
       label: "Search history",
       description:
-        "Search this conversation's full history (original messages and summaries), including parts condensed out of the context. Returns matching snippets with message seq / summary ids.",
+        "Search this conversation's full history (original messages and summaries), including parts condensed out of the context. Returns matching snippets with message seq / summary ids. scope \"files\" searches inside stored large files; file_ids inside only those files.",
       parameters: {
         type: "object",
         properties: {
           pattern: { type: "string", description: "regex (RE2) or words, see mode" },
           mode: { type: "string", enum: ["regex", "full_text"] },
-          scope: { type: "string", enum: ["messages", "summaries", "both"] },
+          scope: { type: "string", enum: ["messages", "summaries", "both", "files"] },
+          file_ids: {
+            type: "array",
+            items: { type: "string", pattern: "^file_[0-9a-f]+$" },
+            minItems: 1,
+            maxItems: 100,
+            description: "search inside only these stored files (file_... ids); implies scope files",
+          },
           limit: { type: "integer", minimum: 1, maximum: 200 },
           sort: { type: "string", enum: ["recency", "relevance", "hybrid"] },
         },
