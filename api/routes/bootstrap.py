@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.contract import BootstrapIn, BootstrapOut
-from api.deps import DatabaseDep, IngestTenant, ServicesDep, SettingsDep
+from api.deps import DatabaseDep, IngestCaller, ServicesDep, SettingsDep
 from api.openapi import error_responses
 from api.validation import SessionKey
 from lcm.conversations.patterns import write_skip
@@ -19,13 +19,13 @@ router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
 ) -> BootstrapOut:
     with database.read_session() as session:
-        effective = effective_settings(session, tenant_id, settings)
+        effective = effective_settings(session, caller.tenant_id, settings)
     skipped = write_skip(effective, key)
     if skipped is not None:
         return BootstrapOut(
@@ -43,7 +43,7 @@ def post_bootstrap(
     # Commits chunk by chunk (short write transactions; see the service); each
     # chunk's file-summary jobs leave with its commit.
     result = bootstrap_transcript(
-        database.transaction, tenant_id, key, body.session_id, transcript, options
+        database.transaction, caller.tenant_id, key, body.session_id, transcript, options
     )
     return BootstrapOut(
         conversation_id=result.conversation_id,

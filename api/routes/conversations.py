@@ -22,13 +22,14 @@ from api.contract import (
 )
 from api.deps import (
     DatabaseDep,
+    IngestCaller,
     IngestKey,
-    IngestTenant,
+    ReadCaller,
     ReadSessionDep,
-    ReadTenant,
     ServicesDep,
     SettingsDep,
     SnapshotReadDep,
+    WorkerLinkDep,
 )
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
@@ -37,20 +38,17 @@ from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.assembly import TimeSpan
 from lcm.assembly.service import assemble
-from lcm.compaction.inline import run_inline
 from lcm.compaction.overrides import ModelInfo, settings_for_call
-from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
+from lcm.compaction.service import context_token_total
+from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
 from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read, target_for_read
 from lcm.conversations.status import conversation_status
-from lcm.db.models import utcnow
 from lcm.ingest.service import ReplayFloodLimits, ingest_messages
 from lcm.ingest.turns import LivePrompt, after_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.tenants.quota import StorageQuota
-from lcm.tenants.service import effective_settings
-from workers import completions
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -178,68 +176,42 @@ def _message_times(spans: list[TimeSpan]) -> list[MessageTimes]:
 def post_compact(
     key: SessionKey,
     body: CompactIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
-    settings: SettingsDep,
     inline_jobs: InlineJobsDep,
+    link: WorkerLinkDep,
 ) -> CompactOut:
-    asked_at = utcnow()
-    with database.read_session() as session:
-        skipped = write_skip(effective_settings(session, tenant_id, settings), key)
-    if skipped is not None:  # nothing is compacted for an ignored or stateless session
-        return CompactOut(
-            conversation_id=None,
-            status=skipped,
-            context_tokens_before=0,
-            context_tokens_after=0,
-        )
-    # The debt commits first (the wake-up leaves with that commit); then an
-    # inline sweep runs, or the request waits for the worker's.
-    with database.transaction() as session:
-        conversation = resolve_for_read(session, tenant_id, key)
-        before = context_token_total(session, conversation.id)
-        mode = effective_settings(session, tenant_id, settings).compaction_mode
-        owe_compaction(
-            session,
-            tenant_id,
-            conversation.id,
-            "manual",
-            body.token_budget,
-            body.target_tokens,
-            mode=mode,
-        )
-    if mode == "inline":
-        run_inline(inline_jobs(), conversation.id)
-    timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
-    status = wait_for_debt(
+    settings = caller.settings
+    wait = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
+    outcome = compact_on_request(
+        database.transaction,
         database.read_session,
-        conversation.id,
-        asked_at,
-        min(timeout, settings.compact_wait_max_seconds),
-        completions.hub(settings.broker_url),  # the worker wakes us when the debt settles
-        completions.RECHECK_SECONDS,
+        inline_jobs,
+        caller.tenant_id,
+        key,
+        settings,
+        CompactRequest(body.token_budget, body.target_tokens, wait),
+        link,
     )
-    with database.read_session() as fresh:
-        after = context_token_total(fresh, conversation.id)
     return CompactOut(
-        conversation_id=conversation.id,
-        status=status or "none",
-        context_tokens_before=before,
-        context_tokens_after=after,
+        conversation_id=outcome.conversation_id,
+        status=outcome.status,
+        context_tokens_before=outcome.tokens_before,
+        context_tokens_after=outcome.tokens_after,
     )
 
 
 @router.get("/{key:path}/status", response_model=ConversationStatus, responses=error_responses(404))
 def get_status(
     key: SessionKey,
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,
     session_id: Annotated[SessionIdText | None, Query()] = None,
 ) -> Any:  # the domain's dataclass, checked against ConversationStatus on the way out
-    conversation = resolve_for_read(session, tenant_id, key, session_id)
-    effective = effective_settings(session, tenant_id, settings)
+    conversation = resolve_for_read(session, caller.tenant_id, key, session_id)
+    effective = caller.settings
     budget = effective.capped_budget(token_budget or settings.default_token_budget)
     return conversation_status(session, conversation, effective, budget)
 
@@ -247,8 +219,8 @@ def get_status(
 @router.get("/{key:path}/host-cursor", response_model=HostCursorOut, responses=error_responses(404))
 def get_host_cursor(
     key: SessionKey,
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
 ) -> Any:  # the domain's dataclass, checked against HostCursorOut on the way out
-    return read_host_cursor(session, tenant_id, key, session_id)
+    return read_host_cursor(session, caller.tenant_id, key, session_id)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.contract import ConversationItemOut, ConversationListOut, ImportOut, SessionIdText
-from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep
+from api.deps import AdminCaller, DatabaseDep, ReadCaller, ReadSessionDep, ServicesDep
 from api.openapi import error_responses
 from api.validation import SessionKey
 from lcm.conversations.listing import list_conversations
@@ -31,7 +31,6 @@ from lcm.erasure.service import erase_conversation, erase_family, remove_release
 from lcm.errors import InvalidInput, NotFound
 from lcm.files.storage import FileStorage
 from lcm.tenants.quota import StorageQuota
-from lcm.tenants.service import effective_settings
 from lcm.transfer.export import export_lines
 from lcm.transfer.service import import_conversation, parse_export
 
@@ -42,7 +41,7 @@ ConversationIdQuery = Annotated[int | None, Query(ge=1, le=2**63 - 1)]
 
 @router.get("", response_model=ConversationListOut, responses=error_responses(400))
 def get_conversations(
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
@@ -54,7 +53,7 @@ def get_conversations(
         raise InvalidInput("updated_since needs a time zone (e.g. 2026-01-01T00:00:00Z)")
     page = list_conversations(
         session,
-        tenant_id,
+        caller.tenant_id,
         limit=limit,
         cursor=cursor,
         key_prefix=prefix,
@@ -70,7 +69,7 @@ def get_conversations(
 @router.delete("/{key:path}", status_code=204, responses=error_responses(404, 409))
 def delete_conversations(
     key: SessionKey,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     database: DatabaseDep,
     services: ServicesDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
@@ -79,10 +78,10 @@ def delete_conversations(
     """Erase the family, or one conversation of it; stored file contents go after commit."""
     with database.transaction() as session:
         if session_id is None and conversation_id is None:
-            erased = erase_family(session, tenant_id, key)
+            erased = erase_family(session, caller.tenant_id, key)
         else:
-            target = _one(session, tenant_id, key, session_id, conversation_id)
-            erased = erase_conversation(session, tenant_id, target.id)
+            target = _one(session, caller.tenant_id, key, session_id, conversation_id)
+            erased = erase_conversation(session, caller.tenant_id, target.id)
     remove_released_blobs(database.read_session, services.storage, erased)
     return Response(status_code=204)
 
@@ -94,7 +93,7 @@ def delete_conversations(
 )
 def get_export(
     key: SessionKey,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     session: ReadSessionDep,
     database: DatabaseDep,
     services: ServicesDep,
@@ -103,11 +102,11 @@ def get_export(
 ) -> StreamingResponse:
     """The conversation (default: the family's latest) as JSONL, streamed."""
     if session_id is None and conversation_id is None:
-        target = resolve_for_read(session, tenant_id, key)
+        target = resolve_for_read(session, caller.tenant_id, key)
     else:
-        target = _one(session, tenant_id, key, session_id, conversation_id)
+        target = _one(session, caller.tenant_id, key, session_id, conversation_id)
     return StreamingResponse(
-        _stream(database, services.storage, tenant_id, target.id),
+        _stream(database, services.storage, caller.tenant_id, target.id),
         media_type="application/x-ndjson",
     )
 
@@ -124,7 +123,7 @@ def _stream(
 async def post_import(
     key: SessionKey,
     request: Request,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     database: DatabaseDep,
     services: ServicesDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
@@ -143,9 +142,9 @@ async def post_import(
 
     def write() -> ImportOut:
         with database.transaction() as session:
-            quota = StorageQuota.of(effective_settings(session, tenant_id, services.settings))
+            quota = StorageQuota.of(caller.settings)
             imported = import_conversation(
-                session, storage, tenant_id, key, target_session, export, quota
+                session, storage, caller.tenant_id, key, target_session, export, quota
             )
         return ImportOut(**vars(imported))
 

@@ -22,7 +22,7 @@ from api.contract import (
     SessionResetOut,
     TurnOut,
 )
-from api.deps import DatabaseDep, IngestTenant, ServicesDep, SessionDep, SettingsDep
+from api.deps import DatabaseDep, IngestCaller, ServicesDep, SessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import prepared_batch
@@ -33,7 +33,6 @@ from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.tenants.quota import StorageQuota
-from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 
@@ -42,7 +41,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 def post_commit(
     key: SessionKey,
     body: CommitIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -54,7 +53,7 @@ def post_commit(
     with database.transaction() as session:
         result = commit_turn(
             session,
-            tenant_id,
+            caller.tenant_id,
             key,
             body.session_id,
             body.advancement_key,
@@ -98,13 +97,13 @@ def post_commit(
 def post_fork(
     key: SessionKey,
     body: ForkIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     session: SessionDep,
     settings: SettingsDep,
 ) -> ForkOut:
     result = prepare_fork(
         session,
-        tenant_id,
+        caller.tenant_id,
         key,
         body.session_id,
         body.parent_session_key,
@@ -112,7 +111,7 @@ def post_fork(
         body.mode,
         body.ttl_seconds,
         settings.max_message_chars,
-        StorageQuota.of(effective_settings(session, tenant_id, settings)),
+        StorageQuota.of(caller.settings),
     )
     return ForkOut(
         conversation_id=result.child_conversation_id,
@@ -127,17 +126,17 @@ def post_fork(
 
 @router.post("/{key:path}/fork/end", response_model=ForkEndOut)
 def post_fork_end(
-    key: SessionKey, body: ForkEndIn, tenant_id: IngestTenant, session: SessionDep
+    key: SessionKey, body: ForkEndIn, caller: IngestCaller, session: SessionDep
 ) -> ForkEndOut:
-    fork = end_fork(session, tenant_id, key, body.reason)
+    fork = end_fork(session, caller.tenant_id, key, body.reason)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
     )
 
 
 @router.post("/{key:path}/fork/rollback", response_model=ForkEndOut)
-def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: SessionDep) -> ForkEndOut:
-    fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
+def post_fork_rollback(key: SessionKey, caller: IngestCaller, session: SessionDep) -> ForkEndOut:
+    fork = end_fork(session, caller.tenant_id, key, "rolled_back", rollback=True)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
     )
@@ -147,18 +146,17 @@ def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: Sessio
 def post_session(
     key: SessionKey,
     body: SessionResetIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     session: SessionDep,
-    settings: SettingsDep,
 ) -> SessionResetOut:
     """``/new`` (prune the live context) or ``/reset`` (archive, start an empty conversation)."""
     if body.mode == "new":
         depth = body.retain_depth
         if depth is None:
-            depth = effective_settings(session, tenant_id, settings).new_session_retain_depth
-        done = new_session(session, tenant_id, key, depth)
+            depth = caller.settings.new_session_retain_depth
+        done = new_session(session, caller.tenant_id, key, depth)
     else:
-        done = reset_session(session, tenant_id, key, body.session_id)
+        done = reset_session(session, caller.tenant_id, key, body.session_id)
     return SessionResetOut(
         mode=done.mode,
         conversation_id=done.conversation_id,

@@ -58,9 +58,12 @@ def with_llm(db: Database, llm: FakeAnthropicServer) -> Settings:
 @pytest.fixture
 def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     settings = with_llm(db, llm)
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=RecordingSender()
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
