@@ -5,12 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.contract import BootstrapIn, BootstrapOut
-from api.deps import DatabaseDep, IngestCaller, ServicesDep, SettingsDep
+from api.deps import DatabaseDep, IngestCaller, ServicesDep
 from api.openapi import error_responses
 from api.validation import SessionKey
-from lcm.conversations.patterns import write_skip
-from lcm.tenants.service import effective_settings
-from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
+from lcm.address import SessionAddress
+from lcm.transcripts.service import bootstrap_session
 
 router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 
@@ -21,13 +20,19 @@ def post_bootstrap(
     body: BootstrapIn,
     caller: IngestCaller,
     database: DatabaseDep,
-    settings: SettingsDep,
     services: ServicesDep,
 ) -> BootstrapOut:
-    with database.read_session() as session:
-        effective = effective_settings(session, caller.tenant_id, settings)
-    skipped = write_skip(effective, key)
-    if skipped is not None:
+    # Commits chunk by chunk (short write transactions; see the service); each
+    # chunk's file-summary jobs leave with its commit.
+    result = bootstrap_session(
+        database.transaction,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        body.transcript_jsonl.encode(),  # storable text: no surrogate left to fail
+        caller.settings,
+        services.storage,
+        body.format,
+    )
+    if isinstance(result, str):  # an ignored or stateless session: nothing imported
         return BootstrapOut(
             conversation_id=None,
             imported=0,
@@ -36,15 +41,8 @@ def post_bootstrap(
             duplicates=0,
             format=body.format,
             file_ids=[],
-            **BootstrapOut.flags(skipped),
+            **BootstrapOut.flags(result),
         )
-    options = BootstrapOptions.from_settings(effective, services.storage, body.format)
-    transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
-    # Commits chunk by chunk (short write transactions; see the service); each
-    # chunk's file-summary jobs leave with its commit.
-    result = bootstrap_transcript(
-        database.transaction, caller.tenant_id, key, body.session_id, transcript, options
-    )
     return BootstrapOut(
         conversation_id=result.conversation_id,
         imported=result.imported,

@@ -31,24 +31,22 @@ from api.deps import (
     SnapshotReadDep,
     WorkerLinkDep,
 )
-from api.inline_compaction import InlineJobsDep, compaction_outcome
+from api.inline_compaction import InlineJobsDep
 from api.openapi import error_responses
 from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.address import SessionAddress
 from lcm.assembly import TimeSpan
 from lcm.assembly.service import assemble
 from lcm.compaction.overrides import ModelInfo, settings_for_call
-from lcm.compaction.service import context_token_total
 from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
-from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read, target_for_read
 from lcm.conversations.status import conversation_status
-from lcm.ingest.service import ReplayFloodLimits, ingest_messages
-from lcm.ingest.turns import LivePrompt, after_turn
+from lcm.ingest.turns import LivePrompt, store_messages
+from lcm.lifecycle.gateway import TurnInput, take_turn
 from lcm.lifecycle.recall import recall_prompt
-from lcm.tenants.quota import StorageQuota
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -64,28 +62,21 @@ def post_messages(
 ) -> MessagesOut | Response:
     caller = check.caller()
     batch = prepared_batch(body, settings)
-    tenant_id, effective = caller.tenant_id, caller.settings
-    skipped = write_skip(effective, key)
-    if skipped is not None:
-        return MessagesOut(
-            conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(skipped)
-        )
-    # The unit of work opened here rather than by a session dependency: a
+    # The use case opens its unit of work rather than a session dependency: a
     # generator dependency costs two more thread-pool hops per request (enter
     # and exit), and this is the hottest write route. It commits (and sends
     # its jobs) before the response, as the dependency's would.
-    with database.transaction() as session:
-        result = ingest_messages(
-            session,
-            tenant_id,
-            key,
-            body.session_id,
-            batch,
-            large_files=services.large_files(effective),
-            new_session_retain_depth=effective.new_session_retain_depth,
-            quota=StorageQuota.of(effective),
-            replay_limits=ReplayFloodLimits.of(effective),
-            host_cursor=body.host_cursor,
+    result = store_messages(
+        database.transaction,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        batch,
+        caller.settings,
+        services.storage,
+        body.host_cursor,
+    )
+    if isinstance(result, str):  # an ignored or stateless session: nothing stored
+        return MessagesOut(
+            conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(result)
         )
     # Validated as it is built: not validated again (see model_response).
     return model_response(
@@ -111,30 +102,26 @@ def post_turn(
     batch = prepared_batch(body, settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
-    with database.transaction() as session:
-        turn = after_turn(
-            session,
-            caller.tenant_id,
-            key,
-            body.session_id,
-            batch,
+    taken = take_turn(
+        database.transaction,
+        database.read_session,
+        inline_jobs,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        batch,
+        TurnInput(
             body.token_budget,
-            caller.settings,
-            services.storage,
             ModelInfo(body.model, body.context_window),
             LivePrompt(body.current_token_count, body.overflow),
-        )
-    if turn.ingest is None:
-        return TurnOut.of(turn, "none")
-    compaction = compaction_outcome(
-        turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
+        ),
+        caller.settings,
+        services.storage,
     )
-    if compaction != "ran":
+    if taken.turn.ingest is None:
+        return TurnOut.of(taken.turn, "none")
+    if taken.compaction != "ran":
         # Validated as it is built: not validated again (see model_response).
-        return model_response(TurnOut.of(turn, compaction))
-    with database.read_session() as fresh:  # the host retries with what the sweep left
-        after = context_token_total(fresh, turn.ingest.conversation_id)
-    return TurnOut.of(turn, compaction, after)
+        return model_response(TurnOut.of(taken.turn, taken.compaction))
+    return TurnOut.of(taken.turn, taken.compaction, taken.tokens_after)
 
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))

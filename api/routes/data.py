@@ -15,24 +15,22 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.contract import ConversationItemOut, ConversationListOut, ImportOut, SessionIdText
 from api.deps import AdminCaller, DatabaseDep, ReadCaller, ReadSessionDep, ServicesDep
 from api.openapi import error_responses
 from api.validation import SessionKey
+from lcm.address import SessionAddress
 from lcm.conversations.listing import list_conversations
-from lcm.conversations.repository import ConversationRepository
-from lcm.conversations.service import resolve_for_read
+from lcm.conversations.service import conversation_in_family, resolve_for_read
 from lcm.db.engine import Database
-from lcm.db.models import Conversation
-from lcm.erasure.service import erase_conversation, erase_family, remove_released_blobs
-from lcm.errors import InvalidInput, NotFound
+from lcm.erasure.service import erase_in_family, erase_then_release
+from lcm.errors import InvalidInput
 from lcm.files.storage import FileStorage
 from lcm.tenants.quota import StorageQuota
 from lcm.transfer.export import export_lines
-from lcm.transfer.service import import_conversation, parse_export
+from lcm.transfer.service import import_export, parse_export
 
 router = APIRouter(prefix="/v1/conversations", tags=["data"])
 
@@ -76,13 +74,14 @@ def delete_conversations(
     conversation_id: ConversationIdQuery = None,
 ) -> Response:
     """Erase the family, or one conversation of it; stored file contents go after commit."""
-    with database.transaction() as session:
-        if session_id is None and conversation_id is None:
-            erased = erase_family(session, caller.tenant_id, key)
-        else:
-            target = _one(session, caller.tenant_id, key, session_id, conversation_id)
-            erased = erase_conversation(session, caller.tenant_id, target.id)
-    remove_released_blobs(database.read_session, services.storage, erased)
+    erase_then_release(
+        database.transaction,
+        database.read_session,
+        services.storage,
+        lambda session: erase_in_family(
+            session, caller.tenant_id, key, session_id, conversation_id
+        ),
+    )
     return Response(status_code=204)
 
 
@@ -104,7 +103,7 @@ def get_export(
     if session_id is None and conversation_id is None:
         target = resolve_for_read(session, caller.tenant_id, key)
     else:
-        target = _one(session, caller.tenant_id, key, session_id, conversation_id)
+        target = conversation_in_family(session, caller.tenant_id, key, session_id, conversation_id)
     return StreamingResponse(
         _stream(database, services.storage, caller.tenant_id, target.id),
         media_type="application/x-ndjson",
@@ -141,35 +140,14 @@ async def post_import(
     storage = services.storage
 
     def write() -> ImportOut:
-        with database.transaction() as session:
-            quota = StorageQuota.of(caller.settings)
-            imported = import_conversation(
-                session, storage, caller.tenant_id, key, target_session, export, quota
-            )
+        imported = import_export(
+            database.transaction,
+            storage,
+            SessionAddress(caller.tenant_id, key, target_session),
+            export,
+            StorageQuota.of(caller.settings),
+        )
         return ImportOut(**vars(imported))
 
     # The body had to be awaited; the database work must not block the event loop.
     return await run_in_threadpool(write)
-
-
-def _one(
-    session: Session,
-    tenant_id: str,
-    key: str,
-    session_id: str | None,
-    conversation_id: int | None,
-) -> Conversation:
-    """The family's conversation named by session id or conversation id (both must agree)."""
-    repo = ConversationRepository(session)
-    found = (
-        repo.get(tenant_id, conversation_id)
-        if conversation_id is not None
-        else repo.find_by_session_id(tenant_id, key, str(session_id))
-    )
-    if (
-        found is None
-        or found.session_key != key
-        or (session_id is not None and found.session_id != session_id)
-    ):
-        raise NotFound(f"no such conversation under session key {key!r}")
-    return found

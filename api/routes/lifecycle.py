@@ -23,15 +23,16 @@ from api.contract import (
     TurnOut,
 )
 from api.deps import DatabaseDep, IngestCaller, ServicesDep, SessionDep, SettingsDep
-from api.inline_compaction import InlineJobsDep, compaction_outcome
+from api.inline_compaction import InlineJobsDep
 from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.address import SessionAddress
 from lcm.compaction.overrides import ModelInfo
 from lcm.conversations.reset import new_session, reset_session
 from lcm.ingest.turns import LivePrompt
-from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
+from lcm.lifecycle.gateway import TurnInput, commit_host_turn
 from lcm.tenants.quota import StorageQuota
 
 router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
@@ -50,20 +51,20 @@ def post_commit(
     batch = prepared_batch(body, settings)
     # Turn, key and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
-    with database.transaction() as session:
-        result = commit_turn(
-            session,
-            caller.tenant_id,
-            key,
-            body.session_id,
-            body.advancement_key,
-            batch,
+    result, compaction = commit_host_turn(
+        database.transaction,
+        inline_jobs,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        body.advancement_key,
+        batch,
+        TurnInput(
             body.token_budget,
-            settings,
-            services.storage,
             ModelInfo(body.model, body.context_window),
             LivePrompt(body.current_token_count, body.overflow),
-        )
+        ),
+        caller.settings,
+        services.storage,
+    )
     turn = result.turn
     if result.skipped is not None:
         return CommitOut(
@@ -86,10 +87,6 @@ def post_commit(
             threshold_tokens=None,
             compaction="none",
         )
-    assert result.conversation_id is not None  # committed: the conversation exists
-    compaction = compaction_outcome(
-        turn.over_threshold, turn.mode, result.conversation_id, inline_jobs
-    )
     return CommitOut(status="committed", **TurnOut.of(turn, compaction).model_dump())
 
 

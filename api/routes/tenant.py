@@ -14,10 +14,8 @@ from api.contract import TenantSettingsOut, UsageLineOut, UsageOut
 from api.deps import AdminCaller, DatabaseDep, ReadSessionDep, ServicesDep, SessionDep, SettingsDep
 from api.openapi import error_responses
 from api.schemas import TenantSettingsPatch
-from lcm.erasure.service import erase_tenant, remove_released_blobs
-from lcm.errors import InvalidInput
+from lcm.erasure.service import erase_own_tenant, erase_then_release
 from lcm.settings import Settings
-from lcm.tenants.repository import TenantRepository
 from lcm.tenants.service import (
     OVERRIDABLE,
     effective_settings,
@@ -104,12 +102,10 @@ def delete_tenant(
 
     ``confirm`` must repeat the tenant's name, so a stray request cannot do it.
     """
-    with database.transaction() as session:
-        tenant = TenantRepository(session).get(caller.tenant_id)
-        if tenant is None or confirm != tenant.name:
-            raise InvalidInput(
-                "to erase this tenant, repeat its name in ?confirm=", code="confirm_required"
-            )
-        erased = erase_tenant(session, caller.tenant_id)
-    remove_released_blobs(database.read_session, services.storage, erased)
+    erase_then_release(
+        database.transaction,
+        database.read_session,
+        services.storage,
+        lambda session: erase_own_tenant(session, caller.tenant_id, confirm),
+    )
     return Response(status_code=204)
