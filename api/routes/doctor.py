@@ -17,9 +17,8 @@ from api.contract import (
 )
 from api.deps import AdminCaller, DatabaseDep, ReadSessionDep
 from api.inline_compaction import InlineJobsDep
-from lcm.compaction.inline import run_inline
-from lcm.doctor.service import diagnose, request_repair
-from lcm.doctor.structure import repair_structure
+from lcm.doctor.apply import apply_repairs
+from lcm.doctor.service import diagnose
 
 router = APIRouter(prefix="/v1/tenant/doctor", tags=["tenant"])
 
@@ -51,16 +50,15 @@ def post_doctor_apply(
     Deferred mode schedules the jobs (their wake-ups leave with the commit);
     inline mode runs them here, after the commit.
     """
-    mode = caller.settings.compaction_mode
-    with database.transaction() as session:
-        fixed = repair_structure(session, caller.tenant_id, body.conversation_id)
-        owed = request_repair(session, caller.tenant_id, body.conversation_id, mode=mode)
-    repaired = [DoctorRepairOut(**asdict(r)) for r in fixed]
-    if not owed:
-        return DoctorApplyOut(status="none", conversations=[], repaired=repaired)
-    if mode == "inline":
-        reports = [run_inline(inline_jobs(), cid) for cid in owed]
-        # A repair that found the LLM still down ends "retry": its debt retries later.
-        if all(r is not None and r.ended == "done" for r in reports):
-            return DoctorApplyOut(status="ran", conversations=owed, repaired=repaired)
-    return DoctorApplyOut(status="scheduled", conversations=owed, repaired=repaired)
+    applied = apply_repairs(
+        database.transaction,
+        inline_jobs,
+        caller.tenant_id,
+        body.conversation_id,
+        caller.settings.compaction_mode,
+    )
+    return DoctorApplyOut(
+        status=applied.status,
+        conversations=applied.conversations,
+        repaired=[DoctorRepairOut(**asdict(r)) for r in applied.repaired],
+    )
