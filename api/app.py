@@ -34,11 +34,13 @@ from lcm.logs import configure_logging
 from lcm.outbox import JobSender
 from lcm.services import Services
 from lcm.settings import Settings, get_settings
+from lcm.worker_link import WorkerLink
 
 
 def create_app(
     settings: Settings | None = None,
     *,
+    link: WorkerLink,
     services: Services | None = None,
     database: Database | None = None,
     broker_ping: Callable[[], bool] | None = None,
@@ -47,9 +49,12 @@ def create_app(
 ) -> FastAPI:
     """Build the app: the API process's composition root.
 
-    ``services`` is passed by ``lcm serve`` (shared with its in-process
-    worker); otherwise the app builds its own, over ``database`` if given.
-    Migrations are not run here: that is an explicit step.
+    ``link`` is the worker side (``workers/link.py`` over Celery), handed in
+    by the caller so that ``api/`` never imports ``workers/``; ``sender`` and
+    ``broker_ping`` override its parts (tests). ``services`` is passed by
+    ``lcm serve`` (shared with its in-process worker); otherwise the app
+    builds its own, over ``database`` if given. Migrations are not run here:
+    that is an explicit step.
     """
     if services is None:
         services = Services.build(settings or get_settings(), database=database)
@@ -59,9 +64,10 @@ def create_app(
     app.state.services = services
     app.state.settings = settings
     app.state.database = services.database
-    app.state.broker_ping = broker_ping or _default_broker_ping
+    app.state.link = link
+    app.state.broker_ping = broker_ping or link.broker_reachable
     # Jobs leave with the commit of the unit of work that asked for them.
-    services.database.sender = sender or services.database.sender or _celery_sender()
+    services.database.sender = sender or services.database.sender or link.sender()
     # One limiter per process: Redis-backed buckets are shared with every other
     # API process; without Redis (embedded) this process holds them.
     app.state.rate_limiter = rate_limiter or build_rate_limiter(settings.rate_limit_store_url)
@@ -109,15 +115,3 @@ def _register_debt_metrics(database: Database) -> None:
         _debt_collector = DebtCollector(database)
         REGISTRY.register(_debt_collector)
     _debt_collector.database = database
-
-
-def _celery_sender() -> JobSender:
-    from workers.sender import CelerySender
-
-    return CelerySender()
-
-
-def _default_broker_ping() -> bool:
-    from workers.celery_app import broker_reachable
-
-    return broker_reachable()

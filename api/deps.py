@@ -1,11 +1,20 @@
 """FastAPI dependencies: settings, a database session per request, the scoped tenant.
 
 Every ``/v1`` route names the scope it needs in its signature, through one
-of ``IngestTenant``, ``ReadTenant`` or ``AdminTenant``: the dependency
+of ``IngestCaller``, ``ReadCaller`` or ``AdminCaller``: the dependency
 authenticates the key (401), checks its scope (403), takes one token from
-the tenant's request bucket (429) and hands the route the tenant id. The
+the tenant's request bucket (429) and hands the route the :class:`Caller`
+(tenant, key, scopes and the tenant's effective settings, read once). The
 routes of a gateway turn take ``IngestKey`` or ``SnapshotReadDep`` instead,
 and look the key up themselves (see :class:`KeyCheck`).
+
+Transactions, one rule: a route that writes takes ``SessionDep`` (the
+request's unit of work, committed when the route returns) unless it must act
+on committed state before it answers (an inline sweep, a wait for a worker,
+a job another process reads) or is a hot path where the dependency's
+thread-pool hops show; those pass ``database.transaction`` (or the
+``Database``) to one use case, which opens its own units of work. A route
+never opens one transaction beside another.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from lcm.services import Services
 from lcm.settings import Settings
 from lcm.tenants.keys import Scope, authenticate_with_tenant
 from lcm.tenants.service import with_overrides
+from lcm.worker_link import WorkerLink
 
 # The dependencies that only look something up are ``async``: FastAPI runs a
 # plain ``def`` dependency in its thread pool, a hop per dependency per request.
@@ -46,6 +56,12 @@ async def get_services(request: Request) -> Services:
     """The API process's shared parts (built once by ``create_app``)."""
     services: Services = request.app.state.services
     return services
+
+
+async def get_worker_link(request: Request) -> WorkerLink:
+    """The worker side, handed to ``create_app`` by its caller (api/ never imports workers/)."""
+    link: WorkerLink = request.app.state.link
+    return link
 
 
 async def get_database(request: Request) -> Database:
@@ -88,13 +104,16 @@ def get_snapshot_session(
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated request's tenant and that tenant's effective settings.
+    """An authenticated request: its tenant, key, scopes and the tenant's effective settings.
 
-    The settings are the ones read with the key (one read per request): a
-    route taking a ``Caller`` does not read them again.
+    The settings are the ones read with the key (one read per request, by
+    :func:`lcm.tenants.service.with_overrides`): a route taking a ``Caller``
+    does not read them again.
     """
 
     tenant_id: str
+    key_id: int
+    scopes: frozenset[str]
     settings: Settings
 
 
@@ -127,19 +146,19 @@ class ScopedKey:
             # After authentication and the scope check: a bad or forbidden key
             # spends nobody's bucket.
             take_rate_token(limiter, principal.tenant_id, limit)
-        return Caller(principal.tenant_id, effective)
+        return Caller(principal.tenant_id, principal.key_id, principal.scopes, effective)
 
 
 class RequireScope(ScopedKey):
-    """Dependency: the calling tenant's id, the key looked up as :meth:`KeyCheck.caller` does."""
+    """Dependency: the :class:`Caller`, the key looked up as :meth:`KeyCheck.caller` does."""
 
     def __call__(
         self,
         request: Request,
         database: Annotated[Database, Depends(get_database)],
         settings: Annotated[Settings, Depends(app_settings)],
-    ) -> str:
-        return KeyCheck(self, request, database, settings).caller().tenant_id
+    ) -> Caller:
+        return KeyCheck(self, request, database, settings).caller()
 
 
 # The routes of a gateway turn check their key in their own thread-pool hop,
@@ -292,8 +311,9 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 SnapshotSessionDep = Annotated[Session, Depends(get_snapshot_session)]
-IngestTenant = Annotated[str, Depends(RequireScope("ingest"))]
+WorkerLinkDep = Annotated[WorkerLink, Depends(get_worker_link)]
+IngestCaller = Annotated[Caller, Depends(RequireScope("ingest"))]
 IngestKey = Annotated[KeyCheck, Depends(RequireKeyCheck("ingest"))]
-ReadTenant = Annotated[str, Depends(RequireScope("read"))]
+ReadCaller = Annotated[Caller, Depends(RequireScope("read"))]
 SnapshotReadDep = Annotated[SnapshotRead, Depends(RequireSnapshotRead("read"))]
-AdminTenant = Annotated[str, Depends(RequireScope("admin"))]
+AdminCaller = Annotated[Caller, Depends(RequireScope("admin"))]

@@ -34,7 +34,7 @@ from enum import StrEnum
 
 from fastapi import Depends, Request
 
-from api.deps import AdminTenant, IngestTenant, ReadTenant
+from api.deps import AdminCaller, IngestCaller, ReadCaller
 from lcm.errors import RateLimited
 from lcm.settings import Settings
 
@@ -133,23 +133,23 @@ def heavy_share(request: Request) -> HeavyShare:
     return share
 
 
-async def _read_slot(request: Request, tenant_id: ReadTenant) -> AsyncIterator[None]:
-    async with heavy_share(request).slot(tenant_id, HeavyKind.READ):
+async def _read_slot(request: Request, caller: ReadCaller) -> AsyncIterator[None]:
+    async with heavy_share(request).slot(caller.tenant_id, HeavyKind.READ):
         yield
 
 
-async def _admin_read_slot(request: Request, tenant_id: AdminTenant) -> AsyncIterator[None]:
-    async with heavy_share(request).slot(tenant_id, HeavyKind.READ):
+async def _admin_read_slot(request: Request, caller: AdminCaller) -> AsyncIterator[None]:
+    async with heavy_share(request).slot(caller.tenant_id, HeavyKind.READ):
         yield
 
 
-async def _ingest_write_slot(request: Request, tenant_id: IngestTenant) -> AsyncIterator[None]:
-    async with heavy_share(request).slot(tenant_id, HeavyKind.WRITE):
+async def _ingest_write_slot(request: Request, caller: IngestCaller) -> AsyncIterator[None]:
+    async with heavy_share(request).slot(caller.tenant_id, HeavyKind.WRITE):
         yield
 
 
-async def _admin_write_slot(request: Request, tenant_id: AdminTenant) -> AsyncIterator[None]:
-    async with heavy_share(request).slot(tenant_id, HeavyKind.WRITE):
+async def _admin_write_slot(request: Request, caller: AdminCaller) -> AsyncIterator[None]:
+    async with heavy_share(request).slot(caller.tenant_id, HeavyKind.WRITE):
         yield
 
 

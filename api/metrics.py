@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lcm.compaction.debt_repository import UNFINISHED, debt_overview
+from lcm.compaction.service import UNFINISHED, unfinished_debt
 from lcm.db.engine import Database
 from lcm.db.models import utcnow
 
@@ -75,7 +75,7 @@ class DebtCollector(Collector):
         )
         try:
             with self.database.read_session() as session:
-                by_status, oldest_at = debt_overview(session)
+                by_status, oldest_at = unfinished_debt(session)
         except Exception:
             return  # an unreachable database shows on /readyz, not as a failed scrape
         for status in UNFINISHED:

@@ -14,7 +14,7 @@ from lcm.conversations.session_keys import normalized_session_key
 from lcm.db.engine import Database
 from lcm.errors import InvalidSessionKey, LcmError, NotFound
 from lcm.settings import get_settings
-from lcm.tenants.repository import TenantRepository
+from lcm.tenants.service import find_tenant
 
 console = Console(stderr=True)  # progress and errors
 out = Console()  # results
@@ -86,7 +86,7 @@ def in_session(work: Callable[[Session], T], *, send_jobs: bool = False) -> T:
 
 
 def tenant_id_for(session: Session, name: str) -> str:
-    found = TenantRepository(session).find_by_name(name)
+    found = find_tenant(session, name)
     if found is None:
         raise NotFound(f"no tenant named {name!r} (create it with `lcm tenant create {name}`)")
     return found.id

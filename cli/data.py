@@ -44,13 +44,12 @@ def _in_transaction(database: Database, work: Callable[[Session], T]) -> T:
 def _target(
     session: Session, tenant_id: str, key: str, session_id: str | None, conversation_id: int | None
 ) -> int:
-    from lcm.conversations.repository import ConversationRepository
-    from lcm.conversations.service import resolve_for_read
+    from lcm.conversations.service import get_conversation, resolve_for_read
     from lcm.errors import NotFound
 
     if conversation_id is None:
         return resolve_for_read(session, tenant_id, key, session_id).id
-    found = ConversationRepository(session).get(tenant_id, conversation_id)
+    found = get_conversation(session, tenant_id, conversation_id)
     if found is None or found.session_key != key:
         raise NotFound(f"no conversation {conversation_id} under session key {key!r}")
     return found.id

@@ -11,8 +11,8 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, console, in_session, out, tenant_id_for
-from lcm.compaction.debt_repository import DebtListing
 from lcm.compaction.debt_statements import DONE, FAILED, PENDING, RUNNING
+from lcm.compaction.service import DebtListing
 from lcm.conversations.session_keys import printable_session_key
 from lcm.settings import get_settings
 
@@ -28,14 +28,14 @@ def debt_list(
     as_json: JsonOpt = False,
 ) -> None:
     """Debt rows, most recently changed first (``--status failed``: what needs a retry)."""
-    from lcm.compaction.debt_repository import DebtRepository
+    from lcm.compaction.service import list_debts
 
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"--status is one of {', '.join(STATUSES)}")
 
     def read(session: Session) -> list[DebtListing]:
         tenant_id = tenant_id_for(session, tenant) if tenant is not None else None
-        return DebtRepository(session).listing(status, tenant_id, limit)
+        return list_debts(session, status, tenant_id, limit)
 
     rows = in_session(read)
     if as_json:

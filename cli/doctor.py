@@ -47,15 +47,15 @@ def doctor(
     ``--apply --inline`` runs the jobs here instead (the LLM must be reachable).
     """
     from lcm.doctor.service import diagnose
-    from lcm.tenants.repository import TenantRepository
+    from lcm.tenants.service import tenant_names
 
     if inline and not apply:
         raise typer.BadParameter("--inline goes with --apply")
 
     def tenants(session: Session) -> list[tuple[str, str]]:
-        repo = TenantRepository(session)
-        ids = [tenant_id_for(session, tenant)] if tenant else repo.all_ids()
-        return [(tid, repo.get(tid).name) for tid in ids]  # type: ignore[union-attr]
+        if tenant:
+            return [(tenant_id_for(session, tenant), tenant)]
+        return tenant_names(session)
 
     def report(session: Session) -> list[dict[str, object]]:
         return [

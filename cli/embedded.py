@@ -6,8 +6,7 @@ from rich.console import Console
 
 from lcm.db.engine import Database
 from lcm.settings import Settings
-from lcm.tenants.repository import TenantRepository
-from lcm.tenants.service import create_tenant
+from lcm.tenants.service import any_tenant, create_tenant
 
 LOCAL_TENANT = "local"
 
@@ -26,7 +25,7 @@ def embedded_settings(base: Settings, concurrency: int | None) -> Settings:
 def bootstrap_local_tenant(database: Database, console: Console) -> None:
     """On first start (no tenant at all), create ``local`` and print its key once."""
     with database.session() as session:
-        if TenantRepository(session).any_tenant():
+        if any_tenant(session):
             console.print("Tenants exist; `lcm key create local` issues another key.")
             return
         issued = create_tenant(session, LOCAL_TENANT)

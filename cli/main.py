@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from cli.doctor import doctor
 from cli.tenants import key_app, tenant_app
 from lcm.logs import configure_logging
 from lcm.settings import get_settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 app = typer.Typer(help="Lossless Context Management server.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
@@ -45,6 +48,7 @@ def serve(
     from lcm.db.migrate import upgrade
     from lcm.services import Services
     from workers.embedded import EmbeddedWorker
+    from workers.link import CeleryLink
 
     settings = embedded_settings(get_settings(), concurrency)
     configure_logging(settings.log_level, settings.log_format)
@@ -65,7 +69,7 @@ def serve(
     )
     try:
         uvicorn.run(
-            create_app(services=services, broker_ping=lambda: True),
+            create_app(services=services, link=CeleryLink(), broker_ping=lambda: True),
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
@@ -86,7 +90,7 @@ def api(
     import uvicorn
 
     uvicorn.run(
-        "api.app:create_app",
+        "cli.main:scaled_app",
         factory=True,
         host=host,
         port=port,
@@ -94,6 +98,14 @@ def api(
         log_level=get_settings().log_level.lower(),
         log_config=None,  # create_app configures lcm.logs in each process
     )
+
+
+def scaled_app() -> FastAPI:
+    """The scaled API process's app (uvicorn's factory): the API wired to Celery workers."""
+    from api.app import create_app
+    from workers.link import CeleryLink
+
+    return create_app(link=CeleryLink())
 
 
 @app.command()

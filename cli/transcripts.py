@@ -159,8 +159,7 @@ class _Importer:
         from lcm.retrieval.search_backlog import index_search_backlog
         from lcm.transcripts.importer import import_transcript
         from lcm.transcripts.parse import parse_transcript
-        from lcm.transcripts.repository import TranscriptRepository
-        from lcm.transcripts.service import BootstrapResult
+        from lcm.transcripts.service import BootstrapResult, tool_pairs
 
         data = path.read_bytes()
         total = len(parse_transcript(data, self.options.transcript_format).messages)
@@ -183,7 +182,7 @@ class _Importer:
             budget = token_budget or self.settings.default_token_budget
             after, passes = self._compact(outcome.conversation_id, before, budget)
         with self.database.session() as session:
-            pairs = TranscriptRepository(session).tool_pairs(outcome.conversation_id)
+            pairs = tool_pairs(session, outcome.conversation_id)
         return FileReport(
             file=str(path),
             key=key,

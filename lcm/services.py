@@ -28,10 +28,9 @@ import threading
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
-from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import FileStorage, build_storage
 from lcm.outbox import JobSender
-from lcm.settings import CompactionSettings, Settings
+from lcm.settings import Settings
 from lcm.summarize.llm import LlmClients
 from lcm.summarize.summarizer import Summarizer
 from lcm.turns import TurnGate
@@ -86,10 +85,6 @@ class Services:
                 llm = LlmClients.from_settings(self.settings, self.turns)
                 self._llm = (llm, Summarizer.from_settings(self.settings, llm))
             return self._llm
-
-    def large_files(self, effective: CompactionSettings) -> LargeFileExtractor:
-        """The large-file extractor at the tenant's thresholds, over the shared storage."""
-        return LargeFileExtractor.for_settings(self.storage, effective)
 
     def compaction_jobs(self, role: str = "worker") -> CompactionJobs:
         """The job runner for ``role`` ("worker" or "api" for inline mode), made once.

@@ -180,8 +180,11 @@ def api_client(
 ) -> Iterator[TestClient]:
     """The API app over ``database``, its broker a recorder, in a test client."""
     from api.app import create_app
+    from workers.link import CeleryLink
 
-    app = create_app(settings, database=database, broker_ping=lambda: True, sender=sender)
+    app = create_app(
+        settings, link=CeleryLink(), database=database, broker_ping=lambda: True, sender=sender
+    )
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

@@ -14,12 +14,10 @@ from api.console.rendering import render
 from api.contract import Text
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
 from api.heavy_work import HeavyKind, heavy_share
-from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
 from lcm.compaction.inline import run_inline
 from lcm.compaction.reconcile import retry_failed_debt
 from lcm.compaction.service import owe_compaction
-from lcm.console.repository import ConsoleRepository
-from lcm.console.views import conversation_of
+from lcm.console.views import conversation_of, live_debts
 from lcm.errors import InvalidInput
 from lcm.retrieval.expansion import grep_limits
 from lcm.retrieval.grep import GrepQuery, GrepResult, grep
@@ -82,17 +80,15 @@ def live(
     session: ReadSessionDep,
     done: Annotated[Text, Query(max_length=100)] = "",
 ) -> HTMLResponse:
-    repo = ConsoleRepository(session)
-    tenant_id = console.principal.tenant_id
-    owed = repo.debts(tenant_id, (PENDING, RUNNING), LIVE_ROWS)
+    debts = live_debts(session, console.principal.tenant_id, LIVE_ROWS)
     return render(
         request,
         "live.html",
         console,
-        counts=repo.debt_counts(tenant_id),
-        owed=owed,
-        oldest=owed[0].updated_at if owed else None,
-        failed=repo.debts(tenant_id, (FAILED,), LIVE_ROWS),
+        counts=debts.counts,
+        owed=debts.owed,
+        oldest=debts.owed[0].updated_at if debts.owed else None,
+        failed=debts.failed,
         done=done or None,
     )
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.contract import BootstrapIn, BootstrapOut
-from api.deps import DatabaseDep, IngestTenant, ServicesDep, SettingsDep
+from api.deps import DatabaseDep, IngestCaller, ServicesDep
 from api.heavy_work import HEAVY_INGEST_WRITE
 from api.openapi import error_responses
 from api.validation import SessionKey
-from lcm.conversations.patterns import write_skip
-from lcm.tenants.service import effective_settings
-from lcm.transcripts.service import BootstrapOptions, bootstrap_transcript
+from lcm.address import SessionAddress
+from lcm.transcripts.service import bootstrap_session
 
 router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 
@@ -25,15 +24,21 @@ router = APIRouter(prefix="/v1/conversations", tags=["transcripts"])
 def post_bootstrap(
     key: SessionKey,
     body: BootstrapIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
-    settings: SettingsDep,
     services: ServicesDep,
 ) -> BootstrapOut:
-    with database.read_session() as session:
-        effective = effective_settings(session, tenant_id, settings)
-    skipped = write_skip(effective, key)
-    if skipped is not None:
+    # Commits chunk by chunk (short write transactions; see the service); each
+    # chunk's file-summary jobs leave with its commit.
+    result = bootstrap_session(
+        database.transaction,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        body.transcript_jsonl.encode(),  # storable text: no surrogate left to fail
+        caller.settings,
+        services.storage,
+        body.format,
+    )
+    if isinstance(result, str):  # an ignored or stateless session: nothing imported
         return BootstrapOut(
             conversation_id=None,
             imported=0,
@@ -42,15 +47,8 @@ def post_bootstrap(
             duplicates=0,
             format=body.format,
             file_ids=[],
-            **BootstrapOut.flags(skipped),
+            **BootstrapOut.flags(result),
         )
-    options = BootstrapOptions.from_settings(effective, services.storage, body.format)
-    transcript = body.transcript_jsonl.encode()  # storable text: no surrogate left to fail
-    # Commits chunk by chunk (short write transactions; see the service); each
-    # chunk's file-summary jobs leave with its commit.
-    result = bootstrap_transcript(
-        database.transaction, tenant_id, key, body.session_id, transcript, options
-    )
     return BootstrapOut(
         conversation_id=result.conversation_id,
         imported=result.imported,

@@ -22,35 +22,31 @@ from api.contract import (
 )
 from api.deps import (
     DatabaseDep,
+    IngestCaller,
     IngestKey,
-    IngestTenant,
+    ReadCaller,
     ReadSessionDep,
-    ReadTenant,
     ServicesDep,
     SettingsDep,
     SnapshotReadDep,
+    WorkerLinkDep,
 )
-from api.inline_compaction import InlineJobsDep, compaction_outcome
+from api.inline_compaction import InlineJobsDep
 from api.openapi import error_responses
 from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.address import SessionAddress
 from lcm.assembly import TimeSpan
 from lcm.assembly.service import assemble
-from lcm.compaction.inline import run_inline
 from lcm.compaction.overrides import ModelInfo, settings_for_call
-from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
+from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
-from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read, target_for_read
 from lcm.conversations.status import conversation_status
-from lcm.db.models import utcnow
-from lcm.ingest.service import ReplayFloodLimits, ingest_messages
-from lcm.ingest.turns import LivePrompt, after_turn
+from lcm.ingest.turns import LivePrompt, store_messages
+from lcm.lifecycle.gateway import TurnInput, take_turn
 from lcm.lifecycle.recall import recall_prompt
-from lcm.tenants.quota import StorageQuota
-from lcm.tenants.service import effective_settings
-from workers import completions
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -66,28 +62,21 @@ def post_messages(
 ) -> MessagesOut | Response:
     caller = check.caller()
     batch = prepared_batch(body, settings)
-    tenant_id, effective = caller.tenant_id, caller.settings
-    skipped = write_skip(effective, key)
-    if skipped is not None:
-        return MessagesOut(
-            conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(skipped)
-        )
-    # The unit of work opened here rather than by a session dependency: a
+    # The use case opens its unit of work rather than a session dependency: a
     # generator dependency costs two more thread-pool hops per request (enter
     # and exit), and this is the hottest write route. It commits (and sends
     # its jobs) before the response, as the dependency's would.
-    with database.transaction() as session:
-        result = ingest_messages(
-            session,
-            tenant_id,
-            key,
-            body.session_id,
-            batch,
-            large_files=services.large_files(effective),
-            new_session_retain_depth=effective.new_session_retain_depth,
-            quota=StorageQuota.of(effective),
-            replay_limits=ReplayFloodLimits.of(effective),
-            host_cursor=body.host_cursor,
+    result = store_messages(
+        database.transaction,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        batch,
+        caller.settings,
+        services.storage,
+        body.host_cursor,
+    )
+    if isinstance(result, str):  # an ignored or stateless session: nothing stored
+        return MessagesOut(
+            conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(result)
         )
     # Validated as it is built: not validated again (see model_response).
     return model_response(
@@ -113,30 +102,26 @@ def post_turn(
     batch = prepared_batch(body, settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
-    with database.transaction() as session:
-        turn = after_turn(
-            session,
-            caller.tenant_id,
-            key,
-            body.session_id,
-            batch,
+    taken = take_turn(
+        database.transaction,
+        database.read_session,
+        inline_jobs,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        batch,
+        TurnInput(
             body.token_budget,
-            caller.settings,
-            services.storage,
             ModelInfo(body.model, body.context_window),
             LivePrompt(body.current_token_count, body.overflow),
-        )
-    if turn.ingest is None:
-        return TurnOut.of(turn, "none")
-    compaction = compaction_outcome(
-        turn.over_threshold, turn.mode, turn.ingest.conversation_id, inline_jobs
+        ),
+        caller.settings,
+        services.storage,
     )
-    if compaction != "ran":
+    if taken.turn.ingest is None:
+        return TurnOut.of(taken.turn, "none")
+    if taken.compaction != "ran":
         # Validated as it is built: not validated again (see model_response).
-        return model_response(TurnOut.of(turn, compaction))
-    with database.read_session() as fresh:  # the host retries with what the sweep left
-        after = context_token_total(fresh, turn.ingest.conversation_id)
-    return TurnOut.of(turn, compaction, after)
+        return model_response(TurnOut.of(taken.turn, taken.compaction))
+    return TurnOut.of(taken.turn, taken.compaction, taken.tokens_after)
 
 
 @router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
@@ -178,68 +163,42 @@ def _message_times(spans: list[TimeSpan]) -> list[MessageTimes]:
 def post_compact(
     key: SessionKey,
     body: CompactIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
-    settings: SettingsDep,
     inline_jobs: InlineJobsDep,
+    link: WorkerLinkDep,
 ) -> CompactOut:
-    asked_at = utcnow()
-    with database.read_session() as session:
-        skipped = write_skip(effective_settings(session, tenant_id, settings), key)
-    if skipped is not None:  # nothing is compacted for an ignored or stateless session
-        return CompactOut(
-            conversation_id=None,
-            status=skipped,
-            context_tokens_before=0,
-            context_tokens_after=0,
-        )
-    # The debt commits first (the wake-up leaves with that commit); then an
-    # inline sweep runs, or the request waits for the worker's.
-    with database.transaction() as session:
-        conversation = resolve_for_read(session, tenant_id, key)
-        before = context_token_total(session, conversation.id)
-        mode = effective_settings(session, tenant_id, settings).compaction_mode
-        owe_compaction(
-            session,
-            tenant_id,
-            conversation.id,
-            "manual",
-            body.token_budget,
-            body.target_tokens,
-            mode=mode,
-        )
-    if mode == "inline":
-        run_inline(inline_jobs(), conversation.id)
-    timeout = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
-    status = wait_for_debt(
+    settings = caller.settings
+    wait = settings.compact_wait_seconds if body.wait is True else float(body.wait or 0)
+    outcome = compact_on_request(
+        database.transaction,
         database.read_session,
-        conversation.id,
-        asked_at,
-        min(timeout, settings.compact_wait_max_seconds),
-        completions.hub(settings.broker_url),  # the worker wakes us when the debt settles
-        completions.RECHECK_SECONDS,
+        inline_jobs,
+        caller.tenant_id,
+        key,
+        settings,
+        CompactRequest(body.token_budget, body.target_tokens, wait),
+        link,
     )
-    with database.read_session() as fresh:
-        after = context_token_total(fresh, conversation.id)
     return CompactOut(
-        conversation_id=conversation.id,
-        status=status or "none",
-        context_tokens_before=before,
-        context_tokens_after=after,
+        conversation_id=outcome.conversation_id,
+        status=outcome.status,
+        context_tokens_before=outcome.tokens_before,
+        context_tokens_after=outcome.tokens_after,
     )
 
 
 @router.get("/{key:path}/status", response_model=ConversationStatus, responses=error_responses(404))
 def get_status(
     key: SessionKey,
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     settings: SettingsDep,
     token_budget: Annotated[int | None, Query(gt=0, le=10_000_000)] = None,
     session_id: Annotated[SessionIdText | None, Query()] = None,
 ) -> Any:  # the domain's dataclass, checked against ConversationStatus on the way out
-    conversation = resolve_for_read(session, tenant_id, key, session_id)
-    effective = effective_settings(session, tenant_id, settings)
+    conversation = resolve_for_read(session, caller.tenant_id, key, session_id)
+    effective = caller.settings
     budget = effective.capped_budget(token_budget or settings.default_token_budget)
     return conversation_status(session, conversation, effective, budget)
 
@@ -247,8 +206,8 @@ def get_status(
 @router.get("/{key:path}/host-cursor", response_model=HostCursorOut, responses=error_responses(404))
 def get_host_cursor(
     key: SessionKey,
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
 ) -> Any:  # the domain's dataclass, checked against HostCursorOut on the way out
-    return read_host_cursor(session, tenant_id, key, session_id)
+    return read_host_cursor(session, caller.tenant_id, key, session_id)

@@ -15,26 +15,23 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.contract import ConversationItemOut, ConversationListOut, ImportOut, SessionIdText
-from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep
+from api.deps import AdminCaller, DatabaseDep, ReadCaller, ReadSessionDep, ServicesDep
 from api.heavy_work import HEAVY_ADMIN_READ, HEAVY_ADMIN_WRITE
 from api.openapi import error_responses
 from api.validation import SessionKey
+from lcm.address import SessionAddress
 from lcm.conversations.listing import list_conversations
-from lcm.conversations.repository import ConversationRepository
-from lcm.conversations.service import resolve_for_read
+from lcm.conversations.service import conversation_in_family, resolve_for_read
 from lcm.db.engine import Database
-from lcm.db.models import Conversation
-from lcm.erasure.service import erase_conversation, erase_family, remove_released_blobs
-from lcm.errors import InvalidInput, NotFound
+from lcm.erasure.service import erase_in_family, erase_then_release
+from lcm.errors import InvalidInput
 from lcm.files.storage import FileStorage
 from lcm.tenants.quota import StorageQuota
-from lcm.tenants.service import effective_settings
 from lcm.transfer.export import export_lines
-from lcm.transfer.service import import_conversation, parse_export
+from lcm.transfer.service import import_export, parse_export
 
 router = APIRouter(prefix="/v1/conversations", tags=["data"])
 
@@ -43,7 +40,7 @@ ConversationIdQuery = Annotated[int | None, Query(ge=1, le=2**63 - 1)]
 
 @router.get("", response_model=ConversationListOut, responses=error_responses(400))
 def get_conversations(
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
@@ -55,7 +52,7 @@ def get_conversations(
         raise InvalidInput("updated_since needs a time zone (e.g. 2026-01-01T00:00:00Z)")
     page = list_conversations(
         session,
-        tenant_id,
+        caller.tenant_id,
         limit=limit,
         cursor=cursor,
         key_prefix=prefix,
@@ -71,20 +68,21 @@ def get_conversations(
 @router.delete("/{key:path}", status_code=204, responses=error_responses(404, 409))
 def delete_conversations(
     key: SessionKey,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     database: DatabaseDep,
     services: ServicesDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
     conversation_id: ConversationIdQuery = None,
 ) -> Response:
     """Erase the family, or one conversation of it; stored file contents go after commit."""
-    with database.transaction() as session:
-        if session_id is None and conversation_id is None:
-            erased = erase_family(session, tenant_id, key)
-        else:
-            target = _one(session, tenant_id, key, session_id, conversation_id)
-            erased = erase_conversation(session, tenant_id, target.id)
-    remove_released_blobs(database.read_session, services.storage, erased)
+    erase_then_release(
+        database.transaction,
+        database.read_session,
+        services.storage,
+        lambda session: erase_in_family(
+            session, caller.tenant_id, key, session_id, conversation_id
+        ),
+    )
     return Response(status_code=204)
 
 
@@ -96,7 +94,7 @@ def delete_conversations(
 )
 def get_export(
     key: SessionKey,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     session: ReadSessionDep,
     database: DatabaseDep,
     services: ServicesDep,
@@ -105,11 +103,11 @@ def get_export(
 ) -> StreamingResponse:
     """The conversation (default: the family's latest) as JSONL, streamed."""
     if session_id is None and conversation_id is None:
-        target = resolve_for_read(session, tenant_id, key)
+        target = resolve_for_read(session, caller.tenant_id, key)
     else:
-        target = _one(session, tenant_id, key, session_id, conversation_id)
+        target = conversation_in_family(session, caller.tenant_id, key, session_id, conversation_id)
     return StreamingResponse(
-        _stream(database, services.storage, tenant_id, target.id),
+        _stream(database, services.storage, caller.tenant_id, target.id),
         media_type="application/x-ndjson",
     )
 
@@ -131,7 +129,7 @@ def _stream(
 async def post_import(
     key: SessionKey,
     request: Request,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     database: DatabaseDep,
     services: ServicesDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
@@ -149,35 +147,14 @@ async def post_import(
     storage = services.storage
 
     def write() -> ImportOut:
-        with database.transaction() as session:
-            quota = StorageQuota.of(effective_settings(session, tenant_id, services.settings))
-            imported = import_conversation(
-                session, storage, tenant_id, key, target_session, export, quota
-            )
+        imported = import_export(
+            database.transaction,
+            storage,
+            SessionAddress(caller.tenant_id, key, target_session),
+            export,
+            StorageQuota.of(caller.settings),
+        )
         return ImportOut(**vars(imported))
 
     # The body had to be awaited; the database work must not block the event loop.
     return await run_in_threadpool(write)
-
-
-def _one(
-    session: Session,
-    tenant_id: str,
-    key: str,
-    session_id: str | None,
-    conversation_id: int | None,
-) -> Conversation:
-    """The family's conversation named by session id or conversation id (both must agree)."""
-    repo = ConversationRepository(session)
-    found = (
-        repo.get(tenant_id, conversation_id)
-        if conversation_id is not None
-        else repo.find_by_session_id(tenant_id, key, str(session_id))
-    )
-    if (
-        found is None
-        or found.session_key != key
-        or (session_id is not None and found.session_id != session_id)
-    ):
-        raise NotFound(f"no such conversation under session key {key!r}")
-    return found

@@ -22,18 +22,18 @@ from api.contract import (
     SessionResetOut,
     TurnOut,
 )
-from api.deps import DatabaseDep, IngestTenant, ServicesDep, SessionDep, SettingsDep
-from api.inline_compaction import InlineJobsDep, compaction_outcome
+from api.deps import DatabaseDep, IngestCaller, ServicesDep, SessionDep, SettingsDep
+from api.inline_compaction import InlineJobsDep
 from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
+from lcm.address import SessionAddress
 from lcm.compaction.overrides import ModelInfo
 from lcm.conversations.reset import new_session, reset_session
 from lcm.ingest.turns import LivePrompt
-from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
+from lcm.lifecycle.gateway import TurnInput, commit_host_turn
 from lcm.tenants.quota import StorageQuota
-from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 
@@ -42,7 +42,7 @@ router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
 def post_commit(
     key: SessionKey,
     body: CommitIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
@@ -51,20 +51,20 @@ def post_commit(
     batch = prepared_batch(body, settings)
     # Turn, key and debt commit first (the wake-up leaves with that commit);
     # inline mode then runs the sweep over the committed turn.
-    with database.transaction() as session:
-        result = commit_turn(
-            session,
-            tenant_id,
-            key,
-            body.session_id,
-            body.advancement_key,
-            batch,
+    result, compaction = commit_host_turn(
+        database.transaction,
+        inline_jobs,
+        SessionAddress(caller.tenant_id, key, body.session_id),
+        body.advancement_key,
+        batch,
+        TurnInput(
             body.token_budget,
-            settings,
-            services.storage,
             ModelInfo(body.model, body.context_window),
             LivePrompt(body.current_token_count, body.overflow),
-        )
+        ),
+        caller.settings,
+        services.storage,
+    )
     turn = result.turn
     if result.skipped is not None:
         return CommitOut(
@@ -87,10 +87,6 @@ def post_commit(
             threshold_tokens=None,
             compaction="none",
         )
-    assert result.conversation_id is not None  # committed: the conversation exists
-    compaction = compaction_outcome(
-        turn.over_threshold, turn.mode, result.conversation_id, inline_jobs
-    )
     return CommitOut(status="committed", **TurnOut.of(turn, compaction).model_dump())
 
 
@@ -98,13 +94,13 @@ def post_commit(
 def post_fork(
     key: SessionKey,
     body: ForkIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     session: SessionDep,
     settings: SettingsDep,
 ) -> ForkOut:
     result = prepare_fork(
         session,
-        tenant_id,
+        caller.tenant_id,
         key,
         body.session_id,
         body.parent_session_key,
@@ -112,7 +108,7 @@ def post_fork(
         body.mode,
         body.ttl_seconds,
         settings.max_message_chars,
-        StorageQuota.of(effective_settings(session, tenant_id, settings)),
+        StorageQuota.of(caller.settings),
     )
     return ForkOut(
         conversation_id=result.child_conversation_id,
@@ -127,17 +123,17 @@ def post_fork(
 
 @router.post("/{key:path}/fork/end", response_model=ForkEndOut)
 def post_fork_end(
-    key: SessionKey, body: ForkEndIn, tenant_id: IngestTenant, session: SessionDep
+    key: SessionKey, body: ForkEndIn, caller: IngestCaller, session: SessionDep
 ) -> ForkEndOut:
-    fork = end_fork(session, tenant_id, key, body.reason)
+    fork = end_fork(session, caller.tenant_id, key, body.reason)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
     )
 
 
 @router.post("/{key:path}/fork/rollback", response_model=ForkEndOut)
-def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: SessionDep) -> ForkEndOut:
-    fork = end_fork(session, tenant_id, key, "rolled_back", rollback=True)
+def post_fork_rollback(key: SessionKey, caller: IngestCaller, session: SessionDep) -> ForkEndOut:
+    fork = end_fork(session, caller.tenant_id, key, "rolled_back", rollback=True)
     return ForkEndOut(
         conversation_id=fork.child_conversation_id, status=fork.status, end_reason=fork.end_reason
     )
@@ -147,18 +143,17 @@ def post_fork_rollback(key: SessionKey, tenant_id: IngestTenant, session: Sessio
 def post_session(
     key: SessionKey,
     body: SessionResetIn,
-    tenant_id: IngestTenant,
+    caller: IngestCaller,
     session: SessionDep,
-    settings: SettingsDep,
 ) -> SessionResetOut:
     """``/new`` (prune the live context) or ``/reset`` (archive, start an empty conversation)."""
     if body.mode == "new":
         depth = body.retain_depth
         if depth is None:
-            depth = effective_settings(session, tenant_id, settings).new_session_retain_depth
-        done = new_session(session, tenant_id, key, depth)
+            depth = caller.settings.new_session_retain_depth
+        done = new_session(session, caller.tenant_id, key, depth)
     else:
-        done = reset_session(session, tenant_id, key, body.session_id)
+        done = reset_session(session, caller.tenant_id, key, body.session_id)
     return SessionResetOut(
         mode=done.mode,
         conversation_id=done.conversation_id,

@@ -11,12 +11,11 @@ from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
 from api.contract import TenantSettingsOut, UsageLineOut, UsageOut
-from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, ServicesDep, SessionDep, SettingsDep
+from api.deps import AdminCaller, DatabaseDep, ReadSessionDep, ServicesDep, SessionDep, SettingsDep
 from api.openapi import error_responses
 from api.schemas import TenantSettingsPatch
-from lcm.erasure.service import erase_tenant, remove_released_blobs
-from lcm.errors import InvalidInput
-from lcm.tenants.repository import TenantRepository
+from lcm.erasure.service import erase_own_tenant, erase_then_release
+from lcm.settings import Settings
 from lcm.tenants.service import (
     OVERRIDABLE,
     effective_settings,
@@ -28,24 +27,20 @@ from lcm.tenants.usage import usage_report
 router = APIRouter(prefix="/v1/tenant", tags=["tenant"])
 
 
-def _out(session: Session, tenant_id: str, settings: SettingsDep) -> TenantSettingsOut:
-    effective = effective_settings(session, tenant_id, settings).model_dump(
-        include=set(OVERRIDABLE)
-    )
-    return TenantSettingsOut(overrides=stored_overrides(session, tenant_id), effective=effective)
+def _out(session: Session, tenant_id: str, effective: Settings) -> TenantSettingsOut:
+    shown = effective.model_dump(include=set(OVERRIDABLE))
+    return TenantSettingsOut(overrides=stored_overrides(session, tenant_id), effective=shown)
 
 
 @router.get("/settings", response_model=TenantSettingsOut)
-def read_settings(
-    tenant_id: AdminTenant, session: ReadSessionDep, settings: SettingsDep
-) -> TenantSettingsOut:
-    return _out(session, tenant_id, settings)
+def read_settings(caller: AdminCaller, session: ReadSessionDep) -> TenantSettingsOut:
+    return _out(session, caller.tenant_id, caller.settings)
 
 
 @router.patch("/settings", response_model=TenantSettingsOut, responses=error_responses(403))
 def patch_settings(
     changes: TenantSettingsPatch,
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     session: SessionDep,
     settings: SettingsDep,
 ) -> TenantSettingsOut:
@@ -54,8 +49,11 @@ def patch_settings(
     A limit (quota, rate, budget, cap) may be lowered, not raised above the
     deployment's value or an operator's grant: 403 ``above_ceiling``.
     """
+    tenant_id = caller.tenant_id
     update_own_overrides(session, tenant_id, changes.model_dump(exclude_unset=True), settings)
-    return _out(session, tenant_id, settings)  # the request's unit of work commits
+    # The overrides just changed: the caller's settings are read again. The
+    # request's unit of work commits.
+    return _out(session, tenant_id, effective_settings(session, tenant_id, settings))
 
 
 USAGE_DEFAULT_DAYS = 30
@@ -63,7 +61,7 @@ USAGE_DEFAULT_DAYS = 30
 
 @router.get("/usage", response_model=UsageOut)
 def get_usage(
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     session: ReadSessionDep,
     settings: SettingsDep,
     since: Annotated[
@@ -72,7 +70,7 @@ def get_usage(
     ] = None,
 ) -> UsageOut:
     """LLM tokens, passes and estimated cost by UTC day and model, from ``since`` on."""
-    report = usage_report(session, tenant_id, _since(since), settings.model_prices)
+    report = usage_report(session, caller.tenant_id, _since(since), settings.model_prices)
     return UsageOut(
         since=report.since,
         usage=[UsageLineOut(**asdict(line)) for line in report.lines],
@@ -95,7 +93,7 @@ def _since(value: datetime | date | None) -> datetime:
 
 @router.delete("", status_code=204, responses=error_responses(400))
 def delete_tenant(
-    tenant_id: AdminTenant,
+    caller: AdminCaller,
     database: DatabaseDep,
     services: ServicesDep,
     confirm: Annotated[str, Query(max_length=200)] = "",
@@ -104,12 +102,10 @@ def delete_tenant(
 
     ``confirm`` must repeat the tenant's name, so a stray request cannot do it.
     """
-    with database.transaction() as session:
-        tenant = TenantRepository(session).get(tenant_id)
-        if tenant is None or confirm != tenant.name:
-            raise InvalidInput(
-                "to erase this tenant, repeat its name in ?confirm=", code="confirm_required"
-            )
-        erased = erase_tenant(session, tenant_id)
-    remove_released_blobs(database.read_session, services.storage, erased)
+    erase_then_release(
+        database.transaction,
+        database.read_session,
+        services.storage,
+        lambda session: erase_own_tenant(session, caller.tenant_id, confirm),
+    )
     return Response(status_code=204)

@@ -6,7 +6,6 @@ import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from sqlalchemy.orm import Session
 
 from api.contract import (
     INT64_MAX,
@@ -20,11 +19,18 @@ from api.contract import (
     SummaryDescription,
     Text,
 )
-from api.deps import DatabaseDep, ReadSessionDep, ReadTenant, ServicesDep, SettingsDep
+from api.deps import (
+    DatabaseDep,
+    ReadCaller,
+    ReadSessionDep,
+    ServicesDep,
+    SettingsDep,
+    WorkerLinkDep,
+)
 from api.heavy_work import HEAVY_READ
 from api.openapi import error_responses
 from api.schemas import expand_query_request, grep_query, scope_selector
-from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted
+from lcm.errors import InvalidInput
 from lcm.retrieval.agent_tools import to_jsonable
 from lcm.retrieval.describe import (
     DEFAULT_FILE_PAGE_CHARS,
@@ -34,18 +40,10 @@ from lcm.retrieval.describe import (
     file_content_page,
 )
 from lcm.retrieval.expand import expand
-from lcm.retrieval.expansion import (
-    abandon_expand_query,
-    grep_limits,
-    start_expand_query,
-    take_answer,
-)
+from lcm.retrieval.expansion import ask_expand_query, grep_limits
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import grep
 from lcm.retrieval.scope import resolve_bounds
-from lcm.settings import Settings
-from lcm.tenants.service import effective_settings
-from lcm.tenants.spend import require_llm_budget
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
@@ -59,12 +57,14 @@ NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
 )
 def post_grep(
     body: GrepIn,
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     settings: SettingsDep,
     services: ServicesDep,
 ) -> Any:
-    bounds = resolve_bounds(session, tenant_id, scope_selector(body), body.since, body.before)
+    bounds = resolve_bounds(
+        session, caller.tenant_id, scope_selector(body), body.since, body.before
+    )
     query = grep_query(body)
     if body.scope == "files":
         found = grep_large_files(session, services.storage, bounds, query, grep_limits(settings))
@@ -75,14 +75,14 @@ def post_grep(
 @router.get(
     "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
 )
-def get_summary(summary_id: NodeId, tenant_id: ReadTenant, session: ReadSessionDep) -> Any:
-    return to_jsonable(describe_summary(session, tenant_id, summary_id))
+def get_summary(summary_id: NodeId, caller: ReadCaller, session: ReadSessionDep) -> Any:
+    return to_jsonable(describe_summary(session, caller.tenant_id, summary_id))
 
 
 @router.get("/files/{file_id}", response_model=FileDescription, responses=error_responses(404))
 def get_file(
     file_id: NodeId,
-    tenant_id: ReadTenant,
+    caller: ReadCaller,
     session: ReadSessionDep,
     services: ServicesDep,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
@@ -92,53 +92,26 @@ def get_file(
 
     ``content.next_offset`` is where the next page starts (null at the end).
     """
-    described = describe_file(session, tenant_id, file_id)
-    page = file_content_page(session, services.storage, tenant_id, file_id, offset, limit)
+    described = describe_file(session, caller.tenant_id, file_id)
+    page = file_content_page(session, services.storage, caller.tenant_id, file_id, offset, limit)
     return to_jsonable(dataclasses.replace(described, content=page))
 
 
 @router.post("/expand", response_model=Expansion, responses=error_responses(404))
 def post_expand(
-    body: ExpandIn, tenant_id: ReadTenant, session: ReadSessionDep, settings: SettingsDep
+    body: ExpandIn, caller: ReadCaller, session: ReadSessionDep, settings: SettingsDep
 ) -> Any:
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:
         raise InvalidInput(f"token_cap is at most {settings.expand_token_cap_max}")
-    return to_jsonable(expand(session, tenant_id, body.summary_ids, cap))
-
-
-def _spend_guard(session: Session, tenant_id: str, settings: Settings) -> None:
-    """429 ``llm_budget_exhausted`` once the tenant's daily LLM token budget is spent."""
-    from workers.metrics import LLM_BUDGET_EXHAUSTED
-
-    try:
-        require_llm_budget(
-            session, tenant_id, effective_settings(session, tenant_id, settings), "expand-query"
-        )
-    except LlmBudgetExhausted:
-        LLM_BUDGET_EXHAUSTED.labels(tenant_id, "expand_query").inc()
-        raise
+    return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap))
 
 
 @router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404, 429))
 def post_expand_query(
-    body: ExpandQueryIn,
-    tenant_id: ReadTenant,
-    settings: SettingsDep,
-    database: DatabaseDep,
+    body: ExpandQueryIn, caller: ReadCaller, database: DatabaseDep, link: WorkerLinkDep
 ) -> Any:
-    from workers.tasks.expansion import submit_and_wait
-
     request = expand_query_request(body)
-    with database.transaction() as session:  # the worker must find the grant committed
-        _spend_guard(session, tenant_id, settings)
-        grant = start_expand_query(session, tenant_id, scope_selector(body), request, settings)
-    try:
-        submit_and_wait(grant.id, settings.expand_query_timeout_seconds)
-    except DependencyUnavailable:
-        abandon_expand_query(database.transaction, grant.id)  # a late loop stops reading
-        raise
-    answer = take_answer(database.transaction, grant.id)
-    if answer is None:
-        raise DependencyUnavailable("expand-query ended without an answer", code="expansion_lost")
-    return answer
+    return ask_expand_query(
+        database.transaction, caller.tenant_id, caller.settings, scope_selector(body), request, link
+    )

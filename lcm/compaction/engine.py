@@ -39,6 +39,7 @@ from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.settings import CompactionSettings, TenantSettings
+from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 from lcm.tenants.spend import llm_budget_exhausted
 
@@ -197,12 +198,8 @@ class CompactionEngine:
             depth=depth,
             target_tokens=target_tokens,
             previous_context=previous_context,
-            custom_instructions=settings.custom_instructions,
-            models=(settings.summary_model, *settings.summary_fallback_models),
-            truncation_tokens=settings.truncation_tokens,
-            max_overage_factor=settings.summary_max_overage_factor,
-            offline=offline,
             must_beat_tokens=must_beat_tokens,
+            policy=SummaryPolicy.of(settings, offline=offline),
         )
 
     def _commit(

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from lcm.compaction.debt_repository import DebtRepository
+from lcm.compaction.debt_repository import UNFINISHED, DebtListing, DebtRepository, debt_overview
 from lcm.compaction.debt_statements import DONE, FAILED
 from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.repository import CompactionRepository
@@ -81,6 +81,18 @@ def record_debt(
     )
 
 
+def list_debts(
+    session: Session, status: str | None, tenant_id: str | None, limit: int
+) -> list[DebtListing]:
+    """Debt rows as an operator lists them, most recently changed first."""
+    return DebtRepository(session).listing(status, tenant_id, limit)
+
+
+def unfinished_debt(session: Session) -> tuple[dict[str, int], datetime | None]:
+    """Unfinished debt rows by status (:data:`UNFINISHED`), and the oldest owed one's time."""
+    return debt_overview(session)
+
+
 def context_token_total(session: Session, conversation_id: int) -> int:
     return CompactionRepository(session).context_token_total(conversation_id)
 
@@ -118,3 +130,15 @@ def wait_for_debt(
             if settled or left <= 0:
                 return status
             woken.wait(min(recheck, left))
+
+
+__all__ = [
+    "UNFINISHED",
+    "DebtListing",
+    "context_token_total",
+    "list_debts",
+    "owe_compaction",
+    "record_debt",
+    "unfinished_debt",
+    "wait_for_debt",
+]

@@ -12,8 +12,15 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from lcm.assembly.service import assemble
+from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
 from lcm.compaction.planning import evaluate_threshold
-from lcm.console.repository import ConsoleRepository, ConversationRow, RunRow, SortColumn
+from lcm.console.repository import (
+    ConsoleRepository,
+    ConversationRow,
+    DebtRow,
+    RunRow,
+    SortColumn,
+)
 from lcm.context import MessageView
 from lcm.conversations.dag_repository import DagRepository
 from lcm.conversations.repository import ConversationRepository
@@ -76,6 +83,22 @@ def conversation_table(
         for r in rows
     ]
     return ConversationTable(lines, total, page, max(1, -(-total // PAGE_SIZE)))
+
+
+@dataclass(frozen=True, slots=True)
+class LiveDebts:
+    """The console's live page: the tenant's debt counts, what is owed and what failed."""
+
+    counts: dict[str, int]
+    owed: list[DebtRow]  # pending or running, oldest change first
+    failed: list[DebtRow]
+
+
+def live_debts(session: Session, tenant_id: str, rows: int) -> LiveDebts:
+    repo = ConsoleRepository(session)
+    owed = repo.debts(tenant_id, (PENDING, RUNNING), rows)
+    counts = repo.debt_counts(tenant_id)
+    return LiveDebts(counts, owed, repo.debts(tenant_id, (FAILED,), rows))
 
 
 def conversation_of(session: Session, tenant_id: str, conversation_id: int) -> Conversation:

@@ -128,6 +128,34 @@ def target_for_read(
     return found
 
 
+def get_conversation(session: Session, tenant_id: str, conversation_id: int) -> Conversation | None:
+    """The tenant's conversation ``conversation_id``, if it has one."""
+    return ConversationRepository(session).get(tenant_id, conversation_id)
+
+
+def conversation_in_family(
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    conversation_id: int | None,
+) -> Conversation:
+    """The family's conversation named by session id or conversation id (both must agree)."""
+    repo = ConversationRepository(session)
+    found = (
+        repo.get(tenant_id, conversation_id)
+        if conversation_id is not None
+        else repo.find_by_session_id(tenant_id, session_key, str(session_id))
+    )
+    if (
+        found is None
+        or found.session_key != session_key
+        or (session_id is not None and found.session_id != session_id)
+    ):
+        raise NotFound(f"no such conversation under session key {session_key!r}")
+    return found
+
+
 def resolve_for_read(
     session: Session, tenant_id: str, session_key: str, session_id: str | None = None
 ) -> Conversation:

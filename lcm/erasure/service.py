@@ -24,14 +24,15 @@ erase deletes. The pass finds it gone and drops its result.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from lcm.conversations.service import conversation_in_family
 from lcm.db.engine import Transaction
 from lcm.erasure.repository import ErasureRepository
-from lcm.errors import Conflict, NotFound
+from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.files.storage import FileStorage
 from lcm.tenants.repository import TenantRepository
 
@@ -94,6 +95,20 @@ def erase_tenant(session: Session, tenant_id: str) -> Erased:
     """Erase the tenant and every row it owns, its keys included."""
     if TenantRepository(session).get(tenant_id) is None:
         raise NotFound("no such tenant")
+    return _erase_tenant(session, tenant_id)
+
+
+def erase_own_tenant(session: Session, tenant_id: str, confirm: str) -> Erased:
+    """The calling tenant erases itself; ``confirm`` must repeat its name (400 otherwise)."""
+    tenant = TenantRepository(session).get(tenant_id)
+    if tenant is None or confirm != tenant.name:
+        raise InvalidInput(
+            "to erase this tenant, repeat its name in ?confirm=", code="confirm_required"
+        )
+    return _erase_tenant(session, tenant_id)
+
+
+def _erase_tenant(session: Session, tenant_id: str) -> Erased:
     repo = ErasureRepository(session)
     ids = repo.lock_conversations(tenant_id, repo.tenant_conversation_ids(tenant_id))
     uris = repo.tenant_storage_uris(tenant_id)
@@ -107,6 +122,33 @@ def erase_tenant_named(session: Session, name: str) -> Erased:
     if tenant is None:
         raise NotFound(f"no tenant named {name!r}")
     return erase_tenant(session, tenant.id)
+
+
+def erase_in_family(
+    session: Session,
+    tenant_id: str,
+    session_key: str,
+    session_id: str | None,
+    conversation_id: int | None,
+) -> Erased:
+    """The family, or the one conversation of it named by session id or conversation id."""
+    if session_id is None and conversation_id is None:
+        return erase_family(session, tenant_id, session_key)
+    target = conversation_in_family(session, tenant_id, session_key, session_id, conversation_id)
+    return erase_conversation(session, tenant_id, target.id)
+
+
+def erase_then_release(
+    transaction: Transaction,
+    read_session: Transaction,
+    storage: FileStorage,
+    erase: Callable[[Session], Erased],
+) -> Erased:
+    """Run ``erase`` in its own unit of work; once committed, remove the released contents."""
+    with transaction() as session:
+        erased = erase(session)
+    remove_released_blobs(read_session, storage, erased)
+    return erased
 
 
 def remove_released_blobs(

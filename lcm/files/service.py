@@ -23,6 +23,7 @@ from lcm.errors import NotFound
 from lcm.files.exploration import FileKind, classify, explore
 from lcm.files.repository import LargeFileRepository
 from lcm.files.storage import FileStorage
+from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import CallUsage, Summarizer
 from lcm.tenants.service import stored_overrides
 
@@ -137,8 +138,9 @@ def summarize_file(
             prose_sample(text),
             depth=0,
             target_tokens=PROSE_TARGET_TOKENS,
-            custom_instructions=file_instructions(name, len(text)),
-            models=_tenant_models(overrides),
+            policy=SummaryPolicy.for_models(
+                _tenant_models(overrides), file_instructions(name, len(text))
+            ),
         )
         usage = result.usage
         if result.escalation != "fallback":  # the provider failed: use the deterministic one

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from lcm.address import SessionAddress
 from lcm.compaction.overrides import ModelInfo, for_model
 from lcm.compaction.planning import ThresholdCheck, evaluate_threshold
 from lcm.compaction.service import context_token_total, owe_compaction
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.repository import ConversationRepository
+from lcm.db.engine import Transaction
 from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage
@@ -54,11 +56,40 @@ def overflow_target(threshold_tokens: int, stored_tokens: int, live_tokens: int 
     return max(1, threshold_tokens - overhead)
 
 
+def store_messages(
+    transaction: Transaction,
+    address: SessionAddress,
+    batch: Sequence[PreparedMessage],
+    settings: Settings,
+    storage: FileStorage,
+    host_cursor: str | None = None,
+) -> IngestResult | WriteSkip:
+    """Store a batch in its own unit of work (no threshold check), or why it is skipped.
+
+    ``settings`` are the tenant's effective settings; an ignored or
+    stateless session opens no transaction and writes nothing.
+    """
+    skip = write_skip(settings, address.session_key)
+    if skip is not None:
+        return skip
+    with transaction() as session:
+        return ingest_messages(
+            session,
+            address.tenant_id,
+            address.session_key,
+            address.session_id,
+            batch,
+            large_files=LargeFileExtractor.for_settings(storage, settings),
+            new_session_retain_depth=settings.new_session_retain_depth,
+            quota=StorageQuota.of(settings),
+            replay_limits=ReplayFloodLimits.of(settings),
+            host_cursor=host_cursor,
+        )
+
+
 def after_turn(
     session: Session,
-    tenant_id: str,
-    session_key: str,
-    session_id: str | None,
+    address: SessionAddress,
     batch: Sequence[PreparedMessage],
     token_budget: int,
     settings: Settings,
@@ -78,16 +109,32 @@ def after_turn(
     against, and an overflow records ``overflow`` debt with a target under
     the budget. An ignored or stateless session writes nothing.
     """
-    token_budget = settings.capped_budget(token_budget)
-    skip = write_skip(settings, session_key)
+    skip = write_skip(settings, address.session_key)
     if skip is not None:
+        token_budget = settings.capped_budget(token_budget)
         return TurnResult(None, 0, 0, False, settings.compaction_mode, token_budget, skipped=skip)
+    return record_turn(session, address, batch, token_budget, settings, storage, model, live)
+
+
+def record_turn(
+    session: Session,
+    address: SessionAddress,
+    batch: Sequence[PreparedMessage],
+    token_budget: int,
+    settings: Settings,
+    storage: FileStorage,
+    model: ModelInfo | None = None,
+    live: LivePrompt | None = None,
+) -> TurnResult:
+    """:func:`after_turn` for a session whose writes the caller found stored (not skipped)."""
+    token_budget = settings.capped_budget(token_budget)
+    tenant_id = address.tenant_id
     model, live = model or ModelInfo(), live or LivePrompt()
     ingest = ingest_messages(
         session,
         tenant_id,
-        session_key,
-        session_id,
+        address.session_key,
+        address.session_id,
         batch,
         large_files=LargeFileExtractor.for_settings(storage, settings),
         new_session_retain_depth=settings.new_session_retain_depth,

@@ -17,16 +17,16 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from lcm.address import SessionAddress
 from lcm.compaction.overrides import ModelInfo
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import TurnCommit
 from lcm.files.storage import FileStorage
 from lcm.ingest.content import PreparedMessage
-from lcm.ingest.turns import LivePrompt, TurnResult, after_turn
+from lcm.ingest.turns import LivePrompt, TurnResult, record_turn
 from lcm.lifecycle.repository import LifecycleRepository
 from lcm.settings import Settings
-from lcm.tenants.service import effective_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,20 +39,21 @@ class CommitResult:
 
 def commit_turn(
     session: Session,
-    tenant_id: str,
-    session_key: str,
-    session_id: str | None,
+    address: SessionAddress,
     advancement_key: str,
     batch: Sequence[PreparedMessage],
     token_budget: int,
-    base: Settings,
+    settings: Settings,
     storage: FileStorage,
     model: ModelInfo | None = None,
     live: LivePrompt | None = None,
 ) -> CommitResult:
-    """Store the turn and its key, or report ``duplicate`` if the key is known; caller commits."""
-    settings = effective_settings(session, tenant_id, base)
-    skip = write_skip(settings, session_key)
+    """Store the turn and its key, or report ``duplicate`` if the key is known; caller commits.
+
+    ``settings`` are the tenant's effective settings.
+    """
+    tenant_id = address.tenant_id
+    skip = write_skip(settings, address.session_key)
     if skip is not None:  # ignored or stateless: nothing stored, not even the key
         return CommitResult(None, "skipped", None, skip)
     retain = settings.new_session_retain_depth
@@ -61,23 +62,12 @@ def commit_turn(
     # one conversation run one after the other and the second sees the first's
     # key. The unique (conversation_id, advancement_key) constraint backs this.
     conversation = resolve_for_write(
-        session, tenant_id, session_key, session_id, retain_depth=retain
+        session, tenant_id, address.session_key, address.session_id, retain_depth=retain
     )
     repo = LifecycleRepository(session)
     if repo.find_commit(conversation.id, advancement_key) is not None:
         return CommitResult(conversation.id, "duplicate", None)
-    turn = after_turn(
-        session,
-        tenant_id,
-        session_key,
-        session_id,
-        batch,
-        token_budget,
-        settings,
-        storage,
-        model,
-        live,
-    )
+    turn = record_turn(session, address, batch, token_budget, settings, storage, model, live)
     repo.add_commit(
         TurnCommit(
             tenant_id=tenant_id,

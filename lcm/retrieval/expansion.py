@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.engine import Transaction
 from lcm.db.models import LlmUsage, utcnow
-from lcm.errors import InvalidInput, NotFound
+from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted, NotFound
 from lcm.retrieval.agent_tools import GrantedTools, GrantEnded, to_jsonable
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.expand_query import ExpansionLlm, run_expand_query
@@ -31,6 +31,8 @@ from lcm.retrieval.scope import ScopeSelector, conversation_ids
 from lcm.settings import Settings
 from lcm.summarize.llm import LlmClients
 from lcm.tenants.service import effective_settings
+from lcm.tenants.spend import require_llm_budget
+from lcm.worker_link import WorkerLink
 
 # The grant outlives the API's wait a little: a job that starts just before the
 # deadline may finish its current call; it never outlives this margin.
@@ -94,6 +96,39 @@ def start_expand_query(
         now or utcnow(),
         request=request.to_json(),
     )
+
+
+def ask_expand_query(
+    transaction: Transaction,
+    tenant_id: str,
+    effective: Settings,
+    selector: ScopeSelector,
+    request: ExpandQueryRequest,
+    link: WorkerLink,
+) -> dict[str, Any]:
+    """The API's use case: one expand-query, answered by a worker, as its JSON answer.
+
+    The grant commits before the job leaves (the worker must find it); a
+    wait that fails revokes the grant so a late loop stops reading. 429
+    ``llm_budget_exhausted`` once the tenant's daily LLM token budget is spent.
+    ``effective`` is the tenant's effective settings (the caller's).
+    """
+    with transaction() as session:
+        try:
+            require_llm_budget(session, tenant_id, effective, "expand-query")
+        except LlmBudgetExhausted:
+            link.count_llm_budget_exhausted(tenant_id, "expand_query")
+            raise
+        grant = start_expand_query(session, tenant_id, selector, request, effective)
+    try:
+        link.answer_expand_query(grant.id, effective.expand_query_timeout_seconds)
+    except DependencyUnavailable:
+        abandon_expand_query(transaction, grant.id)  # a late loop stops reading
+        raise
+    answer = take_answer(transaction, grant.id)
+    if answer is None:
+        raise DependencyUnavailable("expand-query ended without an answer", code="expansion_lost")
+    return answer
 
 
 def execute_expand_query(

@@ -10,7 +10,6 @@ and :meth:`Summarizer.summarize` never raises for provider trouble.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +18,7 @@ from lcm.settings import Settings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import ensure_footer
 from lcm.summarize.llm import LlmClients
+from lcm.summarize.policy import DEFAULT_POLICY, SummaryPolicy
 from lcm.summarize.provider import (
     AGGRESSIVE_TEMPERATURE,
     NORMAL_TEMPERATURE,
@@ -158,21 +158,14 @@ class Summarizer:
         depth: int,
         target_tokens: int,
         previous_context: str | None = None,
-        custom_instructions: str | None = None,
-        models: Sequence[str] = (),
-        truncation_tokens: int | None = None,
-        max_overage_factor: float | None = None,
-        offline: bool = False,
         must_beat_tokens: int | None = None,
+        policy: SummaryPolicy = DEFAULT_POLICY,
     ) -> SummaryResult:
         """Summarize ``source_text`` (depth 0 = leaf) into about ``target_tokens`` tokens.
 
-        ``custom_instructions``, ``models`` (primary then fallbacks),
-        ``truncation_tokens`` and ``max_overage_factor`` are the tenant's
-        effective settings, passed per call; ``None`` / empty keeps the
-        summarizer's defaults (the deployment's). ``offline`` uses the
-        extractive summarizer instead of the LLM (the spend guard); the
-        result is then marked degraded with reason ``budget``.
+        ``policy`` is what the tenant's effective settings make of it
+        (instructions, models, truncation, overage, offline), passed per
+        call; its empty fields keep the summarizer's defaults (the deployment's).
 
         ``must_beat_tokens``: the summary must come out under this many
         tokens, when that is less than the source's own estimate. A
@@ -183,7 +176,7 @@ class Summarizer:
         Truncation is clipped to it too.
         """
         input_tokens = estimate_tokens(source_text)
-        truncate_to = truncation_tokens or self._truncation_tokens
+        truncate_to = policy.truncation_tokens or self._truncation_tokens
         if must_beat_tokens is not None:
             input_tokens = min(input_tokens, max(1, must_beat_tokens))
             truncate_to = min(truncate_to, max(1, must_beat_tokens - 1))
@@ -193,16 +186,18 @@ class Summarizer:
             target_tokens=target_tokens,
             previous_context=previous_context,
             custom_instructions=(
-                self._custom_instructions if custom_instructions is None else custom_instructions
+                self._custom_instructions
+                if policy.custom_instructions is None
+                else policy.custom_instructions
             ),
-            models=tuple(models),
+            models=policy.models,
             truncate_to=truncate_to,
-            max_overage_factor=max_overage_factor,
+            max_overage_factor=policy.max_overage_factor,
             input_tokens=input_tokens,
         )
         if not source_text.strip():
             return _truncated(call, [], None)  # nothing an LLM could shorten
-        if offline and self.uses_llm:
+        if policy.offline and self.uses_llm:
             return self._escalate(call, self._offline, "budget")
         return self._escalate(call, self._provider, None)
 

@@ -64,6 +64,21 @@ def tenant_by_name(session: Session, name: str) -> Tenant:
     return tenant
 
 
+def find_tenant(session: Session, name: str) -> Tenant | None:
+    return TenantRepository(session).find_by_name(name)
+
+
+def any_tenant(session: Session) -> bool:
+    """True once any tenant exists (``lcm serve``'s first start creates one)."""
+    return TenantRepository(session).any_tenant()
+
+
+def tenant_names(session: Session) -> list[tuple[str, str]]:
+    """Every tenant's ``(id, name)``, by id."""
+    repo = TenantRepository(session)
+    return [(tid, repo.get(tid).name) for tid in repo.all_ids()]  # type: ignore[union-attr]
+
+
 def list_tenants(session: Session) -> list[TenantInfo]:
     return [
         TenantInfo(t.id, t.name, t.created_at, keys)

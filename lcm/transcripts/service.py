@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from lcm.address import SessionAddress
+from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.service import resolve_for_write
 from lcm.db.engine import Transaction
 from lcm.errors import Conflict
@@ -106,6 +108,33 @@ class BootstrapResult:
     file_ids: tuple[str, ...] = ()
     skipped: dict[str, int] = field(default_factory=dict)
     malformed_lines: int = 0
+
+
+def tool_pairs(session: Session, conversation_id: int) -> int:
+    """Tool calls of the conversation that have a result in it (an import's report)."""
+    return TranscriptRepository(session).tool_pairs(conversation_id)
+
+
+def bootstrap_session(
+    transaction: Transaction,
+    address: SessionAddress,
+    transcript: bytes,
+    settings: Settings,
+    storage: FileStorage | None,
+    transcript_format: FormatChoice = "auto",
+) -> BootstrapResult | WriteSkip:
+    """A gateway's bootstrap: :func:`bootstrap_transcript` at the tenant's settings.
+
+    ``settings`` are the tenant's effective settings; an ignored or
+    stateless session imports nothing (the reason is returned).
+    """
+    skip = write_skip(settings, address.session_key)
+    if skip is not None:
+        return skip
+    options = BootstrapOptions.from_settings(settings, storage, transcript_format)
+    return bootstrap_transcript(
+        transaction, address.tenant_id, address.session_key, address.session_id, transcript, options
+    )
 
 
 def bootstrap_transcript(

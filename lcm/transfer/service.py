@@ -23,11 +23,13 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from lcm.address import SessionAddress
 from lcm.assembly import summary_context_tokens
 from lcm.compaction.source import new_summary_id
 from lcm.context import SummaryView
 from lcm.context_repository import summary_view
 from lcm.conversations.repository import ConversationRepository
+from lcm.db.engine import Transaction
 from lcm.db.models import (
     ContextItem,
     Conversation,
@@ -62,6 +64,26 @@ class Imported:
     files: int
     context_items: int
     renamed_summaries: dict[str, str]
+
+
+def import_export(
+    transaction: Transaction,
+    storage: FileStorage,
+    address: SessionAddress,
+    export: ParsedExport,
+    quota: StorageQuota | None = None,
+) -> Imported:
+    """:func:`import_conversation` in a unit of work of its own (committed when it returns)."""
+    with transaction() as session:
+        return import_conversation(
+            session,
+            storage,
+            address.tenant_id,
+            address.session_key,
+            address.session_id,
+            export,
+            quota,
+        )
 
 
 def import_conversation(

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from cli.common import tenant_id_for
+from lcm.address import SessionAddress
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey, CompactionDebt, Summary
 from lcm.errors import Unauthenticated
@@ -86,9 +87,7 @@ def _failed_debt(database: Database, tenant_id: str, key: str) -> int:
     with database.transaction() as session:  # no sender: nobody is woken
         turn = after_turn(
             session,
-            tenant_id,
-            key,
-            None,
+            SessionAddress(tenant_id, key),
             batch,
             2_000,
             database.settings,

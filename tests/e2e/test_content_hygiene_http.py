@@ -97,9 +97,12 @@ def llm() -> Iterator[FakeAnthropicServer]:
 @pytest.fixture
 def llm_client(db: Database, llm: FakeAnthropicServer, tmp_path: Path) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     settings = with_llm(db, llm).model_copy(update={"files_dir": tmp_path / "files"})
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=RecordingSender()
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

@@ -38,9 +38,11 @@ def busy_db(tmp_path: Path, sqlite_template: Path) -> Iterator[Database]:
 @pytest.fixture
 def busy_client(busy_db: Database) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     app = create_app(
         busy_db.settings,
+        link=CeleryLink(),
         database=busy_db,
         broker_ping=lambda: True,
         sender=RecordingSender(),

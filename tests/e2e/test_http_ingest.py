@@ -125,12 +125,15 @@ def test_unparseable_bodies(client: TestClient, tenant: IssuedKey, raw: bytes) -
 
 def test_size_limits_are_413(db: Database, tenant: IssuedKey) -> None:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     settings = db.settings.model_copy(
         update={"max_body_bytes": 4096, "max_batch_messages": 3, "max_message_chars": 100}
     )
     # No broker here: jobs (SQLite's search indexing) are recorded, not sent.
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=RecordingSender()
+    )
     with TestClient(app) as c:
         big = c.post(
             URL, headers=auth(tenant), json={"messages": [{"role": "user", "content": "x" * 5000}]}
@@ -169,8 +172,11 @@ def test_health_ready_metrics(client: TestClient, tenant: IssuedKey) -> None:
 
 def test_readyz_reports_a_dead_broker(db: Database) -> None:
     from api.app import create_app
+    from workers.link import CeleryLink
 
-    with TestClient(create_app(db.settings, database=db, broker_ping=lambda: False)) as c:
+    with TestClient(
+        create_app(db.settings, link=CeleryLink(), database=db, broker_ping=lambda: False)
+    ) as c:
         r = c.get("/readyz")
     assert r.status_code == 503
     assert r.json()["checks"]["broker"] == "unreachable"

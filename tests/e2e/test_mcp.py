@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def live_api(celery_worker: Any, pg_db: Database) -> Iterator[str]:
     """The HTTP API on a real socket (Postgres, the real worker for expand-query)."""
     from api.app import create_app
+    from workers.link import CeleryLink
 
-    app = create_app(pg_db.settings, database=pg_db, broker_ping=lambda: True)
+    app = create_app(pg_db.settings, link=CeleryLink(), database=pg_db, broker_ping=lambda: True)
     port = servers.free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -47,8 +47,15 @@ CHECKS = [
 @pytest.fixture
 def contract_app(db: Database) -> FastAPI:
     from api.app import create_app
+    from workers.link import CeleryLink
 
-    return create_app(db.settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
+    return create_app(
+        db.settings,
+        link=CeleryLink(),
+        database=db,
+        broker_ping=lambda: True,
+        sender=RecordingSender(),
+    )
 
 
 @pytest.fixture

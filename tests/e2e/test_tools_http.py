@@ -138,8 +138,9 @@ def test_every_tool_hides_other_tenants(
 @pytest.fixture
 def worker_client(celery_worker: Any, pg_db: Database) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
-    app = create_app(pg_db.settings, database=pg_db, broker_ping=lambda: True)
+    app = create_app(pg_db.settings, link=CeleryLink(), database=pg_db, broker_ping=lambda: True)
     with TestClient(app, raise_server_exceptions=False) as test_client:
         yield test_client
 

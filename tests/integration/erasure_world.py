@@ -70,8 +70,11 @@ def world_settings(db: Database, files_dir: Path) -> Settings:
 @pytest.fixture
 def api(db: Database, world_settings: Settings, sender: RecordingSender) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
-    app = create_app(world_settings, database=db, broker_ping=lambda: True, sender=sender)
+    app = create_app(
+        world_settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=sender
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

@@ -31,6 +31,7 @@ from tests import servers
 from tests.conftest import auth, new_tenant
 from tests.fakes import FakeAnthropicServer
 from tests.integration.test_compaction_engine import assert_lossless
+from workers.link import CeleryLink
 from workers.sender import CelerySender
 
 pytestmark = pytest.mark.celery
@@ -137,7 +138,9 @@ def api(pg_db: Database) -> Iterator[TestClient]:
     settings = pg_db.settings.model_copy(
         update={"fresh_tail_count": 4, "leaf_min_fanout": 4, "leaf_chunk_tokens": 400}
     )
-    app = create_app(settings, database=pg_db, broker_ping=lambda: True, sender=CelerySender())
+    app = create_app(
+        settings, link=CeleryLink(), database=pg_db, broker_ping=lambda: True, sender=CelerySender()
+    )
     with TestClient(app) as client:
         yield client
 

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.app import create_app
 from lcm.db.engine import Database
 from tests.conftest import RecordingSender
+from workers.link import CeleryLink
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -79,7 +80,11 @@ def exported(sqlite_db: Database, monkeypatch: pytest.MonkeyPatch) -> Exported:
     monkeypatch.setattr(runtime, "breaker_states", lambda: {"claude-x": "closed"})
 
     app = create_app(
-        sqlite_db.settings, database=sqlite_db, broker_ping=lambda: True, sender=RecordingSender()
+        sqlite_db.settings,
+        link=CeleryLink(),
+        database=sqlite_db,
+        broker_ping=lambda: True,
+        sender=RecordingSender(),
     )
     with TestClient(app) as client:
         # One turn request (refused: no key) records its route template as

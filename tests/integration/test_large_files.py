@@ -41,9 +41,12 @@ def files_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def files_client(db: Database, files_dir: Path, sender: RecordingSender) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     settings = db.settings.model_copy(update={"files_dir": files_dir})
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=sender)
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=sender
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

@@ -23,9 +23,12 @@ from tests.conftest import RecordingSender, auth, new_tenant
 @pytest.fixture
 def quota_client(db: Database, tmp_path: Path, sender: RecordingSender) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     settings = db.settings.model_copy(update={"files_dir": tmp_path / "files"})
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=sender)
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=sender
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

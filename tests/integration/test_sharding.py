@@ -222,10 +222,15 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
 def _request_path(pg_db: Database, recorded: list[str]) -> dict[str, list[str]]:
     """Every statement of each request of a gateway's day, by request."""
     from api.app import create_app
+    from workers.link import CeleryLink
 
     tenant = new_tenant(pg_db)
     app = create_app(
-        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=RecordingSender()
+        pg_db.settings,
+        link=CeleryLink(),
+        database=pg_db,
+        broker_ping=lambda: True,
+        sender=RecordingSender(),
     )
     headers = auth(tenant)
     base = "/v1/conversations/agent:main"

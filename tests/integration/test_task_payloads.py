@@ -27,6 +27,7 @@ from lcm.db.engine import Database
 from lcm.settings import Settings
 from tests import servers
 from tests.conftest import auth, new_tenant
+from workers.link import CeleryLink
 from workers.sender import CelerySender
 
 pytestmark = pytest.mark.celery
@@ -85,7 +86,11 @@ def api(pg_db: Database, celery_worker: Any, worker_env: dict[str, str]) -> Iter
         )
     )
     app = create_app(
-        pg_db.settings, database=pg_db, broker_ping=lambda: True, sender=CelerySender()
+        pg_db.settings,
+        link=CeleryLink(),
+        database=pg_db,
+        broker_ping=lambda: True,
+        sender=CelerySender(),
     )
     with TestClient(app) as client:
         yield client

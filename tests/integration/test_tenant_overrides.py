@@ -26,6 +26,7 @@ from lcm.retrieval.scope import ScopeSelector
 from lcm.services import Services
 from lcm.settings import Settings
 from lcm.summarize.llm import LlmClients
+from lcm.summarize.policy import SummaryPolicy
 from lcm.tenants.service import IssuedKey, update_overrides
 from lcm.tokens import estimate_tokens
 from tests.conftest import RecordingSender
@@ -58,9 +59,12 @@ def with_llm(db: Database, llm: FakeAnthropicServer) -> Settings:
 @pytest.fixture
 def llm_client(db: Database, llm: FakeAnthropicServer) -> Iterator[TestClient]:
     from api.app import create_app
+    from workers.link import CeleryLink
 
     settings = with_llm(db, llm)
-    app = create_app(settings, database=db, broker_ping=lambda: True, sender=RecordingSender())
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=RecordingSender()
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -171,7 +175,10 @@ def test_breakers_are_per_model_and_shared_by_summaries_and_expand_query(
     llm.set_default("500", model="down-model")
     for _ in range(2):  # two failures open down-model's breaker
         services.summarizer.summarize(
-            "some text to summarize " * 50, depth=0, target_tokens=100, models=["down-model"]
+            "some text to summarize " * 50,
+            depth=0,
+            target_tokens=100,
+            policy=SummaryPolicy.for_models(["down-model"]),
         )
     assert len(llm.requests_for("down-model")) == 2
     # A summary falling back from down-model goes straight to the fallback.
@@ -179,7 +186,7 @@ def test_breakers_are_per_model_and_shared_by_summaries_and_expand_query(
         "other text to summarize " * 50,
         depth=0,
         target_tokens=100,
-        models=["down-model", "up-model"],
+        policy=SummaryPolicy.for_models(["down-model", "up-model"]),
     )
     assert result.model == "up-model"
     assert len(llm.requests_for("down-model")) == 2

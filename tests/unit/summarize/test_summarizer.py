@@ -12,6 +12,7 @@ from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import FOOTER_PREFIX, has_footer
 from lcm.summarize.llm import LlmClients
+from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import TRUNCATION_MODEL, Summarizer, SummaryResult, build_provider
 from lcm.summarize.truncation import TRUNCATION_MARKER
 from lcm.tokens import estimate_tokens
@@ -128,7 +129,7 @@ def test_prompt_carries_previous_context_and_custom_instructions(
         depth=0,
         target_tokens=300,
         previous_context="Earlier: the team chose Celery over RQ.",
-        custom_instructions="Always mention ticket numbers like LCM-123.",
+        policy=SummaryPolicy(custom_instructions="Always mention ticket numbers like LCM-123."),
     )
     sent = fake_anthropic.requests[0]
     assert "<previous_context>\nEarlier: the team chose Celery over RQ." in sent.user_text
@@ -254,7 +255,9 @@ def test_default_custom_instructions_apply_unless_overridden(
 ) -> None:
     summarizer = Summarizer(make_provider(), custom_instructions="Deployment rule: be terse.")
     summarizer.summarize(SOURCE, depth=0, target_tokens=300)
-    summarizer.summarize(SOURCE, depth=0, target_tokens=300, custom_instructions="Tenant rule.")
+    summarizer.summarize(
+        SOURCE, depth=0, target_tokens=300, policy=SummaryPolicy(custom_instructions="Tenant rule.")
+    )
     first, second = fake_anthropic.requests
     assert "Deployment rule: be terse." in first.system
     assert "Tenant rule." in second.system

@@ -1,0 +1,50 @@
+"""What a tenant's settings make of one summary, as one value (:class:`SummaryPolicy`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lcm.settings import CompactionSettings
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPolicy:
+    """The tenant's effective knobs for a summary, passed per call.
+
+    ``None`` or empty keeps the summarizer's defaults (the deployment's).
+    ``offline`` asks for the extractive summarizer instead of the LLM (the
+    spend guard); the result is then marked degraded with reason ``budget``.
+    A new setting that changes summaries is read in :meth:`of`, one place.
+    """
+
+    custom_instructions: str | None = None
+    models: tuple[str, ...] = ()  # primary, then fallbacks
+    truncation_tokens: int | None = None
+    # A summary over this many times its target escalates (None: only
+    # "smaller than its input" counts).
+    max_overage_factor: float | None = None
+    offline: bool = False
+
+    @classmethod
+    def of(cls, settings: CompactionSettings, *, offline: bool = False) -> SummaryPolicy:
+        """The policy of a tenant's effective ``settings``."""
+        return cls(
+            custom_instructions=settings.custom_instructions,
+            models=(settings.summary_model, *settings.summary_fallback_models),
+            truncation_tokens=settings.truncation_tokens,
+            max_overage_factor=settings.summary_max_overage_factor,
+            offline=offline,
+        )
+
+    @classmethod
+    def for_models(
+        cls, models: Sequence[str], custom_instructions: str | None = None
+    ) -> SummaryPolicy:
+        """Only ``models`` (and instructions) chosen; every other knob the deployment's."""
+        return cls(custom_instructions=custom_instructions, models=tuple(models))
+
+
+DEFAULT_POLICY = SummaryPolicy()
+
+__all__ = ["DEFAULT_POLICY", "SummaryPolicy"]
