@@ -83,20 +83,6 @@ class CompactionRepository:
         params = {"conversation_id": conversation_id}
         return int(_CONTEXT_TOKENS.run(self.session, params).scalar() or 0)
 
-    def range_items(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
-        """(ordinal, message_id, summary_id) of the items in an ordinal range."""
-        return [
-            tuple(r)
-            for r in self.session.execute(
-                select(ContextItem.ordinal, ContextItem.message_id, ContextItem.summary_id)
-                .where(
-                    ContextItem.conversation_id == conversation_id,
-                    ContextItem.ordinal.between(first, last),
-                )
-                .order_by(ContextItem.ordinal)
-            )
-        ]
-
     def lock_conversation(self, conversation_id: int) -> Conversation | None:
         """Row-lock the conversation: serializes a pass's commit with ingest."""
         return self.session.scalar(
