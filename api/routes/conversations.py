@@ -38,7 +38,6 @@ from api.validation import SessionKey
 from lcm.assembly import TimeSpan
 from lcm.assembly.service import assemble
 from lcm.compaction.inline import run_inline
-from lcm.compaction.overrides import ModelInfo, settings_for_call
 from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
 from lcm.conversations.host_cursor import read_host_cursor
 from lcm.conversations.patterns import write_skip
@@ -48,6 +47,7 @@ from lcm.db.models import utcnow
 from lcm.ingest.service import ReplayFloodLimits, ingest_messages
 from lcm.ingest.turns import LivePrompt, after_turn
 from lcm.lifecycle.recall import recall_prompt
+from lcm.policy.overrides import ModelInfo, settings_for_call
 from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
 from workers import completions

@@ -27,11 +27,11 @@ from api.inline_compaction import InlineJobsDep, compaction_outcome
 from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
-from lcm.compaction.overrides import ModelInfo
 from lcm.conversations.reset import new_session, reset_session
 from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.commits import commit_turn
 from lcm.lifecycle.forks import end_fork, prepare_fork
+from lcm.policy.overrides import ModelInfo
 from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
 

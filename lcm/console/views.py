@@ -12,13 +12,13 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from lcm.assembly.service import assemble
-from lcm.compaction.planning import evaluate_threshold
 from lcm.console.repository import ConsoleRepository, ConversationRow, RunRow, SortColumn
 from lcm.context import MessageView
 from lcm.conversations.dag_repository import DagRepository
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import Conversation
 from lcm.errors import NotFound
+from lcm.policy.threshold import evaluate_threshold
 from lcm.retrieval.repository import HistoryRepository
 from lcm.settings import CompactionSettings, ModelPrice
 from lcm.tenants.usage import estimate_cost
