@@ -22,13 +22,13 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly.render import message_to_provider
 from lcm.compaction.repository import CompactionRepository
+from lcm.content import IncomingMessage, prepare_message
 from lcm.context import ContextEntry
 from lcm.conversations.carry_over_repository import CarryOverRepository
 from lcm.conversations.repository import ConversationRepository
 from lcm.conversations.service import resolve_for_read, resolve_for_write
 from lcm.db.models import ConversationFork, utcnow
 from lcm.errors import Conflict, NotFound
-from lcm.ingest.content import IncomingMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.lifecycle.repository import LifecycleRepository
 from lcm.tenants.quota import UNLIMITED, StorageQuota

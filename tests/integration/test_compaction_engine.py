@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from lcm.assembly.service import assemble
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.repository import CompactionRepository
+from lcm.content import IncomingMessage
 from lcm.context import context_tokens
 from lcm.db.engine import Database
 from lcm.db.models import (
@@ -25,7 +26,6 @@ from lcm.db.models import (
     SummaryMessage,
 )
 from lcm.errors import ContextChanged, StaleLease
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.policy.threshold import evaluate_threshold
 from lcm.settings import CompactionSettings
