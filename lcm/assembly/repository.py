@@ -40,7 +40,7 @@ def first_span(token_budget: int, min_items: int) -> int:
 
 # An item and, for a summary item, the summary's columns: a summary in the
 # window is read with its item (one query), a message by id or from the
-# process's cache of message views (lcm.context_repository.window_entries).
+# process's cache of message views (lcm.context_store.repository.window_entries).
 ITEM_COLUMNS = (
     ContextItem.ordinal,
     ContextItem.token_count,

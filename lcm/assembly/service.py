@@ -13,7 +13,7 @@ from lcm.assembly.assembler import AssembledContext, assemble_context
 from lcm.assembly.repository import AssemblyRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
-from lcm.context_repository import window_entries
+from lcm.context_store.repository import window_entries
 from lcm.settings import CompactionSettings
 
 

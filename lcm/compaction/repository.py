@@ -23,7 +23,7 @@ from lcm.compaction.pass_statement import REPLACE_RANGE, pass_params
 from lcm.context import (
     ContextEntry,
 )
-from lcm.context_repository import load_context
+from lcm.context_store.repository import load_context
 from lcm.db.driver import DriverStatement
 from lcm.db.models import (
     Base,

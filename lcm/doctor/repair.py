@@ -25,7 +25,7 @@ from lcm.compaction.engine import (
 )
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.source import render_messages, render_summaries
-from lcm.context_repository import summary_view
+from lcm.context_store.repository import summary_view
 from lcm.doctor.repository import DoctorRepository
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
 from lcm.settings import CompactionSettings

@@ -8,7 +8,7 @@ from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
 from lcm.context import MessageView, SummaryView
-from lcm.context_repository import load_message_views, summary_view
+from lcm.context_store.repository import load_message_views, summary_view
 from lcm.db.models import (
     ContextItem,
     Conversation,

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from lcm.assembly import summary_context_tokens
 from lcm.compaction.source import new_summary_id
 from lcm.context import SummaryView
-from lcm.context_repository import summary_view
+from lcm.context_store.repository import summary_view
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import (
     ContextItem,
