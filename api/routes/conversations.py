@@ -42,12 +42,12 @@ from lcm.compaction.service import context_token_total, owe_compaction, wait_for
 from lcm.conversations.host_cursor import read_host_cursor
 from lcm.conversations.patterns import write_skip
 from lcm.conversations.service import resolve_for_read, target_for_read
-from lcm.conversations.status import conversation_status
 from lcm.db.models import utcnow
 from lcm.ingest.service import ReplayFloodLimits, ingest_messages
 from lcm.ingest.turns import LivePrompt, after_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.policy.overrides import ModelInfo, settings_for_call
+from lcm.status.service import conversation_status
 from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import effective_settings
 from workers import completions
