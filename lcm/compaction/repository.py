@@ -31,8 +31,6 @@ from lcm.db.models import (
     ContextItem,
     Conversation,
     LlmUsage,
-    Message,
-    MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
@@ -66,17 +64,6 @@ class CompactionRepository:
         if row is None:
             return {}, None, None
         return dict(row[0] or {}), row[1], row[2]
-
-    def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
-        """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
-
-        A user message starts a turn unless it carries tool results; a summary
-        ends the trailing run of raw messages, so only messages after the
-        newest summary count. The fresh tail never splits this turn.
-        """
-        params = {"conversation_id": conversation_id, "before": before}
-        ordinal = _LATEST_TURN_START.run(self.session, params).scalar()
-        return None if ordinal is None else int(ordinal)
 
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
@@ -283,27 +270,6 @@ _OVERRIDES_AND_MODEL = DriverStatement(
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
     .join(Tenant, Tenant.id == Conversation.tenant_id)
     .where(Conversation.id == bindparam("conversation_id"))
-)
-
-# Assembly asks when its window holds no turn start: the newest turn-starting
-# user message after the newest summary (``latest_turn_start``).
-_LATEST_TURN_START = DriverStatement(
-    select(ContextItem.ordinal)
-    .join(Message, Message.id == ContextItem.message_id)
-    .where(
-        _IN_CONVERSATION,
-        ContextItem.ordinal
-        > select(func.coalesce(func.max(ContextItem.ordinal), 0))
-        .where(_IN_CONVERSATION, ContextItem.summary_id.is_not(None))
-        .scalar_subquery(),
-        ContextItem.ordinal < bindparam("before"),
-        Message.role == "user",
-        ~select(MessagePart.id)
-        .where(MessagePart.message_id == Message.id, MessagePart.part_type == "tool_result")
-        .exists(),
-    )
-    .order_by(ContextItem.ordinal.desc())
-    .limit(1)
 )
 
 _BUMP = DriverStatement(
