@@ -27,6 +27,7 @@ from lcm.compaction.debt_repository import Claim, DebtRepository
 from lcm.compaction.debt_statements import FAILED, REPAIR
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.planning import PassPlan
+from lcm.compaction.repair import SummaryRepair
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import (
     ChainPosition,
@@ -38,7 +39,6 @@ from lcm.compaction.sweep import (
 from lcm.context import ContextEntry, context_tokens
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, utcnow
-from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
 from lcm.settings import CompactionSettings, Settings
 
