@@ -5,10 +5,17 @@ Assembly, ingest and compaction all follow these rules, so they live below
 all three and import only the ground (``lcm.settings``, ``lcm.context``).
 """
 
-from lcm.policy.fresh_tail import ContextSplit, fresh_tail_start, split_fresh_tail, unsafe_cuts
-from lcm.policy.overrides import ModelInfo, for_model, settings_for_call
-from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
-from lcm.policy.timestamps import format_timestamp
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lcm.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from lcm.policy.fresh_tail import ContextSplit, fresh_tail_start, split_fresh_tail, unsafe_cuts
+    from lcm.policy.overrides import ModelInfo, for_model, settings_for_call
+    from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
+    from lcm.policy.timestamps import format_timestamp
 
 __all__ = [
     "ContextSplit",
@@ -22,3 +29,18 @@ __all__ = [
     "split_fresh_tail",
     "unsafe_cuts",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "lcm.policy.fresh_tail": (
+            "ContextSplit",
+            "fresh_tail_start",
+            "split_fresh_tail",
+            "unsafe_cuts",
+        ),
+        "lcm.policy.overrides": ("ModelInfo", "for_model", "settings_for_call"),
+        "lcm.policy.threshold": ("ThresholdCheck", "evaluate_threshold"),
+        "lcm.policy.timestamps": ("format_timestamp",),
+    },
+)
