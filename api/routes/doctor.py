@@ -18,6 +18,7 @@ from api.contract import (
 from api.deps import AdminTenant, DatabaseDep, ReadSessionDep, SettingsDep
 from api.inline_compaction import InlineJobsDep
 from lcm.compaction.inline import run_inline
+from lcm.compaction.steps import StepAction
 from lcm.doctor.service import diagnose, request_repair
 from lcm.doctor.structure import repair_structure
 from lcm.tenants.service import effective_settings
@@ -63,6 +64,6 @@ def post_doctor_apply(
     if mode == "inline":
         reports = [run_inline(inline_jobs(), cid) for cid in owed]
         # A repair that found the LLM still down ends "retry": its debt retries later.
-        if all(r is not None and r.ended == "done" for r in reports):
+        if all(r is not None and r.ended == StepAction.DONE for r in reports):
             return DoctorApplyOut(status="ran", conversations=owed, repaired=repaired)
     return DoctorApplyOut(status="scheduled", conversations=owed, repaired=repaired)

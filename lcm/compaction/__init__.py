@@ -13,15 +13,16 @@ if TYPE_CHECKING:
         DebtRepository,
         debt_overview,
     )
-    from lcm.compaction.debt_statements import DONE, FAILED, PENDING, REPAIR, RUNNING
+    from lcm.compaction.debt_statements import DONE, FAILED, PENDING, REPAIR, RUNNING, DebtStatus
     from lcm.compaction.engine import CompactionEngine, PassOutcome
     from lcm.compaction.inline import compact_now, run_inline
-    from lcm.compaction.jobs import CompactionJobs, Step
+    from lcm.compaction.jobs import CompactionJobs
     from lcm.compaction.reconcile import keep_fair_queue, overdue_debts, retry_failed_debt
     from lcm.compaction.repair_repository import has_sources
     from lcm.compaction.repository import CompactionRepository
     from lcm.compaction.service import context_token_total, owe_compaction, wait_for_debt
     from lcm.compaction.source import new_summary_id
+    from lcm.compaction.steps import Step, StepAction
     from lcm.compaction.sweep import ChainPosition
 
 __all__ = [
@@ -37,8 +38,10 @@ __all__ = [
     "CompactionRepository",
     "DebtListing",
     "DebtRepository",
+    "DebtStatus",
     "PassOutcome",
     "Step",
+    "StepAction",
     "compact_now",
     "context_token_total",
     "debt_overview",
@@ -58,18 +61,27 @@ __getattr__ = lazy_exports(
         "lcm.compaction.debt_repository": (
             "DebtListing",
             "DebtRepository",
+            "DebtStatus",
             "UNFINISHED",
             "debt_overview",
         ),
-        "lcm.compaction.debt_statements": ("DONE", "FAILED", "PENDING", "REPAIR", "RUNNING"),
+        "lcm.compaction.debt_statements": (
+            "DONE",
+            "FAILED",
+            "PENDING",
+            "REPAIR",
+            "RUNNING",
+            "DebtStatus",
+        ),
         "lcm.compaction.engine": ("CompactionEngine", "PassOutcome"),
         "lcm.compaction.inline": ("compact_now", "run_inline"),
-        "lcm.compaction.jobs": ("CompactionJobs", "Step"),
+        "lcm.compaction.jobs": ("CompactionJobs",),
         "lcm.compaction.reconcile": ("keep_fair_queue", "overdue_debts", "retry_failed_debt"),
         "lcm.compaction.repair_repository": ("has_sources",),
         "lcm.compaction.repository": ("CompactionRepository",),
         "lcm.compaction.service": ("context_token_total", "owe_compaction", "wait_for_debt"),
         "lcm.compaction.source": ("new_summary_id",),
+        "lcm.compaction.steps": ("Step", "StepAction"),
         "lcm.compaction.sweep": ("ChainPosition",),
     },
 )
