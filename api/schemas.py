@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, create_model
 
 from api.contract import BatchIn, ExpandQueryIn, GrepIn, RequestBody, ScopeIn
-from lcm.ingest.content import PreparedMessage
+from lcm.content import PreparedMessage
 from lcm.ingest.service import prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
 from lcm.retrieval.grep import GrepQuery

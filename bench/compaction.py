@@ -33,6 +33,7 @@ from lcm.assembly.service import assemble
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.sweep import next_pass
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import (
     ContextItem,
@@ -43,7 +44,6 @@ from lcm.db.models import (
     SummaryMessage,
     SummaryParent,
 )
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import Settings
 from lcm.summarize.provider import Completion, SummaryRequest

@@ -37,9 +37,9 @@ from bench.deployment import spawn, wait_ready
 from bench.machine import machine_busy, process_cpu
 from bench.servers import postgres
 from lcm.compaction.service import record_debt
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 import psycopg
 
 from bench.servers import postgres
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant

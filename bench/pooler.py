@@ -36,9 +36,9 @@ from bench.servers import durable_postgres
 from lcm.assembly.service import assemble
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.sweep import next_pass
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import Settings
 from lcm.summarize.summarizer import Summarizer

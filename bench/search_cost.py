@@ -20,9 +20,9 @@ import psycopg
 from bench.deployment import drop_database, fresh_database
 from bench.servers import postgres
 from bench.workload import real_steps, synthetic_steps
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant

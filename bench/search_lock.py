@@ -27,9 +27,9 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.migrate import downgrade, upgrade
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import Settings

@@ -20,8 +20,8 @@ from cli.common import (
     tenant_id_for,
 )
 from lcm.conversations.dag_view import ConversationDag, MessageRange
-from lcm.conversations.status import ConversationStatus
 from lcm.settings import get_settings
+from lcm.status.service import ConversationStatus
 
 
 def status_command(
@@ -33,7 +33,7 @@ def status_command(
 ) -> None:
     """A conversation's messages, summaries by depth, context tokens, debt and last run."""
     from lcm.conversations.service import resolve_for_read
-    from lcm.conversations.status import conversation_status
+    from lcm.status.service import conversation_status
     from lcm.tenants.service import effective_settings
 
     settings = get_settings()

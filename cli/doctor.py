@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, in_session, open_services, out, tenant_id_for
 from lcm.compaction.inline import run_inline
+from lcm.compaction.steps import StepAction
 from lcm.conversations.session_keys import printable_session_key
 from lcm.settings import get_settings
 
@@ -101,7 +102,7 @@ def _apply(
             ended = {cid: _ended(run_inline(jobs, cid)) for cid in owed}
         done = {"repaired": ended, "structural": structural}
         typer.echo(json.dumps(done) if as_json else f"repairs: {ended}")
-        if any(status != "done" for status in ended.values()):
+        if any(status != StepAction.DONE for status in ended.values()):
             raise typer.Exit(1)
         return
     woken = "lcm serve's reconciler wakes them" if embedded else "wake-ups sent"

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from lcm.retrieval.answers import Usage
+from lcm.summarize.breaker import BreakerState
 from lcm.turns import TurnStats
 from workers import runtime
 
@@ -78,7 +79,7 @@ class BreakerCollector(Collector):
         )
         states = runtime.breaker_states()
         for model, state in sorted(states.items()):
-            family.add_metric([model], 0.0 if state == "closed" else 1.0)
+            family.add_metric([model], 0.0 if state == BreakerState.CLOSED else 1.0)
         yield family
 
 

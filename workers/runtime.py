@@ -76,7 +76,7 @@ def breaker_states() -> dict[str, BreakerState]:
         services, current = _services, _settings
     states: dict[str, BreakerState] = {}
     if current is not None and current.llm_available:
-        states[current.summary_model] = "closed"
+        states[current.summary_model] = BreakerState.CLOSED
     if services is not None and services.llm is not None:
         states.update(services.llm.breakers.states())
     return states

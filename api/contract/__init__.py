@@ -3,7 +3,7 @@
 The API declares its routes with these models (``response_model`` and body
 parameters) and ``lcm_client`` sends and parses them, so a field exists in
 one place for both sides. This package imports pydantic and two small domain
-modules (``lcm.storable`` for the storable-text rule, ``lcm.ingest.content``
+modules (``lcm.storable`` for the storable-text rule, ``lcm.content``
 for the message a ``MessageIn`` becomes) and nothing else: no FastAPI, no
 SQLAlchemy, no Celery. Importing it costs about what pydantic costs, where
 ``api.schemas`` (which adds the request-to-domain steps and the settings

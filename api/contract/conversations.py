@@ -17,7 +17,7 @@ from api.contract.base import (
     TokenBudget,
     Tokens,
 )
-from lcm.ingest.content import IncomingMessage
+from lcm.content import IncomingMessage
 
 if TYPE_CHECKING:
     from lcm.ingest.turns import TurnResult
@@ -35,7 +35,7 @@ class MessageIn(RequestBody):
     # ISO-8601 (naive means UTC) or Unix seconds / milliseconds.
     created_at: str | int | float | None = None
     # Without ``id``: the provider's response id makes re-sending it safe (as
-    # tool call ids do for tool messages: lcm.ingest.content.event_key).
+    # tool call ids do for tool messages: lcm.content.event_key).
     response_id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
     def to_domain(self) -> IncomingMessage:

@@ -39,14 +39,14 @@ from api.validation import SessionKey
 from lcm.address import SessionAddress
 from lcm.assembly import TimeSpan
 from lcm.assembly.service import assemble
-from lcm.compaction.overrides import ModelInfo, settings_for_call
 from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
 from lcm.conversations.service import resolve_for_read, target_for_read
-from lcm.conversations.status import conversation_status
 from lcm.ingest.turns import LivePrompt, store_messages
 from lcm.lifecycle.gateway import TurnInput, take_turn
 from lcm.lifecycle.recall import recall_prompt
+from lcm.policy.overrides import ModelInfo, settings_for_call
+from lcm.status.service import conversation_status
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 

@@ -28,11 +28,11 @@ from api.openapi import error_responses
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.address import SessionAddress
-from lcm.compaction.overrides import ModelInfo
 from lcm.conversations.reset import new_session, reset_session
 from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.lifecycle.gateway import TurnInput, commit_host_turn
+from lcm.policy.overrides import ModelInfo
 from lcm.tenants.quota import StorageQuota
 
 router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])

@@ -26,8 +26,8 @@ from typing import Any
 from lcm.assembly.hygiene import stub_tool_payloads, without_heartbeat_turns
 from lcm.assembly.normalize import normalized_turns, provider_messages
 from lcm.assembly.render import RenderedEntry, TimeSpan, Turn, render_entry
-from lcm.compaction.planning import split_fresh_tail
 from lcm.context import ContextEntry
+from lcm.policy.fresh_tail import split_fresh_tail
 from lcm.settings import CompactionSettings
 
 

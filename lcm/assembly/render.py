@@ -25,11 +25,12 @@ Rules chosen where DESIGN §3 is silent:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, NamedTuple
 from xml.sax.saxutils import escape
 
 from lcm.context import ContextEntry, MessageView, PartView, SummaryView
+from lcm.policy.timestamps import format_timestamp
 from lcm.tokens import estimate_tokens
 
 TurnRole = Literal["user", "assistant"]
@@ -77,12 +78,6 @@ class RenderedEntry:
 
 def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
-
-
-def format_timestamp(value: datetime) -> str:
-    """ISO-8601 in UTC with a ``Z`` suffix; a naive value is taken as UTC."""
-    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return aware.isoformat().replace("+00:00", "Z")
 
 
 def _attr(value: object) -> str:

@@ -9,7 +9,7 @@ picks, whereas a LIMIT query is planned from the conversation's estimated
 size and, with stale statistics (a conversation that just grew), sorts the
 whole conversation (5 ms for 20,000 items, every request). What the window's
 items refer to is then read by the context read compaction uses too
-(``CompactionRepository.load_entries`` from the window's first ordinal).
+(``lcm.context_store.load_context`` from the window's first ordinal).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from lcm.db.driver import DriverStatement
-from lcm.db.models import ContextItem, Summary
+from lcm.db.models import ContextItem, Message, MessagePart, Summary
 
 # Ordinals the first range covers: the budget over a chat-sized message's
 # tokens, between 256 and FIRST_SPAN (a 100k-token budget). Later ranges are
@@ -40,7 +40,7 @@ def first_span(token_budget: int, min_items: int) -> int:
 
 # An item and, for a summary item, the summary's columns: a summary in the
 # window is read with its item (one query), a message by id or from the
-# process's cache of message views (lcm.context_repository.window_entries).
+# process's cache of message views (lcm.context_store.repository.window_entries).
 ITEM_COLUMNS = (
     ContextItem.ordinal,
     ContextItem.token_count,
@@ -123,9 +123,21 @@ class AssemblyRepository:
         newest_first.reverse()
         return Window(newest_first, whole=True)
 
+    # The first range, with the conversation's oldest ordinal (where to stop), in
+    # one query built once: every assembly runs it.
 
-# The first range, with the conversation's oldest ordinal (where to stop), in
-# one query built once: every assembly runs it.
+    def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
+        """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
+
+        A user message starts a turn unless it carries tool results; a summary
+        ends the trailing run of raw messages, so only messages after the
+        newest summary count. The fresh tail never splits this turn.
+        """
+        params = {"conversation_id": conversation_id, "before": before}
+        ordinal = _LATEST_TURN_START.run(self.session, params).scalar()
+        return None if ordinal is None else int(ordinal)
+
+
 _WIDTH = len(ITEM_COLUMNS)
 _ITEMS_WITH_SUMMARIES = ContextItem.__table__.outerjoin(
     Summary.__table__, Summary.id == ContextItem.summary_id
@@ -155,4 +167,25 @@ _RANGE = DriverStatement(
         ContextItem.ordinal < bindparam("high"),
     )
     .order_by(ContextItem.ordinal.desc())
+)
+
+# Assembly asks when its window holds no turn start: the newest turn-starting
+# user message after the newest summary (``latest_turn_start``).
+_LATEST_TURN_START = DriverStatement(
+    select(ContextItem.ordinal)
+    .join(Message, Message.id == ContextItem.message_id)
+    .where(
+        _IN_CONVERSATION,
+        ContextItem.ordinal
+        > select(func.coalesce(func.max(ContextItem.ordinal), 0))
+        .where(_IN_CONVERSATION, ContextItem.summary_id.is_not(None))
+        .scalar_subquery(),
+        ContextItem.ordinal < bindparam("before"),
+        Message.role == "user",
+        ~select(MessagePart.id)
+        .where(MessagePart.message_id == Message.id, MessagePart.part_type == "tool_result")
+        .exists(),
+    )
+    .order_by(ContextItem.ordinal.desc())
+    .limit(1)
 )

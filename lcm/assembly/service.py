@@ -11,9 +11,8 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
 from lcm.assembly.repository import AssemblyRepository
-from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
-from lcm.context_repository import window_entries
+from lcm.context_store.repository import load_context, window_entries
 from lcm.settings import CompactionSettings
 
 
@@ -38,7 +37,6 @@ def assemble(
     )
     if not window.items:
         return assemble_context([], token_budget, settings, times=times)
-    repo = CompactionRepository(session)
     start = window.items[0].ordinal
     entries = window_entries(session, conversation_id, window.items)
     if window.whole:
@@ -47,13 +45,13 @@ def assemble(
         # Raw messages all the way and no turn start in sight: the turn, and
         # so the tail, began before the window. Rare: one agent loop longer
         # than the whole budget.
-        turn = repo.latest_turn_start(conversation_id, before=start)
+        turn = AssemblyRepository(session).latest_turn_start(conversation_id, before=start)
         if turn is not None:
-            entries = repo.load_entries(conversation_id, from_ordinal=turn)
+            entries = load_context(session, conversation_id, from_ordinal=turn)
     assembled = assemble_context(entries, token_budget, settings, times=times)
     if assembled.fresh_tail_count == len(entries):
         # The whole window is fresh tail: it may go on before the window.
-        everything = repo.load_entries(conversation_id)
+        everything = load_context(session, conversation_id)
         assembled = assemble_context(everything, token_budget, settings, times=times)
     return assembled
 

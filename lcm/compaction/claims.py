@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import Claim, DebtRepository
 from lcm.compaction.fairness_repository import FairQueueRepository
-from lcm.compaction.overrides import for_model
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
 from lcm.db.engine import Transaction
+from lcm.policy.overrides import for_model
 from lcm.settings import CompactionSettings, Settings, TenantSettings
 from lcm.tenants.service import with_overrides
 

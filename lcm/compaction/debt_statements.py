@@ -11,6 +11,7 @@ and SQLAlchemy's execution layer, which they do not need; the fair claims
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -32,7 +33,23 @@ from sqlalchemy.sql.dml import UpdateBase
 from lcm.db.driver import DriverStatement
 from lcm.db.models import CompactionDebt
 
-PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+
+class DebtStatus(StrEnum):
+    """A compaction debt row's ``status``; the column stores these strings."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+PENDING, RUNNING, DONE, FAILED = (
+    DebtStatus.PENDING,
+    DebtStatus.RUNNING,
+    DebtStatus.DONE,
+    DebtStatus.FAILED,
+)
+
 # Debt reason of a doctor repair chain (``lcm/doctor``): re-summarize the
 # conversation's degraded summaries, then go on as a sweep.
 REPAIR = "repair"

@@ -33,7 +33,7 @@ from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.source import new_summary_id, render_source, summary_span, wrapper_tokens
 from lcm.context import ContextEntry
-from lcm.context_repository import summary_view
+from lcm.context_store.repository import summary_view
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lcm.compaction.engine import PassOutcome
-from lcm.compaction.jobs import Action, CompactionJobs
+from lcm.compaction.jobs import CompactionJobs
 from lcm.compaction.service import record_debt
+from lcm.compaction.steps import StepAction
 from lcm.context import context_tokens
 
 
@@ -25,7 +26,7 @@ class SweepReport:
     passes: tuple[PassOutcome, ...]
     tokens_before: int
     tokens_after: int
-    ended: Action  # done | failed | retry (a pass failed; the debt retries later) | paused
+    ended: StepAction  # done | failed | retry (a pass failed; the debt retries later) | paused
 
 
 def run_inline(
@@ -36,7 +37,7 @@ def run_inline(
     """Run the whole chain in this thread; ``None`` if a worker holds the lease."""
     tokens_before = context_tokens(jobs.engine.load(conversation_id))
     step = jobs.wake(conversation_id)
-    if step.action == "noop":
+    if step.action == StepAction.NOOP:
         return None
     outcomes: list[PassOutcome] = []
     while True:
@@ -44,7 +45,7 @@ def run_inline(
             outcomes.append(step.outcome)
             if on_pass is not None:
                 on_pass(step.outcome)
-        if step.action != "pass" or step.fencing_token is None:
+        if step.action != StepAction.PASS or step.fencing_token is None:
             break
         step = jobs.run_pass(conversation_id, step.fencing_token, position=step.position)
     tokens_after = context_tokens(jobs.engine.load(conversation_id))

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -27,7 +26,9 @@ from lcm.compaction.debt_statements import FAILED, REPAIR
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.pass_log import log_pass
 from lcm.compaction.planning import PassPlan
+from lcm.compaction.repair import SummaryRepair
 from lcm.compaction.repository import CompactionRepository
+from lcm.compaction.steps import Step, StepAction
 from lcm.compaction.sweep import (
     ChainPosition,
     applied,
@@ -38,29 +39,11 @@ from lcm.compaction.sweep import (
 from lcm.context import ContextEntry, context_tokens
 from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, utcnow
-from lcm.doctor.repair import SummaryRepair
 from lcm.errors import ContextChanged, StaleLease
 from lcm.logs import add_log_fields
 from lcm.settings import CompactionSettings, Settings
 
 log = logging.getLogger(__name__)
-
-Action = Literal["noop", "pass", "done", "retry", "failed", "paused"]
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What the entrypoint does next: enqueue a pass, a delayed wake-up, or nothing."""
-
-    action: Action
-    conversation_id: int
-    kind: str | None = None  # "leaf" | "condensed" | "repair" when action == "pass"
-    fencing_token: int | None = None
-    countdown: float = 0.0
-    follow_up: bool = False  # debt re-armed meanwhile: send a wake-up
-    outcome: PassOutcome | None = None
-    position: ChainPosition | None = None  # handed to the next pass job with the lease
-    queue_lag_seconds: float | None = None  # set on a wake-up's claim
 
 
 class CompactionJobs:
@@ -102,7 +85,9 @@ class CompactionJobs:
         kind: str | None,
     ) -> Step:
         if read is None:
-            return Step("noop", conversation_id)  # someone holds the lease, or nothing is owed
+            return Step(
+                StepAction.NOOP, conversation_id
+            )  # someone holds the lease, or nothing is owed
         claim, settings, before = read
         if claim.attempts >= self.settings.max_attempts:
             return self._fail(claim, "gave up: the lease expired too many times")
@@ -127,7 +112,7 @@ class CompactionJobs:
         """
         read = self.claims.claim(conversation_id, fencing_token)
         if read is None:
-            return Step("noop", conversation_id)  # a duplicate delivery, or a lost lease
+            return Step(StepAction.NOOP, conversation_id)  # a duplicate delivery, or a lost lease
         claim, settings, before = read
         if position is None:
             position = ChainPosition.start(before, self.clock().timestamp())
@@ -194,7 +179,7 @@ class CompactionJobs:
             # Another holder took over, or the conversation was erased: the
             # summary is dropped unwritten, which is the fence doing its job.
             log.info("compaction pass for conversation %s dropped: %s", conversation_id, exc)
-            return Step("noop", conversation_id)
+            return Step(StepAction.NOOP, conversation_id)
         except ContextChanged:
             # The range changed under the pass: replan from the committed state.
             after = self.engine.load(conversation_id)
@@ -282,8 +267,8 @@ class CompactionJobs:
         with self.transaction() as session:
             paused = DebtRepository(session).defer(claim, now, now + timedelta(seconds=wait))
         if not paused:
-            return Step("noop", claim.conversation_id)  # the lease was lost meanwhile
-        return Step("paused", claim.conversation_id, countdown=wait)
+            return Step(StepAction.NOOP, claim.conversation_id)  # the lease was lost meanwhile
+        return Step(StepAction.PAUSED, claim.conversation_id, countdown=wait)
 
     def _repair(
         self,
@@ -302,7 +287,11 @@ class CompactionJobs:
             return None
         if kind is not None and kind != REPAIR:
             return Step(
-                "pass", claim.conversation_id, REPAIR, claim.fencing_token, position=position
+                StepAction.PASS,
+                claim.conversation_id,
+                REPAIR,
+                claim.fencing_token,
+                position=position,
             )
         try:
             outcome = self.repairs.repair(
@@ -310,7 +299,7 @@ class CompactionJobs:
             )
         except StaleLease as exc:
             log.info("repair for conversation %s dropped: %s", claim.conversation_id, exc)
-            return Step("noop", claim.conversation_id)
+            return Step(StepAction.NOOP, claim.conversation_id)
         except ContextChanged:
             outcome = None  # repaired by someone else meanwhile: look again
         except Exception as exc:
@@ -318,7 +307,7 @@ class CompactionJobs:
             log.warning("repair for conversation %s failed: %s", claim.conversation_id, exc)
             return self._fail(claim, f"repair: {type(exc).__name__}: {exc}")
         return Step(
-            "pass",
+            StepAction.PASS,
             claim.conversation_id,
             REPAIR,
             claim.fencing_token,
@@ -343,7 +332,7 @@ class CompactionJobs:
     ) -> Step:
         if plan is not None:
             return Step(
-                "pass",
+                StepAction.PASS,
                 claim.conversation_id,
                 plan.kind,
                 claim.fencing_token,
@@ -368,7 +357,7 @@ class CompactionJobs:
                 claim.conversation_id,
                 position.round,
             )
-        return Step("done", claim.conversation_id, follow_up=follow_up, outcome=outcome)
+        return Step(StepAction.DONE, claim.conversation_id, follow_up=follow_up, outcome=outcome)
 
     def _fail(self, claim: Claim, error: str, plan: PassPlan | None = None) -> Step:
         now = self.clock()
@@ -391,10 +380,10 @@ class CompactionJobs:
                     )
                 )
         if status == FAILED:
-            return Step("failed", claim.conversation_id)
+            return Step(StepAction.FAILED, claim.conversation_id)
         if status is None:
-            return Step("noop", claim.conversation_id)
-        return Step("retry", claim.conversation_id, countdown=delay)
+            return Step(StepAction.NOOP, claim.conversation_id)
+        return Step(StepAction.RETRY, claim.conversation_id, countdown=delay)
 
 
 __all__ = ["CompactionJobs", "Step"]

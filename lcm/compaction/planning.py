@@ -8,18 +8,7 @@ agree by construction. The sweep order built on top of these lives in
 
 Rules chosen where DESIGN §3 is silent (each is tested):
 
-* **Fresh tail.** Counted over the trailing run of raw messages only (a
-  summary ends it). Starting from the newest message, which always stays,
-  older messages are added while the tail holds fewer than
-  ``fresh_tail_count`` and, when ``fresh_tail_max_tokens`` is set, while the
-  tail's tokens stay within it. Then two extensions, both backwards only:
-  (1) the latest user turn is never split: if the latest message that starts a
-  user turn (a ``user`` message carrying no tool results) lies in the trailing
-  run but before the boundary, the tail is extended back to it; (2) the
-  boundary never separates a ``tool_use`` from its result: while it does, it
-  moves back one message. The extensions override the count and token caps, so
-  a long agent loop after one prompt stays verbatim as a whole; the assembler
-  reports ``fresh_tail_overflow`` when that no longer fits the budget.
+* **Fresh tail.** See :mod:`lcm.policy.fresh_tail`.
 * **Leaf chunk.** The oldest run of raw messages outside the tail that holds
   at least ``leaf_min_fanout`` messages (a shorter run stranded between
   summaries is skipped, it cannot grow) and whose chunk holds more than
@@ -39,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from lcm.context import ContextEntry, MessageView, SummaryView
+from lcm.policy.fresh_tail import fresh_tail_start, unsafe_cuts
 from lcm.settings import CompactionSettings
 
 # A leaf chunk must hold more than this many tokens. Its summary costs the
@@ -99,65 +88,6 @@ class PassPlan:
         return tuple(e.summary.id for e in self.entries if e.summary is not None)
 
 
-class ContextSplit(NamedTuple):
-    """The evictable prefix (everything older) and the verbatim fresh tail."""
-
-    prefix: tuple[ContextEntry, ...]
-    tail: tuple[ContextEntry, ...]
-
-
-class ThresholdCheck(NamedTuple):
-    threshold_tokens: int
-    over_threshold: bool
-
-
-def evaluate_threshold(
-    context_tokens: int, token_budget: int, settings: CompactionSettings
-) -> ThresholdCheck:
-    """``threshold_tokens = floor(context_threshold * budget)``; over means ``≥``."""
-    if token_budget < 1:
-        raise ValueError("token_budget must be positive")
-    # Decimal keeps e.g. 0.29 * 100 at 29 instead of float's 28.999….
-    threshold = int(Decimal(repr(settings.context_threshold)) * token_budget)
-    return ThresholdCheck(threshold, context_tokens >= threshold)
-
-
-def fresh_tail_start(entries: Sequence[ContextEntry], settings: CompactionSettings) -> int:
-    """Index of the first fresh-tail entry (``len(entries)`` when the tail is empty)."""
-    end = len(entries)
-    run_start = end
-    while run_start > 0 and entries[run_start - 1].is_message:
-        run_start -= 1
-    if run_start == end:
-        return end
-
-    start = end - 1  # the newest message always stays
-    tokens = entries[start].token_count
-    cap = settings.fresh_tail_max_tokens
-    while start > run_start and end - start < settings.fresh_tail_count:
-        cost = entries[start - 1].token_count
-        if cap is not None and tokens + cost > cap:
-            break
-        tokens += cost
-        start -= 1
-
-    messages = _messages(entries[run_start:])
-    for index in range(end - 1, run_start - 1, -1):
-        if messages[index - run_start].starts_user_turn:
-            start = min(start, index)
-            break
-
-    unsafe = unsafe_cuts(messages)
-    while start > run_start and unsafe[start - run_start]:
-        start -= 1
-    return start
-
-
-def split_fresh_tail(entries: Sequence[ContextEntry], settings: CompactionSettings) -> ContextSplit:
-    start = fresh_tail_start(entries, settings)
-    return ContextSplit(tuple(entries[:start]), tuple(entries[start:]))
-
-
 def summarized_prefix_tokens(entries: Sequence[ContextEntry], settings: CompactionSettings) -> int:
     """Tokens of the summary entries in the evictable prefix.
 
@@ -167,31 +97,6 @@ def summarized_prefix_tokens(entries: Sequence[ContextEntry], settings: Compacti
     """
     start = fresh_tail_start(entries, settings)
     return sum(e.token_count for e in entries[:start] if e.is_summary)
-
-
-def unsafe_cuts(messages: Sequence[MessageView]) -> list[bool]:
-    """``unsafe[b]``: cutting before ``messages[b]`` separates a tool call from its result.
-
-    Has ``len(messages) + 1`` items; cuts at either end are always safe because
-    only pairs with both halves inside ``messages`` count.
-    """
-    # Difference array: a pair (use at u, result at r) marks the cuts u+1..r.
-    marks = [0] * (len(messages) + 2)
-    first_use: dict[str, int] = {}
-    for index, message in enumerate(messages):
-        for call_id in message.tool_result_ids:
-            use = first_use.get(call_id)
-            if use is not None and use < index:
-                marks[use + 1] += 1
-                marks[index + 1] -= 1
-        for call_id in message.tool_use_ids:
-            first_use.setdefault(call_id, index)
-    unsafe: list[bool] = []
-    open_pairs = 0
-    for cut in range(len(messages) + 1):
-        open_pairs += marks[cut]
-        unsafe.append(open_pairs > 0)
-    return unsafe
 
 
 def oldest_leaf_chunk(

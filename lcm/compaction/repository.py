@@ -23,7 +23,7 @@ from lcm.compaction.pass_statement import REPLACE_RANGE, pass_params
 from lcm.context import (
     ContextEntry,
 )
-from lcm.context_repository import load_context
+from lcm.context_store.repository import load_context
 from lcm.db.driver import DriverStatement
 from lcm.db.models import (
     Base,
@@ -31,8 +31,6 @@ from lcm.db.models import (
     ContextItem,
     Conversation,
     LlmUsage,
-    Message,
-    MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
@@ -67,35 +65,10 @@ class CompactionRepository:
             return {}, None, None
         return dict(row[0] or {}), row[1], row[2]
 
-    def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
-        """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
-
-        A user message starts a turn unless it carries tool results; a summary
-        ends the trailing run of raw messages, so only messages after the
-        newest summary count. The fresh tail never splits this turn.
-        """
-        params = {"conversation_id": conversation_id, "before": before}
-        ordinal = _LATEST_TURN_START.run(self.session, params).scalar()
-        return None if ordinal is None else int(ordinal)
-
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
         params = {"conversation_id": conversation_id}
         return int(_CONTEXT_TOKENS.run(self.session, params).scalar() or 0)
-
-    def range_items(self, conversation_id: int, first: int, last: int) -> list[tuple[Any, ...]]:
-        """(ordinal, message_id, summary_id) of the items in an ordinal range."""
-        return [
-            tuple(r)
-            for r in self.session.execute(
-                select(ContextItem.ordinal, ContextItem.message_id, ContextItem.summary_id)
-                .where(
-                    ContextItem.conversation_id == conversation_id,
-                    ContextItem.ordinal.between(first, last),
-                )
-                .order_by(ContextItem.ordinal)
-            )
-        ]
 
     def lock_conversation(self, conversation_id: int) -> Conversation | None:
         """Row-lock the conversation: serializes a pass's commit with ingest."""
@@ -297,27 +270,6 @@ _OVERRIDES_AND_MODEL = DriverStatement(
     select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
     .join(Tenant, Tenant.id == Conversation.tenant_id)
     .where(Conversation.id == bindparam("conversation_id"))
-)
-
-# Assembly asks when its window holds no turn start: the newest turn-starting
-# user message after the newest summary (``latest_turn_start``).
-_LATEST_TURN_START = DriverStatement(
-    select(ContextItem.ordinal)
-    .join(Message, Message.id == ContextItem.message_id)
-    .where(
-        _IN_CONVERSATION,
-        ContextItem.ordinal
-        > select(func.coalesce(func.max(ContextItem.ordinal), 0))
-        .where(_IN_CONVERSATION, ContextItem.summary_id.is_not(None))
-        .scalar_subquery(),
-        ContextItem.ordinal < bindparam("before"),
-        Message.role == "user",
-        ~select(MessagePart.id)
-        .where(MessagePart.message_id == Message.id, MessagePart.part_type == "tool_result")
-        .exists(),
-    )
-    .order_by(ContextItem.ordinal.desc())
-    .limit(1)
 )
 
 _BUMP = DriverStatement(

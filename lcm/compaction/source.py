@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from lcm.assembly import summary_context_tokens
-from lcm.assembly.render import format_timestamp
 from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
 from lcm.context import MessageView, SummaryView
+from lcm.policy.timestamps import format_timestamp
 
 
 def new_summary_id() -> str:

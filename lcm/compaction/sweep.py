@@ -29,12 +29,12 @@ from dataclasses import dataclass, replace
 
 from lcm.compaction.planning import (
     PassPlan,
-    evaluate_threshold,
     oldest_leaf_chunk,
     shallowest_condensation,
     summarized_prefix_tokens,
 )
 from lcm.context import ContextEntry, context_tokens
+from lcm.policy.threshold import evaluate_threshold
 from lcm.settings import CompactionSettings
 
 

@@ -13,7 +13,6 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly.service import assemble
 from lcm.compaction.debt_statements import FAILED, PENDING, RUNNING
-from lcm.compaction.planning import evaluate_threshold
 from lcm.console.repository import (
     ConsoleRepository,
     ConversationRow,
@@ -26,6 +25,7 @@ from lcm.conversations.dag_repository import DagRepository
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import Conversation
 from lcm.errors import NotFound
+from lcm.policy.threshold import evaluate_threshold
 from lcm.retrieval.repository import HistoryRepository
 from lcm.settings import CompactionSettings, ModelPrice
 from lcm.tenants.usage import estimate_cost

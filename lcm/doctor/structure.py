@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from sqlalchemy.orm import Session
 
 from lcm.assembly import summary_context_tokens
-from lcm.context_repository import summary_view
+from lcm.content import IMAGE_TOKEN_ESTIMATE
+from lcm.context_store.repository import summary_view
 from lcm.db.models import ContextItem, Message, Summary
 from lcm.doctor.repository import DoctorRepository
 from lcm.doctor.structure_repository import StructureRepository
-from lcm.ingest.content import IMAGE_TOKEN_ESTIMATE
 from lcm.tokens import estimate_tokens
 
 DOCTOR_LIMIT = 10_000

@@ -1,17 +1,38 @@
 """Large files: stored outside the database, referenced from messages, explored by a job."""
 
-from lcm.files.extraction import LargeFileExtractor, PendingFile
-from lcm.files.service import StoredFile, grep_files, load_file, summarize_file
-from lcm.files.storage import FileStorage, LocalFileStorage, build_storage
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lcm.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from lcm.files.extraction import FILE_ID_RE, LargeFileExtractor, PendingFile
+    from lcm.files.repository import LargeFileRepository
+    from lcm.files.service import StoredFile, grep_files, load_file, summarize_file
+    from lcm.files.storage import FileStorage, LocalFileStorage, build_storage, files_root
 
 __all__ = [
+    "FILE_ID_RE",
     "FileStorage",
     "LargeFileExtractor",
+    "LargeFileRepository",
     "LocalFileStorage",
     "PendingFile",
     "StoredFile",
     "build_storage",
+    "files_root",
     "grep_files",
     "load_file",
     "summarize_file",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "lcm.files.extraction": ("FILE_ID_RE", "LargeFileExtractor", "PendingFile"),
+        "lcm.files.repository": ("LargeFileRepository",),
+        "lcm.files.service": ("StoredFile", "grep_files", "load_file", "summarize_file"),
+        "lcm.files.storage": ("FileStorage", "LocalFileStorage", "build_storage", "files_root"),
+    },
+)

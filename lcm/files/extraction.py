@@ -31,13 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lcm.content import IMAGE_TOKEN_ESTIMATE, IncomingMessage, PreparedMessage, prepare_message
 from lcm.files.storage import FileStorage
-from lcm.ingest.content import (
-    IMAGE_TOKEN_ESTIMATE,
-    IncomingMessage,
-    PreparedMessage,
-    prepare_message,
-)
 from lcm.settings import CompactionSettings
 from lcm.tokens import estimate_tokens
 

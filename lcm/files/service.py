@@ -237,4 +237,3 @@ def grep_files(
                 if len(found) >= limit:
                     return found
     return found
-    return found

@@ -10,13 +10,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from lcm.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.conversations.repository import ConversationRepository
 from lcm.conversations.service import target_for_write
 from lcm.db.models import utcnow
 from lcm.errors import Conflict, TooLarge
 from lcm.files.extraction import LargeFileExtractor, PendingFile
 from lcm.files.repository import LargeFileRepository
-from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.ingest.repository import MessageRepository, NewPart
 from lcm.outbox import SummarizeFile, request_job
 from lcm.retrieval.search_backlog import request_indexing
@@ -46,7 +46,7 @@ class IngestResult:
 class ReplayFloodLimits:
     """How often one message without any key may repeat inside a batch.
 
-    A message with neither an ``id`` nor an event key (``lcm.ingest.content.
+    A message with neither an ``id`` nor an event key (``lcm.content.
     event_key``) cannot be recognised when sent again, so a gateway replaying
     its history without ids would store it twice. Such a replay shows as the
     same text repeated: past these counts (``user`` messages: ``external``;

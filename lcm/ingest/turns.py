@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from lcm.address import SessionAddress
-from lcm.compaction.overrides import ModelInfo, for_model
-from lcm.compaction.planning import ThresholdCheck, evaluate_threshold
 from lcm.compaction.service import context_token_total, owe_compaction
+from lcm.content import PreparedMessage
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
 from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import FileStorage
-from lcm.ingest.content import PreparedMessage
 from lcm.ingest.service import IngestResult, ReplayFloodLimits, ingest_messages
+from lcm.policy.overrides import ModelInfo, for_model
+from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
 from lcm.settings import Settings
 from lcm.tenants.quota import StorageQuota
 

@@ -18,14 +18,14 @@ from typing import Literal
 from sqlalchemy.orm import Session
 
 from lcm.address import SessionAddress
-from lcm.compaction.overrides import ModelInfo
+from lcm.content import PreparedMessage
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.service import resolve_for_write
 from lcm.db.models import TurnCommit
 from lcm.files.storage import FileStorage
-from lcm.ingest.content import PreparedMessage
 from lcm.ingest.turns import LivePrompt, TurnResult, record_turn
 from lcm.lifecycle.repository import LifecycleRepository
+from lcm.policy.overrides import ModelInfo
 from lcm.settings import Settings
 
 

@@ -16,24 +16,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 from typing import Literal
 
 from sqlalchemy.orm import Session
 
 from lcm.assembly.render import message_to_provider
 from lcm.compaction.repository import CompactionRepository
+from lcm.content import IncomingMessage, prepare_message
 from lcm.context import ContextEntry
 from lcm.conversations.carry_over_repository import CarryOverRepository
 from lcm.conversations.repository import ConversationRepository
 from lcm.conversations.service import resolve_for_read, resolve_for_write
 from lcm.db.models import ConversationFork, utcnow
 from lcm.errors import Conflict, NotFound
-from lcm.ingest.content import IncomingMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.lifecycle.repository import LifecycleRepository
 from lcm.tenants.quota import UNLIMITED, StorageQuota
 
 ForkMode = Literal["fork", "isolated"]
+
+
+class ForkStatus(StrEnum):
+    """A fork row's ``status``; the column stores these strings."""
+
+    ACTIVE = "active"
+    ENDED = "ended"
+    ROLLED_BACK = "rolled_back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +80,10 @@ def prepare_fork(
         raise Conflict("a conversation cannot be forked into itself")
     repo = LifecycleRepository(session)
     existing = repo.find_fork(child.id)
-    if existing is not None and existing.status == "active":
-        return ForkResult(child.id, existing.parent_conversation_id, existing.mode, "active", False)
+    if existing is not None and existing.status == ForkStatus.ACTIVE:
+        return ForkResult(
+            child.id, existing.parent_conversation_id, existing.mode, ForkStatus.ACTIVE, False
+        )
     if existing is not None or repo.has_context(child.id):
         raise Conflict(f"session key {child_key!r} already holds a conversation")
     shared = copied = 0
@@ -94,12 +105,12 @@ def prepare_fork(
             tenant_id=tenant_id,
             parent_conversation_id=parent.id,
             mode=mode,
-            status="active",
+            status=ForkStatus.ACTIVE,
             expires_at=now + timedelta(seconds=ttl_seconds) if ttl_seconds else None,
             created_at=now,
         )
     )
-    return ForkResult(child.id, parent.id, mode, "active", True, shared, copied)
+    return ForkResult(child.id, parent.id, mode, ForkStatus.ACTIVE, True, shared, copied)
 
 
 def _copy_context(
@@ -168,9 +179,9 @@ def end_fork(
     if rollback:
         # Undo the preparation: the child no longer sees the parent's context.
         repo.clear_context(child.id)
-        fork.status = "rolled_back"
-    elif fork.status == "active":
-        fork.status = "ended"
+        fork.status = ForkStatus.ROLLED_BACK
+    elif fork.status == ForkStatus.ACTIVE:
+        fork.status = ForkStatus.ENDED
     fork.ended_at = fork.ended_at or now
     fork.end_reason = reason
     repo.archive(child.id, now)

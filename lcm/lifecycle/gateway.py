@@ -15,13 +15,13 @@ from typing import Literal
 from lcm.address import SessionAddress
 from lcm.compaction.inline import run_inline
 from lcm.compaction.jobs import CompactionJobs
-from lcm.compaction.overrides import ModelInfo
 from lcm.compaction.service import context_token_total
+from lcm.content import PreparedMessage
 from lcm.db.engine import Transaction
 from lcm.files.storage import FileStorage
-from lcm.ingest.content import PreparedMessage
 from lcm.ingest.turns import LivePrompt, TurnResult, after_turn
 from lcm.lifecycle.commits import CommitResult, commit_turn
+from lcm.policy.overrides import ModelInfo
 from lcm.settings import Settings
 
 Compaction = Literal["none", "scheduled", "ran"]

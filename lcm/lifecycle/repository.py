@@ -26,13 +26,6 @@ class LifecycleRepository:
         self.session.add(commit)
         self.session.flush()
 
-    def count_commits(self, conversation_id: int) -> int:
-        return len(
-            self.session.scalars(
-                select(TurnCommit.id).where(TurnCommit.conversation_id == conversation_id)
-            ).all()
-        )
-
     def find_fork(self, child_conversation_id: int) -> ConversationFork | None:
         return self.session.get(ConversationFork, child_conversation_id)
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from lcm.assembly.render import format_timestamp
 from lcm.db.engine import Transaction
 from lcm.db.models import utcnow
 from lcm.errors import Forbidden, InvalidInput, LcmError
+from lcm.policy.timestamps import format_timestamp
 from lcm.retrieval.describe import describe
 from lcm.retrieval.expand import expand
 from lcm.retrieval.grants import Grant, check_grant, debit

@@ -11,7 +11,7 @@ from typing import Any
 
 import re2
 
-from lcm.assembly.render import format_timestamp
+from lcm.policy.timestamps import format_timestamp
 from lcm.retrieval.agent_tools import GrantedTools
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.expand import Expansion

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from lcm.context import MessageView
-from lcm.context_repository import load_message_views
+from lcm.context_store.repository import load_message_views
 from lcm.db.models import (
     ContextItem,
     Conversation,

@@ -1,22 +1,63 @@
 """The summarizer layer: prompts, providers and the escalation every summary goes through."""
 
-from lcm.summarize.provider import Completion, SummaryKind, SummaryProvider, SummaryRequest
-from lcm.summarize.summarizer import (
-    CallUsage,
-    Escalation,
-    Summarizer,
-    SummaryResult,
-    build_provider,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lcm.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from lcm.summarize.breaker import BreakerState
+    from lcm.summarize.extractive import EXTRACTIVE_MODEL
+    from lcm.summarize.llm import LlmClients
+    from lcm.summarize.policy import SummaryPolicy
+    from lcm.summarize.provider import Completion, SummaryKind, SummaryProvider, SummaryRequest
+    from lcm.summarize.summarizer import (
+        CallUsage,
+        Escalation,
+        Summarizer,
+        SummaryResult,
+        build_provider,
+    )
+    from lcm.summarize.truncation import clip_to_tokens
 
 __all__ = [
+    "EXTRACTIVE_MODEL",
+    "BreakerState",
     "CallUsage",
     "Completion",
     "Escalation",
+    "LlmClients",
     "Summarizer",
     "SummaryKind",
+    "SummaryPolicy",
     "SummaryProvider",
     "SummaryRequest",
     "SummaryResult",
     "build_provider",
+    "clip_to_tokens",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "lcm.summarize.breaker": ("BreakerState",),
+        "lcm.summarize.extractive": ("EXTRACTIVE_MODEL",),
+        "lcm.summarize.llm": ("LlmClients",),
+        "lcm.summarize.policy": ("SummaryPolicy",),
+        "lcm.summarize.provider": (
+            "Completion",
+            "SummaryKind",
+            "SummaryProvider",
+            "SummaryRequest",
+        ),
+        "lcm.summarize.summarizer": (
+            "CallUsage",
+            "Escalation",
+            "Summarizer",
+            "SummaryResult",
+            "build_provider",
+        ),
+        "lcm.summarize.truncation": ("clip_to_tokens",),
+    },
+)

@@ -12,11 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Literal
+from enum import StrEnum
 
 from lcm.errors import ProviderUnavailable
 
-BreakerState = Literal["closed", "open", "half_open"]
+
+class BreakerState(StrEnum):
+    """A circuit breaker's state, as health and metrics report it."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
 
 
 class CircuitBreaker:
@@ -44,7 +50,7 @@ class CircuitBreaker:
         # send a trial call, or interleave read-modify-write of the failure count
         # and lose failures, so the breaker would open late or never.
         self._lock = threading.Lock()
-        self._state: BreakerState = "closed"
+        self._state: BreakerState = BreakerState.CLOSED
         self._failures = 0
         self._opened_at = 0.0
         self._trial_in_flight = False
@@ -53,23 +59,23 @@ class CircuitBreaker:
     def state(self) -> BreakerState:
         """The current state, with an elapsed open period reported as half-open."""
         with self._lock:
-            if self._state == "open" and self._reset_elapsed():
-                return "half_open"
+            if self._state == BreakerState.OPEN and self._reset_elapsed():
+                return BreakerState.HALF_OPEN
             return self._state
 
     def before_call(self) -> None:
         """Admit a call, or raise :class:`ProviderUnavailable` without touching the network."""
         with self._lock:
-            if self._state == "closed":
+            if self._state == BreakerState.CLOSED:
                 return
-            if self._state == "open":
+            if self._state == BreakerState.OPEN:
                 if not self._reset_elapsed():
                     remaining = self._reset_seconds - (self._clock() - self._opened_at)
                     raise ProviderUnavailable(
                         f"LLM provider circuit open after {self._failures} consecutive "
                         f"failures; retrying in {max(remaining, 0.0):.1f}s"
                     )
-                self._state = "half_open"
+                self._state = BreakerState.HALF_OPEN
             # Half-open: exactly one trial call probes the provider; the others
             # keep failing fast until it reports back.
             if self._trial_in_flight:
@@ -79,7 +85,7 @@ class CircuitBreaker:
     def record_success(self) -> None:
         """The provider answered: close the breaker and forget earlier failures."""
         with self._lock:
-            self._state = "closed"
+            self._state = BreakerState.CLOSED
             self._failures = 0
             self._trial_in_flight = False
 
@@ -87,12 +93,12 @@ class CircuitBreaker:
         """The call failed; open the breaker on the threshold or when a trial call failed."""
         with self._lock:
             self._failures += 1
-            trial_failed = self._state == "half_open"
+            trial_failed = self._state == BreakerState.HALF_OPEN
             self._trial_in_flight = False
             if trial_failed or self._failures >= self._threshold:
                 # A call admitted before the breaker opened may fail after it:
                 # re-stamping the open time then only extends the pause a little.
-                self._state = "open"
+                self._state = BreakerState.OPEN
                 self._opened_at = self._clock()
 
     def _reset_elapsed(self) -> bool:

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lcm.ingest.content import IncomingMessage
+from lcm.content import IncomingMessage
 
 TranscriptFormat = Literal["openclaw", "claude-code"]
 FormatChoice = Literal["auto", "openclaw", "claude-code"]

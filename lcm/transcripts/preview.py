@@ -15,10 +15,10 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from lcm.content import parse_timestamp
 from lcm.conversations.service import resolve_for_read
 from lcm.errors import InvalidInput, NotFound
 from lcm.files.extraction import LargeFileExtractor
-from lcm.ingest.content import parse_timestamp
 from lcm.transcripts.model import FormatChoice
 from lcm.transcripts.parse import parse_transcript, peek
 from lcm.transcripts.repository import TranscriptRepository

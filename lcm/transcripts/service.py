@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from lcm.address import SessionAddress
+from lcm.content import PreparedMessage, prepare_message
 from lcm.conversations.patterns import WriteSkip, write_skip
 from lcm.conversations.service import resolve_for_write
 from lcm.db.engine import Transaction
 from lcm.errors import Conflict
 from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import FileStorage
-from lcm.ingest.content import PreparedMessage, prepare_message
 from lcm.ingest.service import ingest_messages
 from lcm.settings import Settings
 from lcm.tenants.quota import UNLIMITED, StorageQuota

@@ -27,7 +27,7 @@ from lcm.address import SessionAddress
 from lcm.assembly import summary_context_tokens
 from lcm.compaction.source import new_summary_id
 from lcm.context import SummaryView
-from lcm.context_repository import summary_view
+from lcm.context_store.repository import summary_view
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.engine import Transaction
 from lcm.db.models import (

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from lcm.content import IMAGE_TOKEN_ESTIMATE, IncomingMessage, prepare_message
 from lcm.errors import InvalidInput, TooLarge
-from lcm.ingest.content import IMAGE_TOKEN_ESTIMATE, IncomingMessage, prepare_message
 from lcm.storable import find_unstorable
 from lcm.tokens import estimate_tokens
 from lcm.transfer.records import (

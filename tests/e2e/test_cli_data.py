@@ -7,9 +7,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey, Message, Tenant
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from tests.conftest import settings_for
 from tests.servers import embedded_home

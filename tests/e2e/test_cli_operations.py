@@ -11,11 +11,11 @@ from sqlalchemy import func, select, update
 
 from cli.common import tenant_id_for
 from lcm.address import SessionAddress
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey, CompactionDebt, Summary
 from lcm.errors import Unauthenticated
 from lcm.files.storage import build_storage
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import prepare_batch
 from lcm.ingest.turns import after_turn
 from lcm.tenants.keys import authenticate

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from lcm.assembly import summary_context_tokens
-from lcm.context_repository import summary_view
+from lcm.context_store.repository import summary_view
 from lcm.db.engine import Database
 from lcm.db.models import (
     CompactionDebt,

@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, Tenant
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from tests import servers
 from tests.conftest import settings_for

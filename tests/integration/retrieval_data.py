@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import CompactionSettings

@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 
 from lcm.compaction.debt_repository import DebtRepository
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.jobs import CompactionJobs, Step
+from lcm.compaction.jobs import CompactionJobs
+from lcm.compaction.steps import Step
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, utcnow
 from lcm.summarize.extractive import ExtractiveProvider

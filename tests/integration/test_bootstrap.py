@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, Message
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.tenants.service import IssuedKey
 from lcm.transcripts import parse_transcript

@@ -10,9 +10,9 @@ from sqlalchemy import select
 from lcm.assembly import assemble_context
 from lcm.compaction.engine import CompactionEngine
 from lcm.compaction.repository import CompactionRepository
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, Message
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.settings import CompactionSettings
 from lcm.summarize.extractive import ExtractiveProvider

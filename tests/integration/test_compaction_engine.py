@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly.service import assemble
 from lcm.compaction.engine import CompactionEngine
-from lcm.compaction.planning import evaluate_threshold
 from lcm.compaction.repository import CompactionRepository
+from lcm.content import IncomingMessage
 from lcm.context import context_tokens
 from lcm.db.engine import Database
 from lcm.db.models import (
@@ -26,8 +26,8 @@ from lcm.db.models import (
     SummaryMessage,
 )
 from lcm.errors import ContextChanged, StaleLease
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
+from lcm.policy.threshold import evaluate_threshold
 from lcm.settings import CompactionSettings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.provider import Completion, SummaryRequest

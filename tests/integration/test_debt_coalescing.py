@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from lcm.compaction.service import record_debt
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, utcnow
-from lcm.ingest.content import IncomingMessage
 from tests.conftest import IssuedKey
 from tests.integration.test_ingest import ingest
 

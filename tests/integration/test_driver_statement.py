@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import bindparam, event, insert, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from lcm.content import IncomingMessage
 from lcm.db.driver import DriverStatement
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Conversation, Message, MessagePart
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from tests.concurrency import race
 from tests.conftest import new_tenant, settings_for

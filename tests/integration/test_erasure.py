@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
-from lcm.compaction.jobs import Step
 from lcm.compaction.service import owe_compaction
+from lcm.compaction.steps import Step
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, LargeFile
 from lcm.erasure.service import erase_conversation, erase_tenant

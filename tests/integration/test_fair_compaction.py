@@ -19,9 +19,9 @@ from sqlalchemy import func, select
 from lcm.compaction.debt_statements import DONE, PENDING
 from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.service import record_debt
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, CompactionRun, utcnow
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.tenants.service import update_overrides
 from tests import servers

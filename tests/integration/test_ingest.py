@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy import func, select
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import ContextItem, Conversation, Message, MessagePart
 from lcm.errors import InvalidInput
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import IngestResult, ingest_messages, prepare_batch
 from lcm.tenants.service import IssuedKey
 from tests.concurrency import race

@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import LargeFile
 from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import LocalFileStorage
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from tests.conftest import new_tenant
 

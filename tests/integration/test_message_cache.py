@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from lcm.assembly.repository import AssemblyRepository
 from lcm.context import MessageView
-from lcm.context_repository import load_context, window_entries
+from lcm.context_store.repository import load_context, window_entries
 from lcm.db.engine import Database
 from lcm.erasure.service import erase_conversation
 from lcm.message_cache import MessageCache

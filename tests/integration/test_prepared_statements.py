@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select, text
 
-from lcm.context_repository import load_context
+from lcm.context_store.repository import load_context
 from lcm.db.engine import Database
 from lcm.db.models import Tenant
 from tests.conftest import settings_for

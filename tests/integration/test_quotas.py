@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import ContextItem, LargeFile, Message, MessagePart, Tenant
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.tenants.quota import StorageQuota
 from lcm.tenants.service import IssuedKey

@@ -17,9 +17,9 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import Session
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.erasure.service import erase_conversations
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.outbox import IndexSearchBacklog
 from lcm.retrieval.grep import GrepQuery

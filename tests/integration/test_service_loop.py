@@ -11,8 +11,8 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from lcm.compaction.jobs import Step
 from lcm.compaction.reconcile import overdue_debts
+from lcm.compaction.steps import Step
 from lcm.db.engine import Database
 from lcm.db.models import CompactionDebt, Summary, SummaryMessage, utcnow
 from lcm.tenants.service import IssuedKey

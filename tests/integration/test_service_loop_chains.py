@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 from lcm.compaction.debt_repository import DebtRepository
 from lcm.compaction.reconcile import overdue_debts
 from lcm.compaction.service import record_debt
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import utcnow
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.summarizer import Summarizer, SummaryResult

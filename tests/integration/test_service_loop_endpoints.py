@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 
 from lcm.compaction.service import record_debt, wait_for_debt
 from lcm.completions import Completions, debt_key
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import utcnow
-from lcm.ingest.content import IncomingMessage
 from lcm.tenants.service import IssuedKey, update_overrides
 from tests.conftest import RecordingSender, auth
 from tests.integration.service_loop import (

@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import select
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import Summary
 from lcm.errors import SummarizerError
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
 from lcm.retrieval.expansion import execute_expand_query, start_expand_query

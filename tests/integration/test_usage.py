@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from fastapi.testclient import TestClient
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import LlmUsage, Summary
-from lcm.ingest.content import IncomingMessage
 from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.tenants.service import IssuedKey
 from tests.conftest import auth, new_tenant

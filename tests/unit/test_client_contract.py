@@ -64,7 +64,7 @@ def test_what_is_retried() -> None:
 # the contract declares the same shapes for the client without importing the
 # domain: a field added to or dropped from either side must be in both.
 MIRRORED = {
-    "ConversationStatus": "lcm.conversations.status:ConversationStatus",
+    "ConversationStatus": "lcm.status.service:ConversationStatus",
     "GrepResult": "lcm.retrieval.grep:GrepResult",
     "GrepMatch": "lcm.retrieval.grep:GrepMatch",
     "SummaryDescription": "lcm.retrieval.describe:SummaryDescription",

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from lcm.errors import InvalidInput, TooLarge
-from lcm.ingest.content import (
+from lcm.content import (
     IMAGE_TOKEN_ESTIMATE,
     IncomingMessage,
     PreparedMessage,
     parse_timestamp,
     prepare_message,
 )
+from lcm.errors import InvalidInput, TooLarge
 from lcm.ingest.service import prepare_batch
 from lcm.tokens import estimate_tokens
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lcm.compaction.hygiene import strip_injected_context
-from lcm.compaction.overrides import for_model
+from lcm.content import IncomingMessage, prepare_message
 from lcm.conversations.patterns import matches_any, write_skip
-from lcm.ingest.content import IncomingMessage, prepare_message
+from lcm.policy.overrides import for_model
 from lcm.settings import CompactionSettings, ModelOverride
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from celery.signals import worker_ready
 
-from lcm.compaction.jobs import Step
 from lcm.compaction.reconcile import keep_fair_queue, overdue_debts
+from lcm.compaction.steps import Step, StepAction
 from lcm.compaction.sweep import ChainPosition
 from lcm.completions import debt_key
 from workers import completions, metrics, runtime, sender
@@ -40,7 +40,7 @@ def _follow(step: Step) -> str:
         )
     if step.queue_lag_seconds is not None:
         metrics.QUEUE_LAG.observe(step.queue_lag_seconds)
-    if step.action == "pass" and step.kind and step.fencing_token is not None:
+    if step.action == StepAction.PASS and step.kind and step.fencing_token is not None:
         position = step.position
         sender.next_pass(
             step.conversation_id,
@@ -48,18 +48,18 @@ def _follow(step: Step) -> str:
             step.fencing_token,
             chain=None if position is None else position.as_args(),
         )
-    elif step.action == "retry":
+    elif step.action == StepAction.RETRY:
         metrics.FAILURES.labels("false").inc()
         sender.wake(step.conversation_id, countdown=step.countdown)
-    elif step.action == "paused":
+    elif step.action == StepAction.PAUSED:
         # The per-conversation call rate limit: a delayed wake-up, not a spin.
         metrics.RATE_LIMIT_PAUSES.inc()
         sender.wake(step.conversation_id, countdown=step.countdown)
-    elif step.action == "failed":
+    elif step.action == StepAction.FAILED:
         metrics.FAILURES.labels("true").inc()
     if step.follow_up:
         sender.wake(step.conversation_id)
-    if step.action in ("done", "failed"):
+    if step.action in (StepAction.DONE, StepAction.FAILED):
         completions.announce(debt_key(step.conversation_id))  # a compact request may wait
     return step.action
 

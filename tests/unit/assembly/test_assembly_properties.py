@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lcm.assembly import api_violations, assemble_context
-from lcm.compaction.planning import split_fresh_tail
 from lcm.context import ContextEntry
+from lcm.policy.fresh_tail import split_fresh_tail
 from lcm.settings import CompactionSettings
 from tests.unit.compaction.builders import Conversation, TurnSpec, add_turn, summary_entry, turns
 

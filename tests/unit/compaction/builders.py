@@ -18,9 +18,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from lcm.assembly import summary_context_tokens
-from lcm.compaction.planning import PassPlan, fresh_tail_start
+from lcm.compaction.planning import PassPlan
 from lcm.compaction.sweep import ChainPosition, next_pass, plan_after_pass
 from lcm.context import ContextEntry, MessageView, PartView, Role, SummaryView, context_tokens
+from lcm.policy.fresh_tail import fresh_tail_start
 from lcm.settings import CompactionSettings
 from lcm.tokens import estimate_tokens
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lcm.compaction.planning import fresh_tail_start, split_fresh_tail
+from lcm.policy.fresh_tail import fresh_tail_start, split_fresh_tail
 from tests.unit.compaction.builders import Conversation, settings, summary_entry
 
 

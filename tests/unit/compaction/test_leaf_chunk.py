@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from lcm.assembly.render import summary_context_tokens
-from lcm.compaction.planning import LEAF_MIN_SOURCE_TOKENS, fresh_tail_start, oldest_leaf_chunk
+from lcm.compaction.planning import LEAF_MIN_SOURCE_TOKENS, oldest_leaf_chunk
 from lcm.compaction.source import wrapper_tokens
 from lcm.context import SummaryView
+from lcm.policy.fresh_tail import fresh_tail_start
 from lcm.summarize.truncation import truncate_source
 from lcm.tokens import estimate_tokens
 from tests.unit.compaction.builders import Conversation, settings, summary_entry

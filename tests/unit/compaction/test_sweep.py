@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lcm.compaction.planning import PassPlan, evaluate_threshold
+from lcm.compaction.planning import PassPlan
 from lcm.compaction.sweep import (
     ChainPosition,
     continue_after_pass,
@@ -16,6 +16,7 @@ from lcm.compaction.sweep import (
     under_pressure,
 )
 from lcm.context import ContextEntry, context_tokens
+from lcm.policy.threshold import evaluate_threshold
 from tests.unit.compaction.builders import (
     Conversation,
     InMemoryCompactor,

@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lcm.assembly import api_violations, assemble_context
-from lcm.compaction.planning import PassPlan, split_fresh_tail
+from lcm.compaction.planning import PassPlan
 from lcm.compaction.sweep import next_pass
 from lcm.context import context_tokens
+from lcm.policy.fresh_tail import split_fresh_tail
 from lcm.settings import CompactionSettings
 from tests.unit.compaction.builders import (
     Conversation,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from lcm.content import IncomingMessage, PreparedMessage, prepare_message
 from lcm.errors import NotFound
 from lcm.files.extraction import FILE_ID_RE, LargeFileExtractor
 from lcm.files.storage import LocalFileStorage
-from lcm.ingest.content import IncomingMessage, PreparedMessage, prepare_message
 
 THRESHOLD = 1_000  # tokens; ~4,000 characters
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lcm.content import prepare_message
 from lcm.errors import InvalidInput
-from lcm.ingest.content import prepare_message
 from lcm.transcripts import parse_transcript
 from lcm.transcripts.model import ResumePoint
 

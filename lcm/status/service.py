@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lcm.compaction.debt_repository import DebtRepository
-from lcm.compaction.planning import evaluate_threshold
 from lcm.compaction.repository import CompactionRepository
 from lcm.conversations.repository import ConversationRepository
 from lcm.db.models import Conversation
 from lcm.ingest.repository import MessageRepository
+from lcm.policy.threshold import evaluate_threshold
 from lcm.settings import CompactionSettings
 
 

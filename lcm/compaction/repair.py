@@ -23,10 +23,10 @@ from lcm.compaction.engine import (
     PassOutcome,
     record_pass,
 )
+from lcm.compaction.repair_repository import RepairRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.source import render_messages, render_summaries
-from lcm.context_repository import summary_view
-from lcm.doctor.repository import DoctorRepository
+from lcm.context_store.repository import summary_view
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import SummaryResult
@@ -50,7 +50,7 @@ class SummaryRepair:
 
     def next_target(self, conversation_id: int) -> RepairTarget | None:
         with self.engine.transaction() as session:
-            repo = DoctorRepository(session)
+            repo = RepairRepository(session)
             summary = repo.next_to_repair(conversation_id)
             if summary is None:
                 return None
@@ -114,7 +114,7 @@ class SummaryRepair:
         if compaction.lock_conversation(conversation_id) is None:
             raise StaleLease(f"conversation {conversation_id} was erased during the repair")
         fence(session)
-        repo = DoctorRepository(session)
+        repo = RepairRepository(session)
         summary = repo.get_locked(target.summary_id)
         if summary is None or summary.degraded is None or summary.content != target.content:
             raise ContextChanged(f"summary {target.summary_id} changed during the repair")

@@ -1,0 +1,46 @@
+"""Context policy every feature shares: the fresh tail, the compaction threshold,
+the per-model overrides and the timestamp format.
+
+Assembly, ingest and compaction all follow these rules, so they live below
+all three and import only the ground (``lcm.settings``, ``lcm.context``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lcm.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from lcm.policy.fresh_tail import ContextSplit, fresh_tail_start, split_fresh_tail, unsafe_cuts
+    from lcm.policy.overrides import ModelInfo, for_model, settings_for_call
+    from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
+    from lcm.policy.timestamps import format_timestamp
+
+__all__ = [
+    "ContextSplit",
+    "ModelInfo",
+    "ThresholdCheck",
+    "evaluate_threshold",
+    "for_model",
+    "format_timestamp",
+    "fresh_tail_start",
+    "settings_for_call",
+    "split_fresh_tail",
+    "unsafe_cuts",
+]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "lcm.policy.fresh_tail": (
+            "ContextSplit",
+            "fresh_tail_start",
+            "split_fresh_tail",
+            "unsafe_cuts",
+        ),
+        "lcm.policy.overrides": ("ModelInfo", "for_model", "settings_for_call"),
+        "lcm.policy.threshold": ("ThresholdCheck", "evaluate_threshold"),
+        "lcm.policy.timestamps": ("format_timestamp",),
+    },
+)
