@@ -108,9 +108,9 @@ def _register_debt_metrics(database: Database) -> None:
 
 
 def _celery_sender() -> JobSender:
-    from workers.sender import CelerySender
+    from workers.bootstrap import sender
 
-    return CelerySender()
+    return sender()
 
 
 def _default_broker_ping() -> bool:

@@ -5,16 +5,20 @@ session's outbox with :func:`request_job`. ``Database`` hands a session's
 outbox to its :class:`JobSender` right after that session commits and drops it
 on rollback, so a worker never looks for rows that are not committed yet, and
 work asked for by a transaction that failed is never sent. Jobs carry ids
-only: the worker reloads what it needs.
+only: the worker reloads what it needs. Each kind names its
+:class:`~lcm.job_types.JobType` (the task and queue it goes to) and the
+task's arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from sqlalchemy.orm import Session
+
+from lcm.job_types import INDEX_SEARCH_BACKLOG, LEAF, SUMMARIZE_FILE, JobType
 
 _KEY = "lcm.outbox"
 
@@ -25,12 +29,23 @@ class WakeCompaction:
 
     conversation_id: int
 
+    # A leaf job without a token is the wake-up (workers/tasks/compaction.py).
+    job_type: ClassVar[JobType] = LEAF
+
+    def args(self) -> list[object]:
+        return [self.conversation_id]
+
 
 @dataclass(frozen=True, slots=True)
 class SummarizeFile:
     """Write a large file's exploration summary."""
 
     file_id: str
+
+    job_type: ClassVar[JobType] = SUMMARIZE_FILE
+
+    def args(self) -> list[object]:
+        return [self.file_id]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +55,11 @@ class IndexSearchBacklog:
     No ids: the job drains the whole backlog (``lcm.retrieval.search_backlog``),
     so any number of requests for it are one job's worth of work.
     """
+
+    job_type: ClassVar[JobType] = INDEX_SEARCH_BACKLOG
+
+    def args(self) -> list[object]:
+        return []
 
 
 Job = WakeCompaction | SummarizeFile | IndexSearchBacklog
