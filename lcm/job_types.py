@@ -1,7 +1,8 @@
 """Every job the workers run, declared once: its task name, its queue, its beat schedule.
 
-The domain asks for jobs through the outbox (``lcm/outbox.py``), whose job
-kinds name their :class:`JobType`; the sender (``workers/sender.py``) sends
+The domain asks for jobs through the outbox (``lcm/outbox.py``) with the
+job kinds declared here (the payload: ids only), each naming its
+:class:`JobType`; the sender (``workers/sender.py``) sends
 to the type's name and queue; each task takes its name from its type
 (``@app.task(name=LEAF.name)``); Celery's includes and routes
 (``workers/celery_app.py``) and beat's schedule (:data:`BEAT`) are built
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from lcm.settings import Settings
 
@@ -67,6 +69,52 @@ JOB_TYPES = (
 
 # The pass job for each kind of pass a sweep hands the lease to.
 PASS_JOBS = {"leaf": LEAF, "condensed": CONDENSE, "repair": REPAIR}
+
+
+# The jobs the domain asks for through the outbox: the payload (ids only, the
+# worker reloads the rest) and the type it is sent as.
+
+
+@dataclass(frozen=True, slots=True)
+class WakeCompaction:
+    """Claim the conversation's compaction debt and run its first pass."""
+
+    conversation_id: int
+
+    # A leaf job without a token is the wake-up (workers/tasks/compaction.py).
+    job_type: ClassVar[JobType] = LEAF
+
+    def args(self) -> list[object]:
+        return [self.conversation_id]
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizeFile:
+    """Write a large file's exploration summary."""
+
+    file_id: str
+
+    job_type: ClassVar[JobType] = SUMMARIZE_FILE
+
+    def args(self) -> list[object]:
+        return [self.file_id]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSearchBacklog:
+    """Index the messages SQLite has committed but not yet indexed for search.
+
+    No ids: the job drains the whole backlog (``lcm.retrieval.search_backlog``),
+    so any number of requests for it are one job's worth of work.
+    """
+
+    job_type: ClassVar[JobType] = INDEX_SEARCH_BACKLOG
+
+    def args(self) -> list[object]:
+        return []
+
+
+Job = WakeCompaction | SummarizeFile | IndexSearchBacklog
 
 
 def _always(_settings: Settings) -> bool:
