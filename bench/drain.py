@@ -139,10 +139,10 @@ def run(args: argparse.Namespace) -> None:
         settings = Settings(
             database_url=url, broker_url=redis_handle.url, result_backend_url=redis_handle.url
         )
-        from workers.celery_app import configure
+        from workers.bootstrap import bootstrap
         from workers.sender import wake
 
-        configure(settings)
+        bootstrap(settings)
         db = Database(settings)
         with db.transaction() as s:
             issued = create_tenant(s, "bench")

@@ -70,9 +70,9 @@ def in_session(work: Callable[[Session], T], *, send_jobs: bool = False) -> T:
     settings = get_settings()
     database = Database(settings)
     if send_jobs:
-        from workers.sender import CelerySender  # imported late: it imports the Celery app
+        from workers.bootstrap import sender  # imported late: it imports Celery
 
-        database.sender = CelerySender()
+        database.sender = sender()
     try:
         with database.session() as session:
             result = work(session)

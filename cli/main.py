@@ -103,8 +103,11 @@ def api(
 def scaled_app() -> FastAPI:
     """The scaled API process's app (uvicorn's factory): the API wired to Celery workers."""
     from api.app import create_app
+    from workers.bootstrap import bootstrap
     from workers.link import CeleryLink
 
+    # This process sends jobs and waits for answers; it runs none.
+    bootstrap(get_settings())
     return create_app(link=CeleryLink())
 
 
@@ -117,9 +120,10 @@ def worker(
     hostname: Annotated[str | None, typer.Option(help="Celery node name.")] = None,
 ) -> None:
     """Scaled mode: a Celery worker process (thread pool: work waits on the LLM)."""
-    from workers.celery_app import app as celery_app
+    from workers.bootstrap import bootstrap
 
     settings = get_settings()
+    celery_app = bootstrap(settings)
     argv = [
         "worker",
         "--pool=threads",
@@ -137,9 +141,10 @@ def worker(
 @app.command()
 def beat() -> None:
     """Scaled mode: the Celery beat scheduler (run exactly one)."""
-    from workers.celery_app import app as celery_app
+    from workers.bootstrap import bootstrap
 
-    celery_app.start(["beat", f"--loglevel={get_settings().log_level}"])
+    settings = get_settings()
+    bootstrap(settings).start(["beat", f"--loglevel={settings.log_level}"])
 
 
 @app.command()
@@ -153,7 +158,7 @@ def flower(
     """Flower, the Celery monitoring UI, behind basic auth from LCM_FLOWER_BASIC_AUTH."""
     import os
 
-    from workers.celery_app import app as celery_app
+    from workers.bootstrap import bootstrap
 
     auth = get_settings().flower_basic_auth
     if auth is None and not no_auth:
@@ -166,7 +171,7 @@ def flower(
         # Flower reads FLOWER_* variables itself; passing the password this way
         # keeps it out of the process list, where --basic-auth would show it.
         os.environ["FLOWER_BASIC_AUTH"] = auth.get_secret_value()
-    celery_app.start(["flower", f"--address={host}", f"--port={port}"])
+    bootstrap(get_settings()).start(["flower", f"--address={host}", f"--port={port}"])
 
 
 @app.command()

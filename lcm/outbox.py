@@ -5,44 +5,31 @@ session's outbox with :func:`request_job`. ``Database`` hands a session's
 outbox to its :class:`JobSender` right after that session commits and drops it
 on rollback, so a worker never looks for rows that are not committed yet, and
 work asked for by a transaction that failed is never sent. Jobs carry ids
-only: the worker reloads what it needs.
+only: the worker reloads what it needs. The kinds of job the domain may
+ask for are declared with their task and queue in ``lcm/job_types.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy.orm import Session
 
+from lcm.job_types import IndexSearchBacklog, Job, SummarizeFile, WakeCompaction
+
+__all__ = [
+    "IndexSearchBacklog",
+    "Job",
+    "JobSender",
+    "SummarizeFile",
+    "WakeCompaction",
+    "drop_jobs",
+    "request_job",
+    "take_jobs",
+]
+
 _KEY = "lcm.outbox"
-
-
-@dataclass(frozen=True, slots=True)
-class WakeCompaction:
-    """Claim the conversation's compaction debt and run its first pass."""
-
-    conversation_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class SummarizeFile:
-    """Write a large file's exploration summary."""
-
-    file_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class IndexSearchBacklog:
-    """Index the messages SQLite has committed but not yet indexed for search.
-
-    No ids: the job drains the whole backlog (``lcm.retrieval.search_backlog``),
-    so any number of requests for it are one job's worth of work.
-    """
-
-
-Job = WakeCompaction | SummarizeFile | IndexSearchBacklog
 
 
 class JobSender(Protocol):

@@ -247,16 +247,15 @@ def worker_env(
 @pytest.fixture(scope="session")
 def celery_app(worker_env: dict[str, str]) -> object:
     """This process's Celery app, pointed at the test Redis (to send tasks to real workers)."""
-    from workers.celery_app import app, configure
+    from workers.bootstrap import bootstrap
 
-    configure(
+    return bootstrap(
         Settings(
             database_url=worker_env["LCM_DATABASE_URL"],
             broker_url=worker_env["LCM_BROKER_URL"],
             result_backend_url=worker_env["LCM_RESULT_BACKEND_URL"],
         )
     )
-    return app
 
 
 @pytest.fixture(scope="module")

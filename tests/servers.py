@@ -178,7 +178,7 @@ def start_celery_worker(
                 "-m",
                 "celery",
                 "-A",
-                "workers.celery_app",
+                "workers.main",
                 "worker",
                 "--pool=threads",
                 f"--concurrency={concurrency}",

@@ -1,8 +1,11 @@
 """The Celery application and its production configuration.
 
-``celery -A workers.celery_app worker`` (or ``lcm worker``) runs it. Embedded
-mode (``lcm serve``) reconfigures the same app with an in-memory broker and
-runs the same task code in a thread of the API process.
+The app's tasks, routes and beat schedule come from the job registry
+(``lcm/job_types.py``). Nothing is configured at import: a process that
+runs or sends jobs calls :func:`workers.bootstrap.bootstrap`, which applies
+:func:`configure`. ``celery -A workers.main worker`` (or ``lcm worker``)
+runs it; embedded mode (``lcm serve``) configures the same app with an
+in-memory broker and runs the same task code in a thread of the API process.
 """
 
 from __future__ import annotations
@@ -13,32 +16,23 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
-from lcm.settings import Settings, get_settings
-from workers import log_context, runtime
+from lcm.job_types import BEAT, JOB_TYPES, QUEUES
+from lcm.settings import Settings
 
-QUEUES = ("compaction", "files", "expansion")
+__all__ = ["QUEUES", "TASK_ROUTES", "app", "beat_schedule", "broker_reachable", "configure"]
 
+TASK_ROUTES = {job.name: {"queue": job.queue} for job in JOB_TYPES}
+
+# What the registry declares, settings apart: each job type's task (in
+# workers/tasks/<group>.py) and the queue it is routed to. ``configure``
+# adds the rest.
 app = Celery(
     "lcm",
-    include=[
-        "workers.tasks.system",
-        "workers.tasks.compaction",
-        "workers.tasks.files",
-        "workers.tasks.expansion",
-        "workers.tasks.retention",
-        "workers.tasks.search",
-    ],
+    include=[f"workers.tasks.{group}" for group in dict.fromkeys(j.group for j in JOB_TYPES)],
+    task_queues=[Queue(q, Exchange(q), routing_key=q) for q in QUEUES],
+    task_default_queue="compaction",
+    task_routes=TASK_ROUTES,
 )
-
-
-TASK_ROUTES = {
-    "compaction.*": {"queue": "compaction"},
-    "files.*": {"queue": "files"},
-    "expansion.*": {"queue": "expansion"},
-    # Housekeeping shares the compaction queue: it is rare and short.
-    "retention.*": {"queue": "compaction"},
-    "search.*": {"queue": "compaction"},
-}
 
 
 EVENTS: dict[str, Any] = {
@@ -63,9 +57,7 @@ JOB_LOGGERS = ("celery.worker.strategy", "celery.app.trace", "httpx", "httpx2")
 
 
 def configure(settings: Settings) -> Celery:
-    """Apply ``settings`` to the app (and to the tasks' database access)."""
-    runtime.use_settings(settings)
-    log_context.install(settings)
+    """Apply ``settings`` to the app (the tasks' runtime is ``workers.bootstrap``'s)."""
     # Set before a worker builds its tracers and strategies: Celery asks
     # these loggers once, then, whether INFO is on.
     for name in JOB_LOGGERS:
@@ -109,9 +101,6 @@ def configure(settings: Settings) -> Celery:
         # learns a task started from the events above), and it is one more
         # Redis write per pass on a worker that runs dozens a second.
         task_track_started=False,
-        task_queues=[Queue(q, Exchange(q), routing_key=q) for q in QUEUES],
-        task_default_queue="compaction",
-        task_routes=TASK_ROUTES,
         worker_hijack_root_logger=False,
         beat_schedule=beat_schedule(settings),
         timezone="UTC",
@@ -133,40 +122,17 @@ def broker_transport(broker_url: str) -> str | None:
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """Beat's periodic jobs; each expires after one interval (a stale run is skipped)."""
-    jobs = {
-        "compaction-reconcile": (
-            "compaction.reconcile",
-            "compaction",
-            settings.reconcile_interval_seconds,
-        ),
-        "files-reconcile": ("files.reconcile", "files", settings.files_reconcile_interval_seconds),
-        "expansion-sweep-grants": (
-            "expansion.sweep_grants",
-            "expansion",
-            settings.expansion_sweep_interval_seconds,
-        ),
-        "retention-sweep": (
-            "retention.sweep",
-            "compaction",
-            settings.retention_sweep_interval_seconds,
-        ),
-    }
-    if settings.is_sqlite:
-        # Postgres indexes on the write path; SQLite indexes after commit and
-        # this catches what a lost job or a crash left (lcm.retrieval.search_backlog).
-        jobs["search-index-backlog"] = (
-            "search.index_backlog",
-            "compaction",
-            settings.search_backlog_interval_seconds,
-        )
+    """Beat's periodic jobs (``lcm.job_types.BEAT``); each expires after one interval
+    (a stale run is skipped)."""
     schedule: dict[str, dict[str, Any]] = {}
-    for name, (task, queue, every) in jobs.items():
-        schedule[name] = {
-            "task": task,
-            "schedule": every,
-            "options": {"queue": queue, "expires": every},
-        }
+    for periodic in BEAT:
+        if periodic.when(settings):
+            every = periodic.every(settings)
+            schedule[periodic.entry] = {
+                "task": periodic.job.name,
+                "schedule": every,
+                "options": {"queue": periodic.job.queue, "expires": every},
+            }
     return schedule
 
 
@@ -178,6 +144,3 @@ def broker_reachable(timeout: float = 2.0) -> bool:
         return True
     except Exception:
         return False
-
-
-configure(get_settings())

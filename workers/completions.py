@@ -18,6 +18,7 @@ from typing import Any
 from celery.signals import task_postrun
 
 from lcm.completions import Completions, task_key
+from lcm.job_types import JOB_TYPES
 from workers import runtime
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def stop_relay(timeout: float = 5.0) -> None:
 
 
 # Jobs whose result a request waits for; other jobs' results nobody awaits.
-AWAITED_JOBS = frozenset({"expansion.query"})
+AWAITED_JOBS = frozenset(job.name for job in JOB_TYPES if job.awaited)
 
 
 @task_postrun.connect

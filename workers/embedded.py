@@ -16,12 +16,13 @@ import threading
 import time
 from typing import Any
 
+from celery import Celery
 from celery._state import _set_task_join_will_block
 from celery.worker import WorkController
 
+from lcm.job_types import COMPACTION_RECONCILE, FILES_RECONCILE, QUEUES
 from lcm.services import Services
-from workers import runtime
-from workers.celery_app import QUEUES, app, configure
+from workers.bootstrap import bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,8 @@ class EmbeddedWorker:
 
     def __init__(self, services: Services) -> None:
         settings = services.settings
-        configure(settings)
+        app = bootstrap(settings, services)
         self._ready = threading.Event()
-        runtime.use_services(services)
         app.finalize()
         app.set_current()
         app.set_default()
@@ -52,7 +52,7 @@ class EmbeddedWorker:
         self._thread = threading.Thread(
             target=self._controller.start, name="lcm-embedded-worker", daemon=True
         )
-        self._beat = EmbeddedBeat()
+        self._beat = EmbeddedBeat(app)
 
     def start(self) -> None:
         self._thread.start()
@@ -76,8 +76,8 @@ class EmbeddedWorker:
 # process had queued (wake-ups, chained passes, file summaries), so none of
 # them can be "on its way" and the first run waits no grace for them.
 AFTER_RESTART: dict[str, dict[str, Any]] = {
-    "compaction.reconcile": {"grace_seconds": 0.0},
-    "files.reconcile": {"grace_seconds": 0.0},
+    COMPACTION_RECONCILE.name: {"grace_seconds": 0.0},
+    FILES_RECONCILE.name: {"grace_seconds": 0.0},
 }
 
 
@@ -91,7 +91,8 @@ class EmbeddedBeat:
     row's claim lets one through), so a run overlapping a turn is fine.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, app: Celery) -> None:
+        self._app = app
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="lcm-embedded-beat", daemon=True)
 
@@ -104,7 +105,8 @@ class EmbeddedBeat:
 
     def _loop(self) -> None:
         schedule = {
-            entry["task"]: float(entry["schedule"]) for entry in app.conf.beat_schedule.values()
+            entry["task"]: float(entry["schedule"])
+            for entry in self._app.conf.beat_schedule.values()
         }
         for task in schedule:
             self._run(task, AFTER_RESTART.get(task, {}))
@@ -117,7 +119,7 @@ class EmbeddedBeat:
 
     def _run(self, task: str, kwargs: dict[str, Any]) -> None:
         try:
-            outcome = app.tasks[task](**kwargs)
+            outcome = self._app.tasks[task](**kwargs)
         except Exception:
             # A database hiccup must not end the schedule: the next run retries.
             log.exception("embedded beat: %s failed", task)

@@ -1,9 +1,11 @@
-"""The worker process's composition root: its settings and its one :class:`Services`.
+"""What the tasks of this process run with: its settings and its one :class:`Services`.
 
+:func:`workers.bootstrap.bootstrap` installs them (nothing does at import).
 A worker process builds its services on first use, after Celery forked it
-(an engine or an SDK client must not cross a fork). Embedded mode hands the
-API's own services in instead (:func:`use_services`), so one process has one
-database engine, one LLM client and one set of breakers.
+(an engine or an SDK client must not cross a fork), with the job sender the
+bootstrap handed in. Embedded mode hands the API's own services in instead
+(:func:`use_services`), so one process has one database engine, one LLM
+client and one set of breakers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from celery.signals import worker_ready
 from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
 from lcm.heap import freeze_startup_heap
+from lcm.outbox import JobSender
 from lcm.services import Services
 from lcm.settings import Settings
 from lcm.summarize.breaker import BreakerState
@@ -24,6 +27,7 @@ from lcm.turns import TurnStats
 _lock = threading.Lock()
 _settings: Settings | None = None
 _services: Services | None = None
+_sender: JobSender | None = None
 
 
 @worker_ready.connect
@@ -33,14 +37,15 @@ def _settle_heap(**_: object) -> None:
     freeze_startup_heap()
 
 
-def use_settings(settings: Settings) -> None:
-    """Configure the process (``workers.celery_app.configure``); services built later."""
-    global _settings, _services
+def use_settings(settings: Settings, sender: JobSender) -> None:
+    """Configure the process (``workers.bootstrap``); services are built later,
+    sending their jobs with ``sender``."""
+    global _settings, _services, _sender
     with _lock:
         if _services is not None and _services.settings is not settings:
             _services.close()
             _services = None
-        _settings = settings
+        _settings, _sender = settings, sender
 
 
 def use_services(services: Services) -> None:
@@ -50,9 +55,14 @@ def use_services(services: Services) -> None:
         _settings, _services = services.settings, services
 
 
+def configured() -> bool:
+    """Whether this process has been bootstrapped (``workers.bootstrap``)."""
+    return _settings is not None
+
+
 def settings() -> Settings:
     if _settings is None:
-        raise RuntimeError("workers.celery_app.configure() has not run")
+        raise RuntimeError("workers.bootstrap.bootstrap() has not run")
     return _settings
 
 
@@ -61,9 +71,7 @@ def services() -> Services:
     global _services
     with _lock:
         if _services is None:
-            from workers.sender import CelerySender  # imported late: it imports the Celery app
-
-            _services = Services.build(settings(), sender=CelerySender())
+            _services = Services.build(settings(), sender=_sender)
         return _services
 
 

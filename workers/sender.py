@@ -2,11 +2,14 @@
 
 Every send happens after the transaction that made the work committed: the
 outbox jobs of a unit of work (``lcm/outbox.py``) through :class:`CelerySender`,
-and the chained passes and retries a compaction job hands on (``next_pass``,
-``wake`` with a countdown) after its own pass committed. A failed send is
-logged, never raised: the database row is the truth, and beat's reconcilers
-(in-process in embedded mode) resend a wake-up for pending debt and a summary
-job for a large file that still has none.
+the chained passes and retries a compaction job hands on (``next_pass``,
+``wake`` with a countdown) after its own pass committed, and an expand-query
+whose grant is committed (:func:`submit`). Each goes to its job type's task
+and queue (``lcm/job_types.py``). A failed send is logged, never raised
+(except by :func:`submit`, whose caller waits for the answer): the database
+row is the truth, and beat's reconcilers (in-process in embedded mode)
+resend a wake-up for pending debt and a summary job for a large file that
+still has none.
 """
 
 from __future__ import annotations
@@ -14,16 +17,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from lcm.outbox import IndexSearchBacklog, Job, SummarizeFile, WakeCompaction
+from celery.result import AsyncResult
+
+from lcm.job_types import INDEX_SEARCH_BACKLOG, LEAF, PASS_JOBS, SUMMARIZE_FILE, JobType
+from lcm.outbox import Job
 from workers.celery_app import app
 
 log = logging.getLogger(__name__)
-
-PASS_TASKS = {
-    "leaf": "compaction.leaf",
-    "condensed": "compaction.condense",
-    "repair": "compaction.repair",
-}
 
 
 class CelerySender:
@@ -31,17 +31,17 @@ class CelerySender:
 
     def send(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            if isinstance(job, WakeCompaction):
-                wake(job.conversation_id)
-            elif isinstance(job, SummarizeFile):
-                summarize_files([job.file_id])
-            elif isinstance(job, IndexSearchBacklog):
-                index_search_backlog()
+            _send(job.job_type, job.args(), repr(job))
+
+
+def submit(job_type: JobType, args: list[object], countdown: float | None = None) -> AsyncResult:
+    """Send one job and return its handle; raises when the broker refuses it."""
+    return app.send_task(job_type.name, args=args, queue=job_type.queue, countdown=countdown)
 
 
 def index_search_backlog() -> bool:
     """Ask a worker to index SQLite's search backlog (beat resends it if this is lost)."""
-    return _send("search.index_backlog", [], "compaction", "search backlog indexing")
+    return _send(INDEX_SEARCH_BACKLOG, [], "search backlog indexing")
 
 
 def wake(conversation_id: int, countdown: float = 0.0) -> bool:
@@ -52,9 +52,8 @@ def wake(conversation_id: int, countdown: float = 0.0) -> bool:
     condense job.
     """
     return _send(
-        "compaction.leaf",
+        LEAF,
         [conversation_id],
-        "compaction",
         f"wake-up for conversation {conversation_id}",
         countdown=countdown or None,
     )
@@ -70,26 +69,23 @@ def next_pass(
     the sweep chain has gone.
     """
     return _send(
-        PASS_TASKS[kind],
+        PASS_JOBS[kind],
         [conversation_id, fencing_token, list(chain) if chain else None],
-        "compaction",
         f"pass for conversation {conversation_id} (the lease will expire and be resumed)",
     )
 
 
 def summarize_files(file_ids: Iterable[str]) -> int:
-    """Send one ``files.summarize`` job per file id; return how many were sent."""
+    """Send one file-summary job per file id; return how many were sent."""
     return sum(
-        _send("files.summarize", [file_id], "files", f"files.summarize for {file_id}")
+        _send(SUMMARIZE_FILE, [file_id], f"{SUMMARIZE_FILE.name} for {file_id}")
         for file_id in file_ids
     )
 
 
-def _send(
-    task: str, args: list[object], queue: str, what: str, countdown: float | None = None
-) -> bool:
+def _send(job_type: JobType, args: list[object], what: str, countdown: float | None = None) -> bool:
     try:
-        app.send_task(task, args=args, queue=queue, countdown=countdown)
+        submit(job_type, args, countdown)
         return True
     except Exception:
         log.warning("%s not sent; a reconciler will resend it", what, exc_info=True)

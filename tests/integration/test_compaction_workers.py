@@ -90,7 +90,7 @@ class Workers:
                     "-m",
                     "celery",
                     "-A",
-                    "workers.celery_app",
+                    "workers.main",
                     "beat",
                     "--loglevel=INFO",
                     f"--schedule={self.logs / 'beat-schedule'}",

@@ -173,8 +173,8 @@ def test_the_sweep_reads_every_tenants_retention_in_one_statement(
 
 def test_beat_schedules_the_retention_sweep() -> None:
     import workers.tasks.retention  # noqa: F401  (registers the task, as the worker does)
-    from workers.celery_app import app
+    from workers.celery_app import app, beat_schedule
 
-    entries = {e["task"] for e in app.conf.beat_schedule.values()}
+    entries = {e["task"] for e in beat_schedule(Settings()).values()}
     assert "retention.sweep" in entries
     assert "retention.sweep" in app.tasks

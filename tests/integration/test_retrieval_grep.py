@@ -250,8 +250,9 @@ def _search_tables(database: Database) -> set[str]:
 
 
 def test_beat_sweeps_expired_grants() -> None:
-    from workers.celery_app import app
+    from lcm.settings import Settings
+    from workers.celery_app import app, beat_schedule
 
-    entry = app.conf.beat_schedule["expansion-sweep-grants"]
+    entry = beat_schedule(Settings())["expansion-sweep-grants"]
     assert entry["task"] == "expansion.sweep_grants"
     assert app.amqp.router.route({}, "expansion.query")["queue"].name == "expansion"

@@ -75,10 +75,10 @@ def base64_decoded(command: str) -> str:
 
 @pytest.fixture
 def api(pg_db: Database, celery_worker: Any, worker_env: dict[str, str]) -> Iterator[TestClient]:
-    from workers.celery_app import configure
+    from workers.bootstrap import bootstrap
 
     # This process sends and awaits jobs through the test Redis (as the API does).
-    configure(
+    bootstrap(
         Settings(
             database_url=worker_env["LCM_DATABASE_URL"],
             broker_url=worker_env["LCM_BROKER_URL"],
@@ -164,10 +164,10 @@ def test_a_wake_up_is_one_push_onto_its_queue_and_no_event(
 ) -> None:
     # A "task-sent" event per publish was a second Redis publish, ~0.5 ms of
     # the sender's ~1.2 ms per job, sent whether or not a monitor listened.
-    from workers.celery_app import configure
+    from workers.bootstrap import bootstrap
     from workers.sender import wake
 
-    configure(
+    bootstrap(
         Settings(
             database_url=worker_env["LCM_DATABASE_URL"],
             broker_url=worker_env["LCM_BROKER_URL"],

@@ -10,6 +10,7 @@ from lcm.settings import Settings
 from lcm.summarize.llm import Breakers
 from lcm.turns import TurnGate
 from workers import metrics, runtime
+from workers.sender import CelerySender
 
 
 def breaker_gauge(model: str) -> float | None:
@@ -31,12 +32,12 @@ def test_each_models_breaker_shows_on_the_scrape(monkeypatch: pytest.MonkeyPatch
 
 def test_the_deployments_model_is_listed_before_its_first_call() -> None:
     settings = Settings(ANTHROPIC_API_KEY="sk-x", summary_model="claude-x")
-    runtime.use_settings(settings)
+    runtime.use_settings(settings, CelerySender())
     try:
         assert runtime.breaker_states() == {"claude-x": "closed"}
         assert breaker_gauge("claude-x") == 0.0
     finally:
-        runtime.use_settings(Settings())
+        runtime.use_settings(Settings(), CelerySender())
 
 
 def test_expansion_usage_counts_by_tenant() -> None:

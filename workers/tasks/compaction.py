@@ -15,6 +15,7 @@ from lcm.compaction.reconcile import keep_fair_queue, overdue_debts
 from lcm.compaction.steps import Step, StepAction
 from lcm.compaction.sweep import ChainPosition
 from lcm.completions import debt_key
+from lcm.job_types import COMPACTION_RECONCILE, CONDENSE, LEAF, REPAIR
 from workers import completions, metrics, runtime, sender
 from workers.celery_app import app
 
@@ -64,7 +65,7 @@ def _follow(step: Step) -> str:
     return step.action
 
 
-@app.task(name="compaction.leaf", ignore_result=True)
+@app.task(name=LEAF.name, ignore_result=True)
 def leaf(
     conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
 ) -> str:
@@ -77,7 +78,7 @@ def leaf(
     return _run(conversation_id, fencing_token, "leaf", chain)
 
 
-@app.task(name="compaction.condense", ignore_result=True)
+@app.task(name=CONDENSE.name, ignore_result=True)
 def condense(
     conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
 ) -> str:
@@ -85,7 +86,7 @@ def condense(
     return _run(conversation_id, fencing_token, "condensed", chain)
 
 
-@app.task(name="compaction.repair", ignore_result=True)
+@app.task(name=REPAIR.name, ignore_result=True)
 def repair(
     conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
 ) -> str:
@@ -109,7 +110,7 @@ def _run(
         return _follow(jobs.run_pass(conversation_id, fencing_token, kind, position))
 
 
-@app.task(name="compaction.reconcile")
+@app.task(name=COMPACTION_RECONCILE.name)
 def reconcile(grace_seconds: float | None = None) -> int:
     """Beat: re-wake debt whose wake-up was lost or whose lease expired.
 

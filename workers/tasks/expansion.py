@@ -20,14 +20,15 @@ from celery.result import AsyncResult
 from lcm.completions import Completions, task_key
 from lcm.db.models import utcnow
 from lcm.errors import DependencyUnavailable, SummarizerError
+from lcm.job_types import EXPAND_QUERY, SWEEP_GRANTS
 from lcm.retrieval.agent_tools import GrantEnded
 from lcm.retrieval.expansion import answer_granted_query
 from lcm.retrieval.grants import sweep_grants
-from workers import completions, metrics, runtime
+from workers import completions, metrics, runtime, sender
 from workers.celery_app import app
 
 
-@app.task(name="expansion.query")
+@app.task(name=EXPAND_QUERY.name)
 def query(grant_id: str) -> dict[str, Any]:
     """Answer the expand-query stored on the grant; the answer is stored there too.
 
@@ -44,7 +45,7 @@ def query(grant_id: str) -> dict[str, Any]:
     return {"answered": grant_id}
 
 
-@app.task(name="expansion.sweep_grants")
+@app.task(name=SWEEP_GRANTS.name)
 def sweep() -> dict[str, int]:
     """Revoke expired grants; delete those ended longer than the retention ago."""
     settings = runtime.settings()
@@ -64,7 +65,7 @@ def submit_and_wait(grant_id: str, timeout: float) -> None:
     revokes the grant so a late loop stops reading.
     """
     try:
-        pending = app.send_task("expansion.query", args=[grant_id], queue="expansion")
+        pending = sender.submit(EXPAND_QUERY, [grant_id])
     except Exception as exc:
         raise DependencyUnavailable(
             "the job queue is unavailable", code="broker_unavailable"

@@ -11,12 +11,13 @@ from datetime import timedelta
 from lcm.db.models import utcnow
 from lcm.files.repository import LargeFileRepository
 from lcm.files.service import summarize_file
+from lcm.job_types import FILES_RECONCILE, SUMMARIZE_FILE
 from workers import runtime
 from workers.celery_app import app
 from workers.sender import summarize_files
 
 
-@app.task(name="files.summarize")
+@app.task(name=SUMMARIZE_FILE.name)
 def summarize(file_id: str) -> str:
     """Write the file's exploration summary; "skipped" when it exists or the file is gone."""
     services = runtime.services()
@@ -26,7 +27,7 @@ def summarize(file_id: str) -> str:
     return "skipped" if outcome is None else f"{outcome.kind}:{outcome.model}"
 
 
-@app.task(name="files.reconcile")
+@app.task(name=FILES_RECONCILE.name)
 def reconcile(grace_seconds: float = 300.0, limit: int = 500) -> int:
     """Beat: re-send summaries of files that still have none (a lost or failed job)."""
     cutoff = utcnow() - timedelta(seconds=grace_seconds)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from lcm.db.models import utcnow
 from lcm.erasure.retention import sweep_retention
+from lcm.job_types import RETENTION_SWEEP
 from workers import runtime
 from workers.celery_app import app
 
 
-@app.task(name="retention.sweep")
+@app.task(name=RETENTION_SWEEP.name)
 def sweep() -> int:
     """Erase a batch of idle conversations per tenant; return how many went.
 

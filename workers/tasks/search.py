@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from lcm.job_types import INDEX_SEARCH_BACKLOG
 from lcm.retrieval.search_backlog import index_search_backlog
 from workers import runtime
 from workers.celery_app import app
 
 
-@app.task(name="search.index_backlog")
+@app.task(name=INDEX_SEARCH_BACKLOG.name)
 def index_backlog() -> int:
     """Index every message still in the backlog; how many were indexed.
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import socket
 
+from lcm.job_types import PING
 from workers import runtime
 from workers.celery_app import app
 
 
-@app.task(name="system.ping")
+@app.task(name=PING.name)
 def ping() -> dict[str, str]:
     """Answer with the worker's host and the database it reaches."""
     database = runtime.database()
