@@ -14,7 +14,7 @@ describe, expand, expand-query) are declared here as models of the same
 name and fields; the route validates the domain's result against them on
 the way out, so a field the domain drops fails the route's tests, and a
 field the domain adds reaches clients only once it is declared here.
-Responses ignore unknown fields when parsed (DESIGN §5: fields may be
+Responses ignore unknown fields when parsed (docs/design.md §5: fields may be
 added), requests refuse them.
 """
 

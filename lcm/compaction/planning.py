@@ -6,7 +6,7 @@ unit-tested without a database and the database-backed engine and the tests
 agree by construction. The sweep order built on top of these lives in
 :mod:`lcm.compaction.sweep`.
 
-Rules chosen where DESIGN §3 is silent (each is tested):
+Rules chosen where docs/design.md §3 is silent (each is tested):
 
 * **Fresh tail.** Counted over the trailing run of raw messages only (a
   summary ends it). Starting from the newest message, which always stays,
