@@ -112,6 +112,17 @@ def test_every_path_the_docs_name_exists() -> None:
     assert len(named) > 50  # the walk finds the paths (ARCHITECTURE.md alone names dozens)
 
 
+def test_every_relative_link_of_the_docs_resolves() -> None:
+    links = [
+        (f"{doc.relative_to(ROOT)} {target}", (doc.parent / target.split("#")[0]).resolve())
+        for doc in DOCS
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text(encoding="utf-8"))
+        if "://" not in target and not target.startswith(("#", "mailto:"))
+    ]
+    assert [where for where, path in links if not path.exists()] == []
+    assert len(links) > 10  # README's "where to go next" alone has nine
+
+
 def test_a_stale_path_is_found() -> None:
     text = "| `api/` | `contract.py`, `app.py` |\nsee `lcm/nowhere.py`, `text/plain`, `/v1/x`"
     named = _named_paths(text, "probe")
