@@ -164,7 +164,7 @@ class RequireScope(ScopedKey):
 # The routes of a gateway turn check their key in their own thread-pool hop,
 # one per request. A sync dependency doing the lookup would be a hop of its
 # own, and one API process serving a gateway is CPU-bound on such hand-offs
-# (docs/scaling.md). Their dependencies below are ``async`` and only read the
+# (CHANGELOG.md). Their dependencies below are ``async`` and only read the
 # header (a request without a bearer token is refused before any hop); the
 # lookup runs when the route asks for the caller. Before its body was read the
 # key passed ``api/key_gate.py`` (an active key, remembered a minute), so a

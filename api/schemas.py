@@ -1,7 +1,7 @@
-"""What the server adds to the wire contract (``api/contract.py``): requests as domain input.
+"""What the server adds to the wire contract (``api/contract/``): requests as domain input.
 
-The bodies themselves live in ``api/contract.py`` (light, shared with
-``lcm_client``); this module turns them into what the domain takes and
+The bodies themselves live in ``api/contract/`` (light: pydantic and two
+small domain modules); this module turns them into what the domain takes and
 builds the settings patch body from ``CompactionSettings``, which needs the
 settings module.
 """

@@ -410,7 +410,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def per_core(outcome: Outcome, cores: int) -> None:
-    """The capacity model's inputs (docs/scaling.md): one deployment's figures per core."""
+    """The capacity model's inputs (docs/performance.md): one deployment's figures per core."""
     d = outcome.drive
     turns_per_s = d.turns / d.seconds
     parts = ", ".join(

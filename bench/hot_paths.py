@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 
-from api.contract import AssembleIn
 from bench.compaction import _assembly, _raw_conversation, build_history
 from bench.deployment import spawn, wait_ready
 from bench.servers import postgres
@@ -28,6 +27,7 @@ from lcm.db.engine import Database
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 from lcm_client import LcmClient
+from lcm_client.models import AssembleIn
 from tests import servers
 
 REQUESTS = 40

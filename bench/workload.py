@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 import httpx
 
-from api.contract import AssembleIn, MessageIn, MessagesIn, TurnIn
 from bench.transcripts import DATA
 from lcm.errors import InvalidInput
 from lcm.transcripts.parse import parse_transcript
 from lcm_client import NO_RETRIES, AsyncLcmClient, LcmClientError
+from lcm_client.models import AssembleIn, MessageIn, MessagesIn, TurnIn
 from tests.fakes import FakeAnthropicServer
 from tests.fakes.anthropic_script import Behaviour
 

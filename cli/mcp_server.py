@@ -19,8 +19,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, ValidationError
 
-from api.contract import ExpandQueryIn, GrepIn
 from lcm_client import AsyncLcmClient, LcmClientError, TransportError
+from lcm_client.models import ExpandQueryIn, GrepIn
 
 INSTRUCTIONS = """lcm keeps every message of your past conversations and compacts old \
 history into summaries (ids sum_…) that point back to the originals. Your context may \

@@ -57,7 +57,7 @@ DEFAULT_INJECTED_CONTEXT_TAGS = [
 
 
 class CompactionSettings(BaseSettings):
-    """The LCM knobs of DESIGN §3; also the shape of a per-tenant override."""
+    """The LCM knobs of docs/design.md §3; also the shape of a per-tenant override."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
 
@@ -148,7 +148,7 @@ class CompactionSettings(BaseSettings):
         return token_budget if cap is None else min(token_budget, cap)
 
     def prefix_target_tokens(self, token_budget: int) -> int:
-        """``summary_prefix_target_tokens`` or its derived default (DESIGN §3)."""
+        """``summary_prefix_target_tokens`` or its derived default (docs/design.md §3)."""
         if self.summary_prefix_target_tokens is not None:
             return self.summary_prefix_target_tokens
         pressure_half = int(self.context_threshold * token_budget * 0.5)

@@ -1,6 +1,6 @@
 """A Python client of lcm-server's v1 HTTP API: ``LcmClient`` (sync) and ``AsyncLcmClient``.
 
-    from api.contract import MessageIn, MessagesIn, AssembleIn
+    from lcm_client.models import MessageIn, MessagesIn, AssembleIn
     from lcm_client import LcmClient
 
     with LcmClient("http://127.0.0.1:8000", key) as lcm:
@@ -8,15 +8,12 @@
         lcm.ingest("agent:main", MessagesIn(messages=[hello]))
         context = lcm.assemble("agent:main", AssembleIn(token_budget=100_000)).messages
 
-Typed by the API's own models. Every request and response body is a model of
-``api/contract.py``, the module the API declares its routes with, so a client
-cannot drift from the server it ships with. The contract was moved there
-from ``api/schemas.py`` and the domain's result dataclasses because importing
-those pulled FastAPI and SQLAlchemy (about 1.4 s of imports, measured, for
-modules the client never runs); ``api.contract`` imports pydantic and two
-small domain modules only (about 0.3 s), and importing ``lcm_client`` loads
-neither FastAPI nor SQLAlchemy (a test checks it). Bodies are validated on the client before
-they are sent (unknown fields, unstorable text), with the server's rules.
+Typed by its own models (``lcm_client.models``): the request and response
+bodies of the v1 API, a copy of the server's contract checked against the
+server's OpenAPI document by a test. The client imports nothing of the
+server: it installs on its own (``pip install ./clients/python``, needing
+pydantic and httpx only). Bodies are validated on the client before they are
+sent (unknown fields, unstorable text, the server's bounds).
 
 Timeouts (``Timeouts``: connect, read, write, pool; ``compact`` with ``wait``
 and ``expand_query`` get their waiting time on top of ``read``), retries

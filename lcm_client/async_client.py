@@ -10,7 +10,10 @@ from typing import Any
 
 import httpx
 
-from api.contract import (
+from lcm_client import calls
+from lcm_client.calls import Call, Out
+from lcm_client.client import COMPACT_WAIT_SECONDS, EXPAND_QUERY_SECONDS
+from lcm_client.models import (
     AssembleIn,
     AssembleOut,
     BootstrapIn,
@@ -53,9 +56,6 @@ from api.contract import (
     TurnOut,
     UsageOut,
 )
-from lcm_client import calls
-from lcm_client.calls import Call, Out
-from lcm_client.client import COMPACT_WAIT_SECONDS, EXPAND_QUERY_SECONDS
 from lcm_client.retries import RetryPolicy
 from lcm_client.transport import (
     CONTENT_HEADERS,
@@ -68,7 +68,7 @@ from lcm_client.transport import (
 
 
 class AsyncLcmClient:
-    """One tenant's view of an lcm-server: every ``/v1`` endpoint, typed by ``api.contract``.
+    """One tenant's view of an lcm-server: every ``/v1`` endpoint, typed by ``lcm_client.models``.
 
     One ``httpx.AsyncClient`` and its connection pool, for one event loop;
     ``aclose`` it, or use it as an async context manager. Errors are ``lcm_client.errors``; retries

@@ -1,9 +1,10 @@
 """Every endpoint as one ``Call``: method, path, body, response model, whether it is replayable.
 
 The sync and the async client send the same calls; this module is where an
-endpoint is described once. Bodies are the contract's own request models
-(``api/contract.py``), dumped with ``exclude_unset`` so defaults stay the
-server's; responses are parsed into the contract's response models.
+endpoint is described once. Bodies are the client's request models
+(``lcm_client/models``, the server's contract as the client sees it), dumped
+with ``exclude_unset`` so defaults stay the server's; responses are parsed
+into its response models.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from api.contract import (
+from lcm_client.models import (
     AssembleIn,
     AssembleOut,
     BatchIn,

@@ -10,7 +10,9 @@ from typing import Any
 
 import httpx
 
-from api.contract import (
+from lcm_client import calls
+from lcm_client.calls import Call, Out
+from lcm_client.models import (
     AssembleIn,
     AssembleOut,
     BootstrapIn,
@@ -53,8 +55,6 @@ from api.contract import (
     TurnOut,
     UsageOut,
 )
-from lcm_client import calls
-from lcm_client.calls import Call, Out
 from lcm_client.retries import RetryPolicy
 from lcm_client.transport import (
     CONTENT_HEADERS,
@@ -72,7 +72,7 @@ EXPAND_QUERY_SECONDS = 120.0
 
 
 class LcmClient:
-    """One tenant's view of an lcm-server: every ``/v1`` endpoint, typed by ``api.contract``.
+    """One tenant's view of an lcm-server: every ``/v1`` endpoint, typed by ``lcm_client.models``.
 
     Thread-safe (one ``httpx.Client`` and its connection pool); close it, or
     use it as a context manager. Errors are ``lcm_client.errors``; retries

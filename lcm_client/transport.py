@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import httpx
 from pydantic import ValidationError
 
-from lcm import __version__
 from lcm_client.calls import Call, Out
 from lcm_client.errors import ApiError, LcmClientError, TransportError, api_error
 from lcm_client.retries import NOT_SENT, retry_after
+from lcm_client.version import __version__
 
 
 @dataclass(frozen=True)

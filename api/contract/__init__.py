@@ -1,10 +1,12 @@
 """The v1 wire contract: every request and response body, as plain pydantic models.
 
 The API declares its routes with these models (``response_model`` and body
-parameters) and ``lcm_client`` sends and parses them, so a field exists in
-one place for both sides. This package imports pydantic and two small domain
-modules (``lcm.storable`` for the storable-text rule, ``lcm.content``
-for the message a ``MessageIn`` becomes) and nothing else: no FastAPI, no
+parameters). ``lcm_client`` has its own copy (``lcm_client/models``, so the
+client installs without the server), checked against the OpenAPI document
+these models make (``tests/unit/test_client_models.py``). This package
+imports pydantic and two small domain modules (``lcm.storable`` for the
+storable-text rule, ``lcm.content`` for the message a ``MessageIn``
+becomes) and nothing else: no FastAPI, no
 SQLAlchemy, no Celery. Importing it costs about what pydantic costs, where
 ``api.schemas`` (which adds the request-to-domain steps and the settings
 patch model) pulls FastAPI and SQLAlchemy, about a second.
@@ -14,7 +16,7 @@ describe, expand, expand-query) are declared here as models of the same
 name and fields; the route validates the domain's result against them on
 the way out, so a field the domain drops fails the route's tests, and a
 field the domain adds reaches clients only once it is declared here.
-Responses ignore unknown fields when parsed (DESIGN §5: fields may be
+Responses ignore unknown fields when parsed (docs/design.md §5: fields may be
 added), requests refuse them.
 """
 

@@ -1,4 +1,4 @@
-"""Agent tools over HTTP: grep, describe, expand, expand-query (DESIGN §4, §5)."""
+"""Agent tools over HTTP: grep, describe, expand, expand-query (docs/design.md §4, §5)."""
 
 from __future__ import annotations
 

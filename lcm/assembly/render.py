@@ -4,7 +4,7 @@ Two jobs: :func:`message_to_provider` rebuilds a stored message exactly as the
 gateway sent it, and :func:`render_entry` turns one context entry into a
 ``user``/``assistant`` turn the Messages API accepts, with the tokens it costs.
 
-Rules chosen where DESIGN §3 is silent:
+Rules chosen where docs/design.md §3 is silent:
 
 * A summary becomes a ``user`` turn holding one text block,
   ``<summary id kind depth descendant_count earliest_at latest_at>`` with

@@ -2,7 +2,7 @@
 
 Debt on the way in (recording it, waiting for it) is :mod:`lcm.compaction.service`.
 
-A sweep is a chain of jobs (DESIGN §7), one pass each. The first job (a
+A sweep is a chain of jobs (docs/design.md §7), one pass each. The first job (a
 wake-up from the API or the reconciler) claims the debt row; every later job
 claims it as the designated successor of the previous one (a fencing-token
 compare-and-swap; both in :mod:`lcm.compaction.claims`). Each runs one pass

@@ -6,7 +6,7 @@ unit-tested without a database and the database-backed engine and the tests
 agree by construction. The sweep order built on top of these lives in
 :mod:`lcm.compaction.sweep`.
 
-Rules chosen where DESIGN §3 is silent (each is tested):
+Rules chosen where docs/design.md §3 is silent (each is tested):
 
 * **Fresh tail.** See :mod:`lcm.policy.fresh_tail`.
 * **Leaf chunk.** The oldest run of raw messages outside the tail that holds

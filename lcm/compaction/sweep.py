@@ -1,4 +1,4 @@
-"""The order of passes in a sweep (DESIGN §3), as pure decisions.
+"""The order of passes in a sweep (docs/design.md §3), as pure decisions.
 
 A sweep is a chain of passes, one per job (:mod:`lcm.compaction.jobs`): the
 first job asks :func:`next_pass` what to run from the committed context, and
@@ -167,7 +167,7 @@ def plan_after_pass(
     A pass that saved nothing ends the round; while the context is still
     under pressure (over the threshold or the target), the round saved
     tokens and fewer than ``max_rounds`` rounds ran, a new round starts
-    (DESIGN: compact until under, up to ``max_rounds`` sweeps). A summarizer
+    (docs/design.md §3: compact until under, up to ``max_rounds`` sweeps). A summarizer
     is not deterministic, so the next round's summaries may shrink again; a
     round that saved nothing at all ends the chain, since the next would
     only spend LLM calls on the same plans. Whatever the plan, the chain

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 SummaryKind = Literal["leaf", "condensed"]
 
-# Temperatures of the two LLM steps of escalation (DESIGN §3).
+# Temperatures of the two LLM steps of escalation (docs/design.md §3).
 NORMAL_TEMPERATURE = 0.2
 AGGRESSIVE_TEMPERATURE = 0.1
 

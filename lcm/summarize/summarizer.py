@@ -1,4 +1,4 @@
-"""Escalation: the one path every LCM summary takes (DESIGN §3).
+"""Escalation: the one path every LCM summary takes (docs/design.md §3).
 
 normal (temperature 0.2) -> aggressive (0.1, durable facts only, lower target)
 when the output is empty or no smaller than its input -> deterministic

@@ -88,7 +88,7 @@ def test_embedded_serve_accepts_messages_with_the_printed_key(tmp_path: Path) ->
 def test_serve_runs_on_uvicorns_c_parser_and_libuv_loop(tmp_path: Path) -> None:
     """httptools and uvloop are dependencies, and uvicorn picks them up by itself.
 
-    They are what keeps an API process's CPU per request down (docs/scaling.md);
+    They are what keeps an API process's CPU per request down (CHANGELOG.md);
     an install that lost them would still serve, only slower, so this looks at
     what the running server has loaded.
     """

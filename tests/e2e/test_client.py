@@ -19,7 +19,16 @@ from typing import Any
 import httpx
 import pytest
 
-from api.contract import (
+from lcm.db.engine import Database
+from lcm.tenants.service import IssuedKey
+from lcm_client import (
+    AsyncLcmClient,
+    BadRequest,
+    LcmClient,
+    NotFound,
+    Unauthorized,
+)
+from lcm_client.models import (
     AssembleIn,
     BootstrapIn,
     CommitIn,
@@ -34,15 +43,6 @@ from api.contract import (
     SessionResetIn,
     SummaryDescription,
     TurnIn,
-)
-from lcm.db.engine import Database
-from lcm.tenants.service import IssuedKey
-from lcm_client import (
-    AsyncLcmClient,
-    BadRequest,
-    LcmClient,
-    NotFound,
-    Unauthorized,
 )
 from tests import servers
 

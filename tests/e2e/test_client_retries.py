@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 
-from api.contract import MessageIn, MessagesIn, MessagesOut
 from lcm.db.engine import Database
 from lcm_client import (
     AsyncLcmClient,
@@ -29,6 +28,7 @@ from lcm_client import (
     TransportError,
     Unavailable,
 )
+from lcm_client.models import MessageIn, MessagesIn, MessagesOut
 from tests import servers
 from tests.conftest import new_tenant
 

@@ -3,7 +3,7 @@
 A hop (a sync dependency or route run by ``anyio.to_thread.run_sync``) wakes
 a pool thread and then the event loop again. One API process serving a
 gateway is CPU-bound, and the hand-offs were a measurable part of its CPU
-(see docs/scaling.md): a plain ``def`` dependency adds one per request, so
+(CHANGELOG.md): a plain ``def`` dependency adds one per request, so
 these pin the count.
 """
 

@@ -1,4 +1,4 @@
-"""The property that lets Postgres be distributed on ``tenant_id`` (see docs/scaling.md).
+"""The property that lets Postgres be distributed on ``tenant_id`` (docs/operations.md).
 
 Citus (or any engine distributing tables by a column) needs three things of
 a schema: every distributed table carries the distribution column, every
@@ -9,7 +9,7 @@ replicated to every node: they must be small and global.
 
 The schema test reads the migrated Postgres schema and asserts the exact list
 of constraints that do not include ``tenant_id`` today: the schema is not
-changed here (docs/scaling.md says what the migration would change), and a
+changed here (docs/operations.md says what the migration would change), and a
 new table or constraint without ``tenant_id`` fails this test. The request
 path test records every SQL statement of a run of the HTTP request path
 (ingest, turns, assemble, grep, describe, expand, status) and asserts each
@@ -47,7 +47,7 @@ GLOBAL_TABLES = {
 
 # Today's schema, checked exactly: every table carries tenant_id, but the
 # keys are surrogate ids. A migration to distribute on tenant_id would make
-# each of these (tenant_id, ...) (docs/scaling.md, "What the migration changes").
+# each of these (tenant_id, ...) (docs/operations.md, "What the migration changes").
 KNOWN_VIOLATIONS = {
     "compaction_debt: primary key (conversation_id)",
     "compaction_runs: primary key (id)",
@@ -196,7 +196,7 @@ def signature(statement: str) -> str:
 # id), search hits by tenant_id): correct and isolated today, checked below by
 # the first statement of every request naming the tenant. Distributed on
 # tenant_id, each would go to every shard: the migration adds
-# ``tenant_id = :tenant`` to each (docs/scaling.md).
+# ``tenant_id = :tenant`` to each (docs/operations.md).
 UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT compaction_debt by compaction_debt.conversation_id",
     "SELECT compaction_runs by compaction_runs.conversation_id",

@@ -1,7 +1,7 @@
 """``lcm worker`` sends Celery's task events only once a monitor asks for them.
 
 The events are Redis PUBLISHes of each task's states (received, started,
-succeeded): 1-2 ms of a worker's CPU per job (docs/scaling.md). Flower switches them on
+succeeded): 1-2 ms of a worker's CPU per job (CHANGELOG.md). Flower switches them on
 over the control channel when it starts (``test_flower``); until then a
 worker started the way operators start it must not pay for them.
 """

@@ -1,4 +1,4 @@
-"""SQLAlchemy 2 typed models for the whole data model of DESIGN §2.
+"""SQLAlchemy 2 typed models for the whole data model of docs/design.md §2.
 
 Every row carries ``tenant_id``. There are no ORM relationships: every load
 is an explicit query in a repository, so no lazy N+1 query hides on the hot

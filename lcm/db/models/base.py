@@ -81,7 +81,7 @@ def owned_tenant() -> Mapped[str]:
     and is written with the row, in the same statement or transaction. On
     these tables, which grow fastest, a foreign key to ``tenants`` would
     repeat that check on every row, and an index would cost an entry per
-    row. The column stays: rows are distributed by it (docs/scaling.md).
+    row. The column stays: rows are distributed by it (docs/operations.md, "Past one Postgres").
     Erasing a tenant deletes these rows through their parents' indexed ids
     (``lcm/erasure/repository.py``), never by a scan for ``tenant_id``.
     """
