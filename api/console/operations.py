@@ -14,15 +14,12 @@ from api.console.rendering import render
 from api.contract import Text
 from api.deps import DatabaseDep, ReadSessionDep, ServicesDep, SettingsDep
 from api.heavy_work import HeavyKind, heavy_share
-from lcm.compaction.inline import run_inline
-from lcm.compaction.reconcile import retry_failed_debt
-from lcm.compaction.service import owe_compaction
-from lcm.console.views import conversation_of, live_debts
+from lcm.console.actions import owe_manual_compaction, retry_conversation
+from lcm.console.views import live_debts
 from lcm.errors import InvalidInput
 from lcm.retrieval.expansion import grep_limits
 from lcm.retrieval.grep import GrepQuery, GrepResult, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
-from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 LIVE_ROWS = 200
@@ -106,22 +103,20 @@ def compact_now(
     services: ServicesDep,
 ) -> RedirectResponse:
     """Owe a manual compaction (as ``POST …/compact`` does, without waiting for it)."""
-    tenant_id = console.principal.tenant_id
-    # The debt commits first; its wake-up leaves with that commit (deferred
-    # mode), or the sweep runs here once it is committed (inline mode).
-    with database.transaction() as session:
-        conversation = conversation_of(session, tenant_id, _conversation_id(form))
-        mode = effective_settings(session, tenant_id, settings).compaction_mode
-        owe_compaction(session, tenant_id, conversation.id, "manual", None, mode=mode)
-    if mode == "inline":
-        run_inline(services.compaction_jobs("api"), conversation.id)
-    return RedirectResponse(f"/console/live?done=compact-{conversation.id}", status_code=303)
+    compacted = owe_manual_compaction(
+        database.transaction,
+        lambda: services.compaction_jobs("api"),
+        console.principal.tenant_id,
+        _conversation_id(form),
+        settings,
+    )
+    return RedirectResponse(f"/console/live?done=compact-{compacted}", status_code=303)
 
 
 @router.post("/live/retry")
 def retry(console: ConsoleUser, form: CheckedForm, database: DatabaseDep) -> RedirectResponse:
     """Re-arm a failed debt (``lcm debt retry`` for one conversation)."""
-    with database.transaction() as session:
-        conversation = conversation_of(session, console.principal.tenant_id, _conversation_id(form))
-        retry_failed_debt(session, [conversation.id])
-    return RedirectResponse(f"/console/live?done=retry-{conversation.id}", status_code=303)
+    retried = retry_conversation(
+        database.transaction, console.principal.tenant_id, _conversation_id(form)
+    )
+    return RedirectResponse(f"/console/live?done=retry-{retried}", status_code=303)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
+    from lcm.console.actions import owe_manual_compaction, retry_conversation
     from lcm.console.dag_layout import lay_out
     from lcm.console.repository import ConsoleRepository
     from lcm.console.views import (
@@ -30,12 +31,15 @@ __all__ = [
     "leaf_sources",
     "live_debts",
     "message_page",
+    "owe_manual_compaction",
+    "retry_conversation",
     "run_timeline",
 ]
 
 __getattr__ = lazy_exports(
     __name__,
     {
+        "lcm.console.actions": ("owe_manual_compaction", "retry_conversation"),
         "lcm.console.dag_layout": ("lay_out",),
         "lcm.console.repository": ("ConsoleRepository",),
         "lcm.console.views": (
