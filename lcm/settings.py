@@ -233,6 +233,9 @@ class Settings(TenantSettings):
     # statements (PgBouncer before 1.22, or with max_prepared_statements = 0).
     db_prepared_statements: bool = True
     sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
+    # SQLite's page cache per connection (MB; 0: SQLite's 2 MB). Filled as
+    # pages are read, so an idle connection costs little (lcm/db/engine.py).
+    sqlite_cache_mb: int = Field(32, ge=0, le=65_536)
     statement_timeout_ms: int = Field(5_000, ge=1)
     # Message views a process keeps (lcm/message_cache.py; Postgres only; 0: none).
     message_cache_size: int = Field(20_000, ge=0)
