@@ -52,27 +52,32 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def _set_pragmas(dbapi_conn: sqlite3.Connection, busy_timeout_ms: int, cache_mb: int) -> None:
+    """A new SQLite connection's settings (every connection: readers' and writers')."""
+    # Take transaction control away from the driver so BEGIN is ours.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    # WAL lets readers run beside the one writer; the busy timeout makes a
+    # second writer wait for the lock instead of failing at once.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    if cache_mb:
+        # SQLite's default page cache (2 MB a connection) stops holding a
+        # write's index pages once the file nears 1 GB: a 10 MB bootstrap
+        # took 3.6-3.9 s there against 2.8 s at 60 MB, and 2.7-3.5 s at
+        # both sizes with 32-64 MB (``python -m bench isolation``).
+        cur.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
+    cur.close()
+
+
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int, cache_mb: int) -> None:
     gate = WriteGate()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
-        # Take transaction control away from the driver so BEGIN is ours.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        # WAL lets readers run beside the one writer; the busy timeout makes a
-        # second writer wait for the lock instead of failing at once.
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        if cache_mb:
-            # SQLite's default page cache (2 MB a connection) stops holding a
-            # write's index pages once the file nears 1 GB: a 10 MB bootstrap
-            # took 3.6-3.9 s there against 2.8 s at 60 MB, and 2.7-3.5 s at
-            # both sizes with 32-64 MB (``python -m bench isolation``).
-            cur.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
-        cur.close()
+        _set_pragmas(dbapi_conn, busy_timeout_ms, cache_mb)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
