@@ -54,6 +54,7 @@ def doctor_clean(
     Read-only unless ``--apply`` (erase) or ``--archive`` is given; each
     conversation then goes in its own transaction, and one the erase refuses
     (a later session or a fork uses its summaries) is reported on its row.
+    Exit codes: 0 done, 1 refused (an unknown tenant, a refused row), 2 usage.
     """
     from lcm.erasure.junk import DEFAULT_JUNK_PATTERNS, JunkCriteria
 
