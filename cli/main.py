@@ -11,6 +11,7 @@ from cli import data, transcripts
 from cli.backup import backup, restore
 from cli.debt import debt_app
 from cli.doctor import doctor
+from cli.doctor_clean import doctor_clean
 from cli.tenants import key_app, tenant_app
 from lcm.logs import configure_logging
 from lcm.settings import get_settings
@@ -25,6 +26,7 @@ app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(debt_app, name="debt")
 app.command("doctor")(doctor)
+app.command("doctor-clean")(doctor_clean)
 app.command("backup")(backup)
 app.command("restore")(restore)
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from lcm.conversations.dag_view import ConversationDag, DagNode, MessageRange, load_dag
     from lcm.conversations.host_cursor import read_host_cursor
     from lcm.conversations.listing import list_conversations
-    from lcm.conversations.patterns import WriteSkip, write_skip
+    from lcm.conversations.patterns import WriteSkip, compile_session_pattern, write_skip
     from lcm.conversations.repository import ConversationRepository
     from lcm.conversations.reset import new_session, reset_session
     from lcm.conversations.service import (
@@ -36,6 +36,7 @@ __all__ = [
     "MessageRange",
     "WriteSkip",
     "compact_on_request",
+    "compile_session_pattern",
     "conversation_in_family",
     "get_conversation",
     "list_conversations",
@@ -61,7 +62,7 @@ __getattr__ = lazy_exports(
         "lcm.conversations.dag_view": ("ConversationDag", "DagNode", "MessageRange", "load_dag"),
         "lcm.conversations.host_cursor": ("read_host_cursor",),
         "lcm.conversations.listing": ("list_conversations",),
-        "lcm.conversations.patterns": ("WriteSkip", "write_skip"),
+        "lcm.conversations.patterns": ("WriteSkip", "compile_session_pattern", "write_skip"),
         "lcm.conversations.repository": ("ConversationRepository",),
         "lcm.conversations.reset": ("new_session", "reset_session"),
         "lcm.conversations.service": (

@@ -2,7 +2,8 @@
 
 ``service``: the erases, one transaction each, stored file contents removed
 after commit. ``retention``: beat's sweep of conversations idle longer than a
-tenant's ``retention_days``. ``repository``: all their SQL.
+tenant's ``retention_days``. ``junk``: ``lcm doctor-clean``'s cron, heartbeat
+and subagent conversations (its SQL in ``junk_repository``). ``repository``: all their SQL.
 """
 
 from __future__ import annotations
@@ -12,6 +13,14 @@ from typing import TYPE_CHECKING
 from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
+    from lcm.erasure.junk import (
+        DEFAULT_JUNK_PATTERNS,
+        CleanOutcome,
+        JunkConversation,
+        JunkCriteria,
+        clean_junk,
+        find_junk,
+    )
     from lcm.erasure.retention import sweep_retention
     from lcm.erasure.service import (
         Erased,
@@ -26,7 +35,12 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_JUNK_PATTERNS",
+    "CleanOutcome",
     "Erased",
+    "JunkConversation",
+    "JunkCriteria",
+    "clean_junk",
     "erase_conversation",
     "erase_family",
     "erase_in_family",
@@ -34,6 +48,7 @@ __all__ = [
     "erase_tenant",
     "erase_tenant_named",
     "erase_then_release",
+    "find_junk",
     "remove_released_blobs",
     "sweep_retention",
 ]
@@ -41,6 +56,14 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "lcm.erasure.junk": (
+            "DEFAULT_JUNK_PATTERNS",
+            "CleanOutcome",
+            "JunkConversation",
+            "JunkCriteria",
+            "clean_junk",
+            "find_junk",
+        ),
         "lcm.erasure.retention": ("sweep_retention",),
         "lcm.erasure.service": (
             "Erased",
