@@ -16,9 +16,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.orm import Session
 
-from cli.common import JsonOpt, TenantOpt, console, in_session, out, tenant_id_for
+from cli.common import JsonOpt, TenantOpt, in_session, out, tenant_id_for
 from lcm.errors import NotFound
 from lcm.settings import get_settings
 
@@ -50,7 +51,7 @@ def config_show(tenant: TenantOpt = "local", as_json: JsonOpt = False) -> None:
         return
     table = Table("setting", "effective", "overridden", title=f"tenant {tenant}")
     for name, value in sorted(shown["effective"].items()):
-        table.add_row(name, json.dumps(value), "yes" if name in shown["overrides"] else "")
+        table.add_row(name, Text(json.dumps(value)), "yes" if name in shown["overrides"] else "")
     out.print(table)
 
 
@@ -106,7 +107,7 @@ def config_set(
     if as_json:
         typer.echo(json.dumps(shown))
         return
-    console.print(f"tenant {tenant}: {name} = {json.dumps(shown['effective'][name])}", markup=False)
+    out.print(f"tenant {tenant}: {name} = {json.dumps(shown['effective'][name])}", markup=False)
 
 
 def _assignment(text: str) -> tuple[str, object]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.orm import Session
 
 from cli.common import (
@@ -193,7 +194,7 @@ def summary_show(
     for name in ("conversation_id", "session_key", "token_count", "source_token_count",
                  "descendant_count", "earliest_at", "latest_at", "created_at", "model",
                  "escalation", "in_context", "file_ids"):  # fmt: skip
-        table.add_row(name, str(shown[name]))
+        table.add_row(name, Text(str(shown[name])))  # stored text: never rich markup
     sources = found.source_messages
     table.add_row(
         "source messages", f"#{sources.first_seq}..#{sources.last_seq} ({sources.message_count:,})"
@@ -204,9 +205,10 @@ def summary_show(
     out.print(found.content, markup=False)
 
 
-def _clip(text: str, width: int = 200) -> str:
+def _clip(text: str, width: int = 200) -> Text:
+    """A message's text on one line, at most ``width`` characters, never read as markup."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return Text(flat if len(flat) <= width else flat[: width - 1] + "…")
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

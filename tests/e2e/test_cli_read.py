@@ -95,6 +95,10 @@ def test_messages_summaries_and_status_of_an_imported_transcript(tmp_path: Path)
     terminal = lcm("messages", "pi_v1", "--limit", "4", env=env)
     assert terminal.returncode == 0, terminal.stderr
     assert "more: lcm messages pi_v1 --cursor " in terminal.stderr
+    # Stored text is shown as it is, never read as rich markup.
+    assert "[image]" in stored[-2][2]
+    shown_tail = lcm("messages", "pi_v1", "--tail", "2", env=env)
+    assert " ".join(stored[-2][2].split()) in shown_tail.stdout
 
     listed = _json("summaries", "pi_v1", env=env)
     assert {
