@@ -9,9 +9,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
 from lcm.db.models import ContextItem, Message, Summary, SummaryMessage, SummaryParent
-from tests.conftest import settings_for
+from lcm.ingest.service import ingest_messages, prepare_batch
+from tests.conftest import new_tenant, settings_for
+from tests.servers import PostgresHandle
 from tests.servers import run_lcm as lcm
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
@@ -178,3 +181,28 @@ def test_config_show_get_set_validated_like_the_patch(tmp_path: Path) -> None:
     assert _json("config", "get", "max_expand_tokens", env=env)["value"] == default * 2
     cleared = _json("config", "set", "fresh_tail_count=null", env=env)
     assert "fresh_tail_count" not in cleared["overrides"]
+
+
+def test_messages_and_status_on_postgres(pg_db: Database, pg_server: PostgresHandle) -> None:
+    tenant_id = new_tenant(pg_db, "pgread").tenant_id
+    with pg_db.session() as session:
+        batch = prepare_batch(
+            [IncomingMessage("user", f"line {i}") for i in range(5)],
+            max_batch=100,
+            max_chars=10_000,
+        )
+        ingest_messages(session, tenant_id, "team/pg", None, batch)
+        session.commit()
+    env = {"LCM_DATABASE_URL": pg_server.url}
+    first = _json("messages", "team/pg", "--tenant", "pgread", "--limit", "3", env=env)
+    rest = _json(
+        "messages", "team/pg", "--tenant", "pgread", "--cursor", first["next_cursor"], env=env
+    )
+    assert [m["content"] for m in first["messages"] + rest["messages"]] == [
+        f"line {i}" for i in range(5)
+    ]
+    assert rest["next_cursor"] is None
+    overall = _json("status", env=env)
+    assert ("pgread", 1, 5) in [
+        (t["name"], t["conversations"], t["messages"]) for t in overall["tenants"]
+    ]
