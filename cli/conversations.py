@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import datetime
+from typing import Annotated
 
+import typer
 from rich.table import Table
 from rich.tree import Tree
 from sqlalchemy.orm import Session
@@ -17,6 +20,7 @@ from cli.common import (
     TenantOpt,
     in_session,
     out,
+    session_key,
     tenant_id_for,
 )
 from lcm.conversations.dag_view import ConversationDag, MessageRange
@@ -24,14 +28,34 @@ from lcm.settings import get_settings
 from lcm.status.service import ConversationStatus
 
 
+def _optional_key(value: str | None) -> str | None:
+    return None if value is None else session_key(value)
+
+
+OptionalKeyArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="Session key; without one, the whole database's figures.", callback=_optional_key
+    ),
+]
+
+
 def status_command(
-    key: KeyArg,
+    key: OptionalKeyArg = None,
     tenant: TenantOpt = "local",
     session_id: SessionOpt = None,
     token_budget: BudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """A conversation's messages, summaries by depth, context tokens, debt and last run."""
+    """A conversation's messages, summaries by depth, context tokens, debt and last run;
+    without KEY, the database's: tenants, conversations, messages, summaries by depth,
+    debt by status and the oldest pending debt's age.
+
+    Exit codes: 0 ok, 1 not found, 2 usage.
+    """
+    if key is None:
+        _database_status(as_json)
+        return
     from lcm.conversations.service import resolve_for_read
     from lcm.status.service import conversation_status
     from lcm.tenants.service import effective_settings
@@ -53,6 +77,35 @@ def status_command(
     for name, value in asdict(status).items():
         table.add_row(name, "-" if value is None else str(value))
     out.print(table)
+
+
+def _database_status(as_json: bool) -> None:
+    from lcm.status import database_status
+
+    status = in_session(database_status)
+    if as_json:
+        shown = asdict(status)
+        shown["oldest_pending_debt_at"] = _iso(status.oldest_pending_debt_at)
+        typer.echo(json.dumps(shown))
+        return
+    tenants = Table("tenant", "id", "conversations", "messages", title="tenants")
+    for t in status.tenants:
+        tenants.add_row(t.name, t.id, f"{t.conversations:,}", f"{t.messages:,}")
+    out.print(tenants)
+    table = Table(show_header=False, title="database")
+    table.add_row("conversations", f"{status.conversations:,}")
+    table.add_row("messages", f"{status.messages:,}")
+    for depth, count in status.summaries.items():
+        table.add_row(f"summaries at depth {depth}", f"{count:,}")
+    for name, count in sorted(status.debt.items()):
+        table.add_row(f"debt {name}", f"{count:,}")
+    age = status.oldest_pending_debt_seconds
+    table.add_row("oldest pending debt", "-" if age is None else f"{age:,.0f} s")
+    out.print(table)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def dag_command(

@@ -9,9 +9,11 @@ from rich.console import Console
 
 from cli import data, transcripts
 from cli.backup import backup, restore
+from cli.config import config_app
 from cli.debt import debt_app
 from cli.doctor import doctor
 from cli.doctor_clean import doctor_clean
+from cli.read import messages_command, summaries_command, summary_app
 from cli.tenants import key_app, tenant_app
 from lcm.logs import configure_logging
 from lcm.settings import get_settings
@@ -25,6 +27,10 @@ app.add_typer(db_app, name="db")
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(key_app, name="key")
 app.add_typer(debt_app, name="debt")
+app.add_typer(config_app, name="config")
+app.add_typer(summary_app, name="summary")
+app.command("messages")(messages_command)
+app.command("summaries")(summaries_command)
 app.command("doctor")(doctor)
 app.command("doctor-clean")(doctor_clean)
 app.command("backup")(backup)
