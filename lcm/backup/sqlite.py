@@ -35,11 +35,11 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 
 from lcm.errors import Conflict, InvalidInput
+from lcm.files.storage import LOCAL_SCHEME
 
 DATABASE_FILE = "lcm.db"
 FILES_DIR = "files"
 MANIFEST = "manifest.json"
-LOCAL_SCHEME = "local:"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,13 @@ created meanwhile.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from lcm import cursors
 from lcm.conversations.repository import ConversationRepository
-from lcm.errors import InvalidInput
 
 _CURSOR_PREFIX = "c1:"
 
@@ -40,17 +38,11 @@ class ConversationPage:
 
 
 def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{last_id}".encode()).decode().rstrip("=")
+    return cursors.encode_cursor(_CURSOR_PREFIX, last_id)
 
 
 def decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if raw.startswith(_CURSOR_PREFIX):
-            return int(raw[len(_CURSOR_PREFIX) :])
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        pass
-    raise InvalidInput("cursor is not one this server handed out", code="invalid_cursor")
+    return cursors.decode_cursor(_CURSOR_PREFIX, cursor, "cursor is not one this server handed out")
 
 
 def list_conversations(

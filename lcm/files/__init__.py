@@ -10,10 +10,17 @@ if TYPE_CHECKING:
     from lcm.files.extraction import FILE_ID_RE, LargeFileExtractor, PendingFile
     from lcm.files.repository import LargeFileRepository
     from lcm.files.service import StoredFile, grep_files, load_file, summarize_file
-    from lcm.files.storage import FileStorage, LocalFileStorage, build_storage, files_root
+    from lcm.files.storage import (
+        LOCAL_SCHEME,
+        FileStorage,
+        LocalFileStorage,
+        build_storage,
+        files_root,
+    )
 
 __all__ = [
     "FILE_ID_RE",
+    "LOCAL_SCHEME",
     "FileStorage",
     "LargeFileExtractor",
     "LargeFileRepository",
@@ -33,6 +40,12 @@ __getattr__ = lazy_exports(
         "lcm.files.extraction": ("FILE_ID_RE", "LargeFileExtractor", "PendingFile"),
         "lcm.files.repository": ("LargeFileRepository",),
         "lcm.files.service": ("StoredFile", "grep_files", "load_file", "summarize_file"),
-        "lcm.files.storage": ("FileStorage", "LocalFileStorage", "build_storage", "files_root"),
+        "lcm.files.storage": (
+            "LOCAL_SCHEME",
+            "FileStorage",
+            "LocalFileStorage",
+            "build_storage",
+            "files_root",
+        ),
     },
 )

@@ -4,13 +4,12 @@ database's figures. Plain data out; the CLI renders it."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
+from lcm.cursors import decode_cursor, encode_cursor
 from lcm.db.models import Message
 from lcm.errors import InvalidInput
 from lcm.status.repository import BrowseRepository
@@ -77,17 +76,11 @@ class DatabaseStatus:
 
 
 def encode_message_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
+    return encode_cursor(_CURSOR_PREFIX, seq)
 
 
 def decode_message_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if raw.startswith(_CURSOR_PREFIX):
-            return int(raw[len(_CURSOR_PREFIX) :])
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        pass
-    raise InvalidInput("cursor is not one `lcm messages` handed out", code="invalid_cursor")
+    return decode_cursor(_CURSOR_PREFIX, cursor, "cursor is not one `lcm messages` handed out")
 
 
 def message_page(session: Session, conversation_id: int, wanted: MessageFilter) -> MessagePage:
