@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -90,3 +91,15 @@ def tenant_id_for(session: Session, name: str) -> str:
     if found is None:
         raise NotFound(f"no tenant named {name!r} (create it with `lcm tenant create {name}`)")
     return found.id
+
+
+def setting_assignment(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` from the command line: the value as JSON, else as the text given."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise typer.BadParameter(f"expected NAME=VALUE, got {text!r}")
+    try:
+        value: object = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name.strip(), value

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy.orm import Session
 
-from cli.common import JsonOpt, TenantOpt, in_session, out, tenant_id_for
+from cli.common import JsonOpt, TenantOpt, in_session, out, setting_assignment, tenant_id_for
 from lcm.errors import NotFound
 from lcm.settings import get_settings
 
@@ -95,7 +95,7 @@ def config_set(
     """
     from lcm.tenants import update_own_overrides
 
-    name, value = _assignment(assignment)
+    name, value = setting_assignment(assignment)
 
     def work(session: Session) -> dict[str, Any]:
         tenant_id = tenant_id_for(session, tenant)
@@ -108,14 +108,3 @@ def config_set(
         typer.echo(json.dumps(shown))
         return
     out.print(f"tenant {tenant}: {name} = {json.dumps(shown['effective'][name])}", markup=False)
-
-
-def _assignment(text: str) -> tuple[str, object]:
-    name, sep, raw = text.partition("=")
-    if not sep or not name.strip():
-        raise typer.BadParameter(f"expected NAME=VALUE, got {text!r}")
-    try:
-        value: object = json.loads(raw)
-    except ValueError:
-        value = raw
-    return name.strip(), value

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from sqlalchemy.orm import Session
 
-from cli.common import JsonOpt, in_session, out
+from cli.common import JsonOpt, in_session, out, setting_assignment
 from lcm.tenants.keys import SCOPES, IssuedKey, KeyInfo
 
 tenant_app = typer.Typer(help="Tenants.", no_args_is_help=True)
@@ -72,7 +72,7 @@ def tenant_settings(
         update_overrides,
     )
 
-    changes = dict(_assignment(a) for a in assignments or [])
+    changes = dict(setting_assignment(a) for a in assignments or [])
     logging.basicConfig(level=get_settings().log_level)  # the lcm.audit line, on stderr
 
     def work(session: Session) -> dict[str, object]:
@@ -97,17 +97,6 @@ def tenant_settings(
     for key in sorted(effective):
         table.add_row(key, json.dumps(effective[key]))
     out.print(table)
-
-
-def _assignment(text: str) -> tuple[str, object]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise typer.BadParameter(f"expected setting=value, got {text!r}")
-    try:
-        value: object = json.loads(raw)
-    except ValueError:
-        value = raw
-    return key.strip(), value
 
 
 @key_app.command("create")
