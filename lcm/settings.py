@@ -12,38 +12,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
+from lcm.override_rules import ModelOverride as ModelOverride
+from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
+from lcm.session_globs import session_pattern_problem
 
 
 def _default_home() -> Path:
     return Path.home() / ".lcm"
 
 
-# Every token figure fits comfortably in a 64-bit column and in any arithmetic
-# done with it; larger values are a client mistake, not a configuration.
-MAX_TOKENS = 1_000_000_000
 _TAG_NAME = re.compile(r"[A-Za-z_][-A-Za-z0-9_.]{0,99}")
-
-
-class ModelOverride(BaseModel):
-    """One rule of ``model_overrides``: which calls it matches and what it changes.
-
-    ``model`` is a glob on the model id a turn or an assemble call names (``*``
-    any characters); ``context_window_min``/``max`` bound the context window
-    the call reports. Every matcher given must match; a rule with none matches
-    nothing. The first rule naming a ``model`` that matches wins, else the
-    first window-only rule that matches.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = Field(None, min_length=1, max_length=200)
-    context_window_min: int | None = Field(None, ge=1, le=MAX_TOKENS)
-    context_window_max: int | None = Field(None, ge=1, le=MAX_TOKENS)
-    context_threshold: float | None = Field(None, gt=0, le=1)
-    fresh_tail_count: int | None = Field(None, ge=1, le=1_000_000)
-    leaf_chunk_tokens: int | None = Field(None, ge=256, le=MAX_TOKENS)
 
 
 # Memory and context plugins inject these blocks into prompts; they are
@@ -107,6 +89,10 @@ class CompactionSettings(BaseSettings):
     stateless_session_patterns: list[str] = Field(default_factory=list, max_length=200)
     # Threshold, fresh tail and leaf chunk by the model a call names (ModelOverride).
     model_overrides: list[ModelOverride] = Field(default_factory=list, max_length=100)
+    # The summary model by session key (SummaryModelOverride): first match wins.
+    summary_model_overrides: list[SummaryModelOverride] = Field(
+        default_factory=list, max_length=100
+    )
 
     # Content hygiene. Base64 images (image blocks, data: URLs in text) of at
     # least this many decoded bytes are stored as large files; 0 keeps them inline.
@@ -130,8 +116,8 @@ class CompactionSettings(BaseSettings):
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
         for pattern in value:
-            if not pattern or len(pattern) > 512:
-                raise ValueError("a session pattern is 1 to 512 characters")
+            if (problem := session_pattern_problem(pattern)) is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("strip_injected_context_tags")

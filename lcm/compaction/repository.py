@@ -55,15 +55,16 @@ class CompactionRepository:
 
     def overrides_and_model(
         self, conversation_id: int
-    ) -> tuple[dict[str, Any], str | None, int | None]:
+    ) -> tuple[dict[str, Any], str | None, int | None, str | None]:
         """What a pass's settings depend on, in one read: the tenant's stored
-        overrides and the model (and context window) of the latest turn."""
+        overrides, the model (and context window) of the latest turn and the
+        conversation's session key."""
         row = _OVERRIDES_AND_MODEL.run(
             self.session, {"conversation_id": conversation_id}
         ).one_or_none()
         if row is None:
-            return {}, None, None
-        return dict(row[0] or {}), row[1], row[2]
+            return {}, None, None, None
+        return dict(row[0] or {}), row[1], row[2], row[3]
 
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
@@ -267,7 +268,12 @@ _CONTEXT_TOKENS = DriverStatement(
     select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(_IN_CONVERSATION)
 )
 _OVERRIDES_AND_MODEL = DriverStatement(
-    select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
+    select(
+        Tenant.settings_overrides,
+        Conversation.model_id,
+        Conversation.context_window,
+        Conversation.session_key,
+    )
     .join(Tenant, Tenant.id == Conversation.tenant_id)
     .where(Conversation.id == bindparam("conversation_id"))
 )
