@@ -66,9 +66,12 @@ class CompactionSettings(BaseSettings):
     sweep_max_seconds: float | None = Field(1_800.0, gt=0, le=86_400)
     # Summarization calls per conversation per window (None: unlimited). At
     # the limit the chain pauses: its debt waits, with a delayed wake-up,
-    # until the oldest call of the window has left it.
+    # until the oldest call of the window has left it and the backoff passed.
     summary_max_calls_per_window: int | None = Field(None, ge=1, le=1_000_000)
     summary_call_window_seconds: float = Field(600.0, gt=0, le=86_400)
+    # Once that guard opens, no pass of the conversation runs for this long
+    # after the call that filled the window (lcm/compaction/call_guard.py).
+    summary_spend_backoff_seconds: float = Field(1_800.0, ge=0, le=86_400)
     # The largest token budget an assemble, turn or compact may use; a larger
     # requested budget is lowered to it (None: no cap).
     max_assembly_token_budget: int | None = Field(None, ge=1, le=MAX_TOKENS)
@@ -306,8 +309,10 @@ class Settings(TenantSettings):
     # this directory (default: $LCM_HOME/files; shared by the API and workers).
     files_dir: Path | None = None
     # A bootstrap that finds no anchor in a non-empty conversation imports at
-    # most this many of the transcript's newest messages.
+    # most this many of the transcript's newest messages, and at most this
+    # many tokens of them (None: no token bound).
     bootstrap_max_unanchored: int = Field(100, ge=0)
+    bootstrap_max_unanchored_tokens: int | None = Field(20_000, ge=0, le=MAX_TOKENS)
 
     log_level: str = "INFO"
     # "json": one JSON object a line, with request/task/tenant/conversation ids (lcm/logs.py).

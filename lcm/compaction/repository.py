@@ -186,23 +186,22 @@ class CompactionRepository:
         self.record_usage(usage)
         return taken
 
-    def nth_newest_run_since(
-        self, conversation_id: int, since: datetime, n: int
-    ) -> datetime | None:
-        """When the ``n``-th newest pass since ``since`` ran; None if fewer ran.
+    def newest_runs_since(self, conversation_id: int, since: datetime, n: int) -> list[datetime]:
+        """When the ``n`` newest passes since ``since`` ran, newest first.
 
         Every pass (a summary, a repair, a failure) is one summarization call
-        for the per-conversation rate limit.
+        for the per-conversation call guard (``lcm.compaction.call_guard``).
         """
-        return self.session.scalar(
-            select(CompactionRun.created_at)
-            .where(
-                CompactionRun.conversation_id == conversation_id,
-                CompactionRun.created_at >= since,
+        return list(
+            self.session.scalars(
+                select(CompactionRun.created_at)
+                .where(
+                    CompactionRun.conversation_id == conversation_id,
+                    CompactionRun.created_at >= since,
+                )
+                .order_by(CompactionRun.created_at.desc(), CompactionRun.id.desc())
+                .limit(n)
             )
-            .order_by(CompactionRun.created_at.desc(), CompactionRun.id.desc())
-            .offset(n - 1)
-            .limit(1)
         )
 
     def record_run(self, run: CompactionRun) -> None:
