@@ -48,7 +48,7 @@ def require_schema(settings: Settings) -> None:
     it like `lcm serve` does (a newcomer's first command may be `lcm import`).
     A shared Postgres is migrated as an explicit step: exit 2 with the command.
     """
-    from lcm.db.migrate import current_revision, head_revision, upgrade
+    from lcm.db import current_revision, head_revision, upgrade
 
     if settings.is_sqlite:
         upgrade(settings.database_url)
