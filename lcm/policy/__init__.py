@@ -1,5 +1,5 @@
 """Context policy every feature shares: the fresh tail, the compaction threshold,
-the per-model overrides and the timestamp format.
+the per-model overrides, the timestamp format and the escaping of wrapper markup.
 
 Assembly, ingest and compaction all follow these rules, so they live below
 all three and import only the ground (``lcm.settings``, ``lcm.context``).
@@ -13,6 +13,7 @@ from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
     from lcm.policy.fresh_tail import ContextSplit, fresh_tail_start, split_fresh_tail, unsafe_cuts
+    from lcm.policy.markup import escape_markup, unescape_markup
     from lcm.policy.overrides import ModelInfo, for_model, settings_for_call
     from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
     from lcm.policy.timestamps import format_timestamp
@@ -21,12 +22,14 @@ __all__ = [
     "ContextSplit",
     "ModelInfo",
     "ThresholdCheck",
+    "escape_markup",
     "evaluate_threshold",
     "for_model",
     "format_timestamp",
     "fresh_tail_start",
     "settings_for_call",
     "split_fresh_tail",
+    "unescape_markup",
     "unsafe_cuts",
 ]
 
@@ -39,6 +42,7 @@ __getattr__ = lazy_exports(
             "split_fresh_tail",
             "unsafe_cuts",
         ),
+        "lcm.policy.markup": ("escape_markup", "unescape_markup"),
         "lcm.policy.overrides": ("ModelInfo", "for_model", "settings_for_call"),
         "lcm.policy.threshold": ("ThresholdCheck", "evaluate_threshold"),
         "lcm.policy.timestamps": ("format_timestamp",),
