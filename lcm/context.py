@@ -54,6 +54,9 @@ class MessageView:
     created_at: datetime
     parts: tuple[PartView, ...] = ()
     content_shape: ContentShape = "text"
+    # The provider and model that wrote an assistant message, when the gateway said.
+    provider: str | None = None
+    model: str | None = None
     tool_use_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
     """Ids of the tool calls this message makes, in order."""
     tool_result_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
