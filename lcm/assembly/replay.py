@@ -4,8 +4,9 @@ A provider signs its models' thinking (``thinking`` blocks with a
 ``signature``, ``redacted_thinking`` blocks) and refuses a signed block some
 other model wrote. Each assistant message keeps the provider and model that
 wrote it (``messages.provider`` / ``messages.model``, sent on ingest); an
-assemble call naming the model it serves (:class:`ReplayTarget`) gets signed
-blocks only from messages of that model. The rest of those messages (their
+assemble call naming the model it serves (:class:`ReplayTarget`; a
+``provider/model`` name with the provider given counts as ``model``) gets
+signed blocks only from messages of that model. The rest of those messages (their
 text, their ``tool_use`` blocks, so every tool pair) stays.
 
 The rules:
@@ -36,6 +37,12 @@ class ReplayTarget:
 
     provider: str | None = None
     model: str | None = None
+
+    def __post_init__(self) -> None:
+        # Hosts name a model ``provider/model`` as often as bare; messages bare.
+        model, provider = self.model, self.provider
+        if model is not None and provider is not None and model.startswith(provider + "/"):
+            object.__setattr__(self, "model", model[len(provider) + 1 :])
 
     def wrote(self, message: MessageView) -> bool:
         """True unless ``message`` is known to come from another model."""

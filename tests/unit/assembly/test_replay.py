@@ -43,6 +43,9 @@ def test_only_the_target_models_signed_blocks_stay() -> None:
     assert kept[1].token_count < b.token_count  # what was dropped is not paid for
     assert kept[2] is unknown  # no stored model: its origin is unknown, kept
     assert without_foreign_reasoning(entries, ReplayTarget()) is entries
+    prefixed = without_foreign_reasoning([a, b], ReplayTarget("anthropic", "anthropic/model-a"))
+    assert prefixed[0] is a
+    assert kinds(prefixed[1]) == ["thinking", "tool_use"]
     other_provider = without_foreign_reasoning([a], ReplayTarget("bedrock", "model-a"))
     assert kinds(other_provider[0]) == ["thinking", "tool_use"]
     assert b.message is not None
