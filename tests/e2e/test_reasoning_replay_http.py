@@ -11,6 +11,7 @@ where it shows.)
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -20,7 +21,10 @@ from lcm.assembly import api_violations
 from lcm.db.engine import Database
 from lcm.db.models import Message
 from lcm.tenants.service import IssuedKey
+from tests.conftest import auth
 from tests.e2e.test_sessions_http import post
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
 
 A = {"provider": "anthropic", "model": "claude-sonnet-4-5"}
 B = {"provider": "anthropic", "model": "claude-opus-4-5"}
@@ -134,3 +138,30 @@ def test_model_identity_is_for_assistant_messages_and_bounded(
     assert r.status_code in (400, 422), r.text
     with db.session() as s:
         assert s.scalars(select(Message.id)).all() == []
+
+
+def test_identity_survives_a_fork_and_comes_in_with_a_transcript(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    store(client, tenant, [ask("x"), call("a", A), call("b", B), result("a", "b")])
+    body = {"parent_session_key": "k", "mode": "fork"}
+    r = client.post("/v1/conversations/k:sub/fork", json=body, headers=auth(tenant))
+    assert r.status_code == 200, r.text
+    assert r.json()["messages_copied"] == 4
+    r = post(client, tenant, "k:sub", "assemble", {"token_budget": 100_000, "model": A["model"]})
+    assert signed(json.dumps(r.json()["messages"]), "a") == [True, True]
+    assert signed(json.dumps(r.json()["messages"]), "b") == [False, False]
+
+    transcript = (FIXTURES / "pi_v1.jsonl").read_text()
+    r = post(client, tenant, "imported", "bootstrap", {"transcript_jsonl": transcript})
+    assert r.status_code == 200, r.text
+    with db.session() as s:
+        identities = s.execute(
+            select(Message.role, Message.provider, Message.model).where(
+                Message.conversation_id == r.json()["conversation_id"]
+            )
+        ).all()
+    assert {(p, m) for role, p, m in identities if role == "assistant"} == {
+        ("anthropic", "claude-sonnet-4-5")
+    }
+    assert {(p, m) for role, p, m in identities if role != "assistant"} == {(None, None)}
