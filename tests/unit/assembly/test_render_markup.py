@@ -109,5 +109,5 @@ def test_quotes_and_markup_in_attributes_stay_inside_their_attribute() -> None:
     assert summary is not None
     header, parents = render_summary(summary).split("\n")[:2]
     assert re.fullmatch(r'<summary( [a-z_]+="[^"<>]*")+>', header)
-    assert header.count(" kind=") == 1
+    assert header.count(' kind="') == 1
     assert re.fullmatch(r'<parents><summary_ref id="[^"<>]*"/></parents>', parents)
