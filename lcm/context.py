@@ -66,6 +66,9 @@ class MessageView:
     (OpenAI-style plain-text tool output), not only ``tool_result`` blocks.
     """
     rendering: Any = field(default=None, init=False, compare=False, repr=False)
+    # This message without its signed reasoning, for other models' contexts
+    # (:mod:`lcm.assembly.replay` fills it on first use, like ``rendering``).
+    unsigned: Any = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:

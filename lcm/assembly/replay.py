@@ -72,11 +72,16 @@ def _for_target(entry: ContextEntry, target: ReplayTarget) -> ContextEntry:
     message = entry.message
     if message is None or message.role != "assistant" or target.wrote(message):
         return entry
-    dropped = [p for p in message.parts if is_signed_reasoning(p.payload)]
-    if not dropped:
+    view: MessageView | None = message.unsigned
+    if view is None:
+        kept = tuple(p for p in message.parts if not is_signed_reasoning(p.payload))
+        # A second view, kept on the first (views outlive requests in the
+        # message cache), so its own rendering memo serves later assemblies.
+        # Two requests may build it at once: both build the same view.
+        signed = len(kept) < len(message.parts)
+        view = replace(message, parts=kept, content_shape="blocks") if signed else message
+        object.__setattr__(message, "unsigned", view)
+    if view is message:
         return entry
-    kept = tuple(p for p in message.parts if not is_signed_reasoning(p.payload))
-    # A new view: the stored one (and its rendering memo) stays for other targets.
-    view = replace(message, parts=kept, content_shape="blocks")
-    saved = sum(estimate_tokens(p.text) for p in dropped)
+    saved = sum(estimate_tokens(p.text) for p in message.parts if is_signed_reasoning(p.payload))
     return replace(entry, message=view, token_count=max(1, entry.token_count - saved))

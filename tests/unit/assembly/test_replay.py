@@ -42,6 +42,10 @@ def test_only_the_target_models_signed_blocks_stay() -> None:
     assert kept[1].message.tool_use_ids == ("tb",)
     assert kept[1].token_count < b.token_count  # what was dropped is not paid for
     assert kept[2] is unknown  # no stored model: its origin is unknown, kept
+    again = without_foreign_reasoning(entries, ReplayTarget(model="model-a"))
+    assert again[1].message is kept[1].message  # built once, kept on the stored view
+    plain = by(conv.assistant("just text"), "anthropic", "model-b")
+    assert without_foreign_reasoning([plain], ReplayTarget(model="model-a"))[0] is plain
     assert without_foreign_reasoning(entries, ReplayTarget()) is entries
     prefixed = without_foreign_reasoning([a, b], ReplayTarget("anthropic", "anthropic/model-a"))
     assert prefixed[0] is a
