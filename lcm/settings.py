@@ -19,6 +19,7 @@ from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
 from lcm.override_rules import ModelOverride as ModelOverride
 from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
 from lcm.session_globs import session_pattern_problem
+from lcm.timezones import is_timezone
 
 
 def _default_home() -> Path:
@@ -82,6 +83,8 @@ class CompactionSettings(BaseSettings):
     summary_model: str = Field("claude-haiku-4-5", min_length=1, max_length=200)
     summary_fallback_models: list[str] = Field(default_factory=list, max_length=10)
     custom_instructions: str = Field("", max_length=20_000)
+    # IANA zone of the times the model reads (summaries, summarizer input); API stays UTC.
+    timezone: str = Field("UTC", min_length=1, max_length=64)
     # Conversations with no message written for this many days are erased by
     # beat (``retention.sweep``); None keeps everything forever.
     retention_days: int | None = Field(None, ge=1, le=36_500)
@@ -121,6 +124,13 @@ class CompactionSettings(BaseSettings):
         for pattern in value:
             if (problem := session_pattern_problem(pattern)) is not None:
                 raise ValueError(problem)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone_name(cls, value: str) -> str:
+        if not is_timezone(value):
+            raise ValueError(f"not an IANA time zone name: {value[:64]!r}")
         return value
 
     @field_validator("strip_injected_context_tags")

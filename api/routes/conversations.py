@@ -37,7 +37,7 @@ from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.address import SessionAddress
-from lcm.assembly import TimeSpan
+from lcm.assembly import ReplayTarget, TimeSpan
 from lcm.assembly.service import assemble
 from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
@@ -132,7 +132,14 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             caller.settings, conversation, ModelInfo(body.model, body.context_window)
         )
         budget = effective.capped_budget(body.token_budget)
-        result = assemble(session, conversation.id, budget, effective, times=body.include_times)
+        result = assemble(
+            session,
+            conversation.id,
+            budget,
+            effective,
+            times=body.include_times,
+            replay_to=ReplayTarget(body.provider, body.model),
+        )
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
     # Built from the domain's typed result: not validated again (see model_response).
     return model_response(

@@ -15,10 +15,12 @@ if TYPE_CHECKING:
         render_summary,
         summary_context_tokens,
     )
+    from lcm.assembly.replay import ReplayTarget
     from lcm.assembly.service import assemble
 
 __all__ = [
     "AssembledContext",
+    "ReplayTarget",
     "TimeSpan",
     "api_violations",
     "assemble",
@@ -39,6 +41,7 @@ __getattr__ = lazy_exports(
             "render_summary",
             "summary_context_tokens",
         ),
+        "lcm.assembly.replay": ("ReplayTarget",),
         "lcm.assembly.service": ("assemble",),
     },
 )

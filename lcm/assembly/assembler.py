@@ -80,14 +80,14 @@ def assemble_context(
     if settings.stub_large_tool_payloads:
         limit = settings.stub_tool_payload_tokens
         prefix = tuple(stub_tool_payloads(e, limit) for e in prefix)
-    rendered_tail = [render_entry(entry) for entry in tail]
+    rendered_tail = [render_entry(entry, settings.timezone) for entry in tail]
     tail_tokens = sum(r.tokens for r in rendered_tail)
 
     chosen: list[tuple[ContextEntry, RenderedEntry]] = []  # newest first, then flipped
     if tail_tokens <= token_budget:
         room = token_budget - tail_tokens
         for entry in reversed(prefix):
-            rendered = render_entry(entry)
+            rendered = render_entry(entry, settings.timezone)
             if rendered.tokens > room:
                 break
             room -= rendered.tokens

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
+from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
 from lcm.assembly.repository import AssemblyRepository
 from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, window_entries
@@ -23,6 +24,7 @@ def assemble(
     settings: CompactionSettings,
     *,
     times: bool = False,
+    replay_to: ReplayTarget = ReplayTarget(),
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
@@ -30,7 +32,8 @@ def assemble(
     start of the latest user turn (the fresh tail never splits it). Should
     the fresh tail still fill the whole window, everything is read, so the
     tail is always complete. With ``times``, the result's ``message_spans``
-    answers.
+    answers. Signed reasoning reaches only the model that wrote it when
+    ``replay_to`` names one (:mod:`lcm.assembly.replay`).
     """
     window = AssemblyRepository(session).window(
         conversation_id, token_budget, settings.fresh_tail_count + 1
@@ -38,7 +41,9 @@ def assemble(
     if not window.items:
         return assemble_context([], token_budget, settings, times=times)
     start = window.items[0].ordinal
-    entries = window_entries(session, conversation_id, window.items)
+    entries = without_foreign_reasoning(
+        window_entries(session, conversation_id, window.items), replay_to
+    )
     if window.whole:
         return assemble_context(entries, token_budget, settings, times=times)
     if not any(_bounds_the_tail(e) for e in entries):
@@ -47,11 +52,13 @@ def assemble(
         # than the whole budget.
         turn = AssemblyRepository(session).latest_turn_start(conversation_id, before=start)
         if turn is not None:
-            entries = load_context(session, conversation_id, from_ordinal=turn)
+            entries = without_foreign_reasoning(
+                load_context(session, conversation_id, from_ordinal=turn), replay_to
+            )
     assembled = assemble_context(entries, token_budget, settings, times=times)
     if assembled.fresh_tail_count == len(entries):
         # The whole window is fresh tail: it may go on before the window.
-        everything = load_context(session, conversation_id)
+        everything = without_foreign_reasoning(load_context(session, conversation_id), replay_to)
         assembled = assemble_context(everything, token_budget, settings, times=times)
     return assembled
 

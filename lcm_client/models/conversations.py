@@ -33,6 +33,10 @@ class MessageIn(RequestBody):
     # Without ``id``: the provider's response id makes re-sending it safe (as
     # tool call ids do for tool messages).
     response_id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    # Assistant messages only: the provider and model that wrote it. Signed
+    # thinking is replayed only to an assemble call naming the same model.
+    provider: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
 
 HOST_CURSOR_MAX = 8192  # characters (the server's column length)
@@ -100,6 +104,9 @@ class TurnOut(SkippedWrite):
 
 class AssembleIn(ModelIn):
     token_budget: TokenBudget
+    # With ``model``: the provider serving it. Signed thinking blocks are sent
+    # only from assistant messages that model wrote.
+    provider: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
     session_id: SessionIdText | None = None
     # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
     prompt: Text | None = None
