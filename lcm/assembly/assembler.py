@@ -82,7 +82,7 @@ def assemble_context(
     ``relevance`` (ordinal to score, prompt-aware eviction) picks what the
     prefix keeps when not all of it fits (:mod:`lcm.assembly.selection`);
     ``recalled`` snippets are shown before the fresh tail, as many as fit
-    what is left of the budget (:mod:`lcm.assembly.recall`).
+    the budget beside it; the prefix makes room (:mod:`lcm.assembly.recall`).
     """
     if token_budget < 1:
         raise ValueError("token_budget must be positive")
@@ -93,7 +93,9 @@ def assemble_context(
         limit = settings.stub_tool_payload_tokens
         prefix = tuple(stub_tool_payloads(e, limit) for e in prefix)
     rendered_tail = [render_entry(entry) for entry in tail]
-    tail_tokens = sum(r.tokens for r in rendered_tail)
+    # Recalled snippets are kept like the tail (the prefix makes room for them).
+    shown, shown_tail = _with_recalled(recalled, rendered_tail, token_budget)
+    tail_tokens = sum(r.tokens for r in shown_tail)
 
     chosen: list[tuple[ContextEntry, RenderedEntry]] = []  # oldest first
     priority: dict[int, int] | None = None  # prompt-aware: the order units were taken in
@@ -101,16 +103,9 @@ def assemble_context(
         chosen, priority = choose_by_relevance(prefix, token_budget - tail_tokens, relevance)
     elif tail_tokens <= token_budget:
         chosen = _newest_first(prefix, token_budget - tail_tokens)
-
-    chosen, turns, total = _fit(chosen, rendered_tail, token_budget, times, priority)
-    shown: tuple[RecalledSnippet, ...] = ()
-    if recalled and total <= token_budget:
-        kept = [r for _, r in chosen]
-        room = token_budget - sum(r.tokens for r in kept) - tail_tokens  # before repairs
-        found = _with_recalled(_turns(kept), _turns(rendered_tail), recalled, room, times)
-        if found is not None:
-            shown, turns, extra = found
-            total = token_budget - room + extra
+    chosen, turns, total = _fit(chosen, shown_tail, token_budget, times, priority)
+    if shown and total > token_budget:  # the repairs left no room for them after all
+        return assemble_context(entries, token_budget, settings, times=times, relevance=relevance)
     messages = provider_messages(turns)
     return AssembledContext(
         messages=messages,
@@ -177,29 +172,24 @@ def _turns(rendered: list[RenderedEntry]) -> list[Turn]:
 
 
 def _with_recalled(
-    prefix: list[Turn],
-    tail: list[Turn],
-    recalled: Sequence[RecalledSnippet],
-    budget_left: int,
-    times: bool,
-) -> tuple[tuple[RecalledSnippet, ...], list[Turn], int] | None:
-    """The most of ``recalled`` (in order) whose block and repairs fit ``budget_left`` tokens.
+    recalled: Sequence[RecalledSnippet], tail: list[RenderedEntry], token_budget: int
+) -> tuple[tuple[RecalledSnippet, ...], list[RenderedEntry]]:
+    """The most of ``recalled`` (in order) that fits beside the tail, put just before it.
 
-    Shown just before the fresh tail; never at the cost of anything already
-    chosen: fewer snippets, or None. Returns the snippets shown, the turns and
-    the tokens the normalizer added.
+    Never at the cost of the tail: fewer snippets, or none. The block takes
+    the times of the tail's first turn, as the opening placeholder does.
     """
-    # Placed in time where it is shown, as the opening placeholder is.
-    neighbour = tail[0] if tail else prefix[-1] if prefix else None
-    span = neighbour.span if neighbour is not None else None
+    opening = next((r.turn for r in tail if r.turn is not None), None)
+    if not recalled or opening is None:
+        return (), tail
+    room = token_budget - sum(r.tokens for r in tail)
     for count in range(len(recalled), 0, -1):
-        shown = tuple(recalled[:count])
-        text = render_recalled(shown)
-        cue = Turn("user", [text_block(text)], span)
-        turns, added = normalized_turns([*prefix, cue, *tail], times=times)
-        if estimate_tokens(text) + added <= budget_left:
-            return shown, turns, estimate_tokens(text) + added
-    return None
+        text = render_recalled(recalled[:count])
+        tokens = estimate_tokens(text)
+        if tokens <= room:
+            block = RenderedEntry(Turn("user", [text_block(text)], opening.span), tokens)
+            return tuple(recalled[:count]), [block, *tail]
+    return (), tail
 
 
 def _recalled_index(messages: list[dict[str, Any]]) -> int | None:

@@ -255,7 +255,7 @@ class SearchRepository:
 
     def stream_candidates(
         self, target: Target, bounds: Bounds, literals: Sequence[str]
-    ) -> Generator[SearchRow]:
+    ) -> Generator[SearchRow, None, None]:
         """Rows that may match, newest first, streamed (server-side cursor on Postgres).
 
         ``literals`` must all occur in a matching row; the trigram indexes find
