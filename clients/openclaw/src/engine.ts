@@ -13,7 +13,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { CircuitBreaker } from "./breaker.ts";
 import { LcmClient, LcmError } from "./client.ts";
 import { type LcmConfig, lcmSessionKey } from "./config.ts";
-import { type AgentMessage, estimateTokens, fromLcm, type MessageTimes, toLcmBatch } from "./messages.ts";
+import { type AgentMessage, currentPrompt, estimateTokens, fromLcm, type MessageTimes, toLcmBatch } from "./messages.ts";
 import { hostReader, syncHostTranscript, type TranscriptReader } from "./transcript.ts";
 
 export const ENGINE_ID = "lcm";
@@ -252,7 +252,7 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
       const request = {
         token_budget: budgetOf(params.tokenBudget ?? params.runtimeSettings?.limits?.promptTokenBudget),
         session_id: params.sessionId,
-        prompt: params.prompt,
+        prompt: currentPrompt(params.prompt, params.messages),
         system_prompt: true,
         include_times: true,
         ...recallTools(params.availableTools),

@@ -71,3 +71,17 @@ def test_recalled_snippets_take_room_from_the_prefix_never_the_tail() -> None:
     tight = assemble_context(conv.entries, 31, TAIL_2, recalled=[snippet])
     assert tight.recalled == ()
     assert tight.estimated_tokens <= 31
+
+
+def test_a_relevant_summary_is_kept_like_a_message() -> None:
+    conv = Conversation()
+    old = summary_entry(0, content="the kestrel relay moved to port 7443")
+    conv.entries.append(old)
+    conv.exchanges(12, tokens=20)
+    rendered = assemble_context(conv.entries, 100_000, TAIL_2).estimated_tokens
+    plain = assemble_context(conv.entries, 140, TAIL_2)
+    assert plain.summary_count == 0
+    ranked = assemble_context(conv.entries, 140, TAIL_2, relevance={old.ordinal: 0.2})
+    assert ranked.summary_count == 1
+    assert "port 7443" in texts_of(ranked.messages)[0]
+    assert ranked.estimated_tokens <= 140 < rendered
