@@ -12,6 +12,12 @@ rebuilt.
 Heartbeat cycles and old tool payloads may be left out or stubbed first
 (:mod:`lcm.assembly.hygiene`, both off by default).
 
+With a prompt (``lcm.retrieval.prompt_cue``): ``relevance`` makes the prefix
+keep what the prompt asks about before the newest entries
+(:mod:`lcm.assembly.selection`, ``prompt_aware_eviction``), and ``recalled``
+snippets are shown just before the fresh tail, the prefix making room for
+them (:mod:`lcm.assembly.recall`).
+
 When the fresh tail alone (with its repairs) exceeds the budget, it is still
 returned whole, with no prefix, and ``fresh_tail_overflow`` says so: the
 caller decides whether to compact harder or truncate, never this function.
