@@ -25,6 +25,7 @@ from lcm.retrieval.query import TextQuery, parse_text_query
 MAX_QUERY_TERMS = 24
 MAX_PROMPT_CHARS = 20_000  # only the start of a long prompt is read
 MAX_IDENTIFIERS = 4
+MAX_IDENTIFIER_CHARS = 200  # a longer "name" is pasted data, not something to look up
 MAX_SNIPPET_CHARS = 400
 
 _WORD = re.compile(r"[^\W_]{2,}")
@@ -93,7 +94,7 @@ def recall_identifiers(prompt: str | None) -> list[str]:
     found: list[str] = []
     for match in _IDENTIFIER.finditer(prompt[:MAX_PROMPT_CHARS]):
         name = match.group()
-        if "/" in name and not _is_path(name):
+        if len(name) > MAX_IDENTIFIER_CHARS or ("/" in name and not _is_path(name)):
             continue
         if name not in found and not is_secret_like(name):
             found.append(name)

@@ -35,6 +35,7 @@ def test_identifiers_constant_case_paths_tickets_secret_like_left_out() -> None:
     for name in ("AWS_SECRET_ACCESS_KEY", "SLACK_BOT_TOKEN", "DB_PASSWORD", "API_KEY"):
         assert is_secret_like(name)
     assert not is_secret_like("ORBIT_RELAY_PORT")
+    assert recall_identifiers("/srv/" + "a" * 300 + ".log and OPS-9") == ["OPS-9"]
 
 
 def test_the_sentence_naming_it_without_secrets() -> None:
