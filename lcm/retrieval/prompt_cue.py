@@ -24,7 +24,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -80,7 +80,6 @@ class _Cue:
     query: TextQuery | None
     identifiers: list[str]
     max_snippets: int
-    given_up: list[str] = field(default_factory=list)  # searches that ran out of time
 
     @property
     def ranks(self) -> bool:
@@ -90,13 +89,7 @@ class _Cue:
         """Ordinal to grep's full-text relevance, for the entries the prompt's words match."""
         if self.query is None:
             return {}
-        ordinals = {
-            (
-                "message" if e.message else "summary",
-                e.message.id if e.message else _sid(e),
-            ): e.ordinal
-            for e in entries
-        }
+        ordinals = {_row_key(e): e.ordinal for e in entries}
         bounds = Bounds(self.bounds.tenant_id, self.bounds.conversation_ids, in_context=True)
         half_life = self.limits.half_life_hours * 3600
         scores: dict[int, float] = {}
@@ -154,12 +147,14 @@ class _Cue:
             if not is_timeout(exc):
                 raise
             savepoint.rollback()
-            self.given_up.append(what)
             log.warning("assembly's prompt %s search ran out of time; assembled without it", what)
             return
         savepoint.commit()
 
 
-def _sid(entry: ContextEntry) -> str:
+def _row_key(entry: ContextEntry) -> tuple[str, int | str]:
+    """The search row an entry is: (target, id)."""
+    if entry.message is not None:
+        return "message", entry.message.id
     assert entry.summary is not None  # ContextEntry holds one of the two
-    return entry.summary.id
+    return "summary", entry.summary.id

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from lcm.db.engine import Database
 from lcm.db.models import Message
 from lcm.tenants.keys import IssuedKey
-from tests.conftest import auth
+from tests.conftest import RecordingSender, api_client, auth
 from tests.e2e.test_sessions_http import patch
 
 BASE = "/v1/conversations/agent%3Aprompt"
@@ -247,3 +247,21 @@ def test_only_secret_like_identifiers_are_never_looked_up(
         client, tenant, 600, prompt="Where are GITHUB_TOKEN and DB_PASSWORD and API_KEY set?"
     )
     assert out == plain
+
+
+def test_a_search_past_its_deadline_is_given_up_not_the_assembly(
+    db: Database, tenant: IssuedKey, sender: RecordingSender
+) -> None:
+    """A 1 ms statement timeout: the ranking and the lookups give up, assembly answers."""
+    settings = db.settings.model_copy(update={"statement_timeout_ms": 1})
+    for client in api_client(settings, db, sender):
+        patch(client, tenant, fresh_tail_count=TAIL, prompt_aware_eviction=True)
+        sent = recall_history() + relay_tool_pair() + filler(200)
+        send(client, tenant, sent)
+        plain = assemble(client, tenant, 600)
+        prompt = f"{PROMPT} And ORBIT_RELAY_PORT?"
+        for _ in range(3):
+            out = assemble(client, tenant, 600, prompt=prompt)
+            assert out["estimated_tokens"] <= 600
+            tail_intact(out, sent)
+            assert out["fresh_tail_count"] == plain["fresh_tail_count"]
