@@ -59,7 +59,10 @@ def assemble(
     window = AssemblyRepository(session).window(
         conversation_id, token_budget, settings.fresh_tail_count + 1
     )
-    if cue is None or not (cue.ranks and not window.whole):
+    # A choice is forced when the items do not all fit (a whole window may
+    # still not: it holds at least the fresh tail's count of items).
+    forced = not window.whole or sum(i.token_count for i in window.items) > token_budget
+    if cue is None or not (cue.ranks and forced):
         entries, assembled = _from_window(
             session, conversation_id, window, token_budget, settings, times
         )

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from lcm.db.engine import Database
-from lcm.db.models import Message
+from lcm.db.models import ContextItem, Message, Summary
 from lcm.tenants.keys import IssuedKey
 from tests.conftest import RecordingSender, api_client, auth
 from tests.e2e.test_sessions_http import patch
+from tests.integration.retrieval_data import compact, ingest
 
 BASE = "/v1/conversations/agent%3Aprompt"
 TAIL = 4
@@ -265,3 +267,35 @@ def test_a_search_past_its_deadline_is_given_up_not_the_assembly(
             assert out["estimated_tokens"] <= 600
             tail_intact(out, sent)
             assert out["fresh_tail_count"] == plain["fresh_tail_count"]
+
+
+def test_a_summary_holding_the_fact_is_kept_on_both_indexes(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    """Compacted history, indexed for search (SQLite's FTS5 too, not its backlog)."""
+    key = "agent:compacted"
+    texts = [FACT] + [m["content"] for m in filler(60)]
+    cid = ingest(db, tenant.tenant_id, key, texts, index=True)
+    compact(db, tenant.tenant_id, cid)
+    with db.read_session() as s:
+        holders = s.scalars(
+            select(Summary.id)
+            .join(ContextItem, ContextItem.summary_id == Summary.id)
+            .where(ContextItem.conversation_id == cid, Summary.content.contains("7443"))
+        ).all()
+    assert holders, "the offline summary keeps the fact"
+    patch(client, tenant, prompt_aware_eviction=True, prompt_recall_max_snippets=0)
+    path = f"/v1/conversations/{quote(key, safe='')}/assemble"
+
+    def assembled(**body: Any) -> Any:
+        r = client.post(path, json={"token_budget": 500, **body}, headers=auth(tenant))
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    plain = assembled()
+    assert "7443" not in text_of(plain)
+    out = assembled(prompt=PROMPT)
+    assert any(h in text_of(out) for h in holders)
+    assert "7443" in text_of(out)
+    assert out["estimated_tokens"] <= 500
+    assert out["messages"][-1] == plain["messages"][-1]
