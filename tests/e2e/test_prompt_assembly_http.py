@@ -235,20 +235,22 @@ def test_recall_cue_adds_the_sentence_naming_the_identifier(
     assert assemble(client, tenant, budget, prompt=prompt) == plain
 
 
-def test_only_secret_like_identifiers_are_never_looked_up(
-    client: TestClient, tenant: IssuedKey
-) -> None:
+def test_secret_like_identifiers_are_never_looked_up(client: TestClient, tenant: IssuedKey) -> None:
     patch(client, tenant, fresh_tail_count=TAIL)
-    secrets = [
+    history = [
         {"role": "assistant", "id": "s0", "content": "GITHUB_TOKEN is in the runner settings."},
         {"role": "assistant", "id": "s1", "content": "DB_PASSWORD rotates every month."},
+        {"role": "assistant", "id": "s2", "content": "BUILD_RUNNER_POOL has eight hosts."},
+        {"role": "assistant", "id": "s3", "content": "See ~/.ssh/id_rsa.pub on the bastion."},
     ]
-    send(client, tenant, secrets + filler(30))
-    plain = assemble(client, tenant, 600)
-    out = assemble(
-        client, tenant, 600, prompt="Where are GITHUB_TOKEN and DB_PASSWORD and API_KEY set?"
-    )
-    assert out == plain
+    send(client, tenant, history + filler(30))
+    prompt = "Where are GITHUB_TOKEN, DB_PASSWORD, ~/.ssh/id_rsa.pub and BUILD_RUNNER_POOL set?"
+    out = assemble(client, tenant, 600, prompt=prompt)
+    assert [r["identifier"] for r in out["recalled"]] == ["BUILD_RUNNER_POOL"]
+    shown = text_of(out)
+    assert "eight hosts" in shown
+    for secret in ("GITHUB_TOKEN", "DB_PASSWORD", "rotates", "id_rsa", "bastion"):
+        assert secret not in shown
 
 
 def test_a_search_past_its_deadline_is_given_up_not_the_assembly(
