@@ -230,6 +230,10 @@ def test_recall_cue_adds_the_sentence_naming_the_identifier(
     assert tight["estimated_tokens"] <= tail_only + 10
     assert "ORBIT_RELAY_PORT" not in text_of(tight)
 
+    # Validated like every tenant setting.
+    for bad in ({"prompt_recall_max_snippets": 17}, {"prompt_aware_eviction": "maybe"}):
+        r = client.patch("/v1/tenant/settings", headers=auth(tenant), json=bad)
+        assert r.status_code == 400, r.text
     # Off: the window assembled without a prompt.
     patch(client, tenant, prompt_recall_max_snippets=0)
     assert assemble(client, tenant, budget, prompt=prompt) == plain
