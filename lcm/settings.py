@@ -117,6 +117,15 @@ class CompactionSettings(BaseSettings):
     # sent as a stub naming the message (``expand``/``grep`` still reach it).
     stub_large_tool_payloads: bool = False
     stub_tool_payload_tokens: int = Field(2_000, ge=1, le=MAX_TOKENS)
+    # Assembly with a ``prompt``: when the budget forces a choice, keep the
+    # evictable items most relevant to it (grep's full-text relevance) over
+    # merely recent ones. Off by default: the kept prefix then changes with
+    # every prompt, which costs the provider's prompt cache.
+    prompt_aware_eviction: bool = False
+    # Identifiers a prompt names (CONSTANT_CASE, paths, ticket ids) that the
+    # assembled window does not show are looked up in the raw history; at most
+    # this many matching snippets are added when they fit the budget (0: off).
+    prompt_recall_max_snippets: int = Field(4, ge=0, le=16)
 
     @field_validator("ignore_session_patterns", "stateless_session_patterns")
     @classmethod

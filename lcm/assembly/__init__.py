@@ -9,6 +9,7 @@ from lcm.exports import lazy_exports
 if TYPE_CHECKING:
     from lcm.assembly.assembler import AssembledContext, assemble_context
     from lcm.assembly.normalize import api_violations
+    from lcm.assembly.recall import RecalledSnippet
     from lcm.assembly.render import (
         TimeSpan,
         message_to_provider,
@@ -16,10 +17,12 @@ if TYPE_CHECKING:
         summary_context_tokens,
     )
     from lcm.assembly.replay import ReplayTarget
-    from lcm.assembly.service import assemble
+    from lcm.assembly.service import PromptCue, assemble
 
 __all__ = [
     "AssembledContext",
+    "PromptCue",
+    "RecalledSnippet",
     "ReplayTarget",
     "TimeSpan",
     "api_violations",
@@ -35,6 +38,7 @@ __getattr__ = lazy_exports(
     {
         "lcm.assembly.assembler": ("AssembledContext", "assemble_context"),
         "lcm.assembly.normalize": ("api_violations",),
+        "lcm.assembly.recall": ("RecalledSnippet",),
         "lcm.assembly.render": (
             "TimeSpan",
             "message_to_provider",
@@ -42,6 +46,6 @@ __getattr__ = lazy_exports(
             "summary_context_tokens",
         ),
         "lcm.assembly.replay": ("ReplayTarget",),
-        "lcm.assembly.service": ("assemble",),
+        "lcm.assembly.service": ("PromptCue", "assemble"),
     },
 )

@@ -54,7 +54,15 @@ ASSISTANT_BLOCK_TYPES = frozenset(
 )
 USER_BLOCK_TYPES = frozenset({"text", "image", "document", "tool_result", "search_result"})
 # Every tag rendering wraps text in: text inside a user turn may not spell them.
-WRAPPER_TAGS = ("summary", "summary_ref", "parents", "system_message", "tool_output")
+WRAPPER_TAGS = (
+    "summary",
+    "summary_ref",
+    "parents",
+    "system_message",
+    "tool_output",
+    "recalled_history",
+    "recalled",
+)
 
 
 # The times a turn covers: (earliest, latest) of its sources, messages or

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -255,7 +255,7 @@ class SearchRepository:
 
     def stream_candidates(
         self, target: Target, bounds: Bounds, literals: Sequence[str]
-    ) -> Iterator[SearchRow]:
+    ) -> Generator[SearchRow, None, None]:
         """Rows that may match, newest first, streamed (server-side cursor on Postgres).
 
         ``literals`` must all occur in a matching row; the trigram indexes find

@@ -15,6 +15,7 @@ import { LcmClient, LcmError } from "./client.ts";
 import { type LcmConfig, lcmSessionKey } from "./config.ts";
 import {
   type AgentMessage,
+  currentPrompt,
   estimateTokens,
   fromLcm,
   type MessageTimes,
@@ -274,7 +275,7 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
       const request = {
         token_budget: budgetOf(params.tokenBudget ?? params.runtimeSettings?.limits?.promptTokenBudget),
         session_id: params.sessionId,
-        prompt: params.prompt,
+        prompt: currentPrompt(params.prompt, params.messages),
         system_prompt: true,
         include_times: true,
         ...recallTools(params.availableTools),

@@ -212,6 +212,28 @@ export function fromLcm(messages: { role: string; content: unknown }[], times?: 
   return out;
 }
 
+/** The most of a prompt sent to assemble: lcm-server reads no further. */
+export const PROMPT_MAX_CHARS = 20_000;
+
+/**
+ * The user's current message, what assemble sends as `prompt`: the host's
+ * `prompt` (OpenClaw's embedded run hands the message being sent apart from
+ * the history), else the newest user message of `messages` (a reassembly
+ * inside a tool loop, where the message that started the loop is already in
+ * them). Only its text, and at most PROMPT_MAX_CHARS of it.
+ */
+export function currentPrompt(prompt: string | undefined, messages: AgentMessage[]): string | undefined {
+  let text = typeof prompt === "string" && prompt.trim() ? prompt : undefined;
+  for (let i = messages.length - 1; text === undefined && i >= 0; i--) {
+    const message = messages[i];
+    if (message.role !== "user") continue;
+    const found = blocks(message.content).filter((b) => b.type === "text").map((b) => String(b.text ?? "")).join("\n");
+    text = found.trim() ? found : undefined;
+    break;
+  }
+  return text === undefined ? undefined : text.slice(0, PROMPT_MAX_CHARS);
+}
+
 /** ~4 characters a token, the server's estimate for text. */
 export function estimateTokens(messages: AgentMessage[]): number {
   return Math.ceil(JSON.stringify(messages).length / 4);
