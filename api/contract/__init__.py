@@ -96,6 +96,7 @@ from api.contract.tenant import (
     UsageOut,
 )
 from api.contract.tools import (
+    ConversationOutcome,
     ExpandedMessage,
     ExpandedNode,
     ExpandIn,
@@ -108,6 +109,7 @@ from api.contract.tools import (
     GrepMatch,
     GrepResult,
     Omitted,
+    OutcomeError,
     ScopeIn,
     SourceRange,
     SummaryDescription,
@@ -133,6 +135,7 @@ __all__ = [
     "Compaction",
     "ConversationItemOut",
     "ConversationListOut",
+    "ConversationOutcome",
     "ConversationStatus",
     "DoctorApplyIn",
     "DoctorApplyOut",
@@ -176,6 +179,7 @@ __all__ = [
     "NodeIdText",
     "NodeIds",
     "Omitted",
+    "OutcomeError",
     "Readiness",
     "RequestBody",
     "RowId",

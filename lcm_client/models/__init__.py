@@ -84,6 +84,7 @@ from lcm_client.models.tenant import (
     UsageOut,
 )
 from lcm_client.models.tools import (
+    ConversationOutcome,
     ExpandedMessage,
     ExpandedNode,
     ExpandIn,
@@ -96,6 +97,7 @@ from lcm_client.models.tools import (
     GrepMatch,
     GrepResult,
     Omitted,
+    OutcomeError,
     ScopeIn,
     SourceRange,
     SummaryDescription,
@@ -121,6 +123,7 @@ __all__ = [
     "Compaction",
     "ConversationItemOut",
     "ConversationListOut",
+    "ConversationOutcome",
     "ConversationStatus",
     "DoctorApplyIn",
     "DoctorApplyOut",
@@ -164,6 +167,7 @@ __all__ = [
     "NodeIdText",
     "NodeIds",
     "Omitted",
+    "OutcomeError",
     "Readiness",
     "RequestBody",
     "RowId",
