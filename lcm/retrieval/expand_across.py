@@ -48,9 +48,7 @@ def run_plan(
     clock: Callable[[], float] = time.time,
 ) -> ExpandQueryAnswer:
     """Expand the plan's conversations in order; one answer with a per-conversation breakdown."""
-    outcomes = [
-        ConversationOutcome(c.conversation_id, c.session_key, NO_MATCH) for c in plan.unmatched
-    ]
+    outcomes: list[ConversationOutcome] = []
     answered: list[tuple[PlannedConversation, ExpandQueryAnswer]] = []
     failures: list[LcmError] = []
     for planned in plan.expand:
@@ -60,6 +58,9 @@ def run_plan(
             failures.append(answer)
         elif answer is not None:
             answered.append((planned, answer))
+    outcomes += [
+        ConversationOutcome(c.conversation_id, c.session_key, NO_MATCH) for c in plan.unmatched
+    ]
     if failures and not answered:
         # Nothing to answer with and a loop failed (the model is down, the grant
         # ended): the call fails with that error, as a one-conversation call did.
@@ -131,7 +132,7 @@ def _combine(
     llm: ExpansionLlm | None,
 ) -> ExpandQueryAnswer:
     answers = [a for _, a in answered]
-    if len(answers) == 1 and len(outcomes) == 1:
+    if len(answers) == 1:  # source_conversation_ids says which
         text = answers[0].answer
     elif answers:
         text = "\n\n".join(f"{_heading(p)}\n{a.answer}" for p, a in answered)
