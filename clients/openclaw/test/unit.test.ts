@@ -134,4 +134,9 @@ test("tools call the server scoped to the session family", async () => {
   await assert.rejects(tools.lcm_expand.execute("c4", { summary_ids: ["sum_0000000000000000"] }), (e: any) => e.status === 404);
   const answer = await tools.lcm_expand_query.execute("c5", { prompt: "what is the secret word?", query: "pelican" });
   assert.match(JSON.stringify(answer.details), /pelican/);
+  assert.equal((answer.details as any).conversations[0].status, "answered");
+  assert.equal((answer.details as any).source_conversation_ids.length, 1);
+  const wide = await tools.lcm_expand_query.execute("c6", { prompt: "secret word?", query: "pelican", all_conversations: true, timeout_ms: 5_000 });
+  assert.equal((wide.details as any).timeout_ms, 5_000);
+  assert.equal((wide.details as any).conversations[0].session_key, ids.sessionKey);
 });
