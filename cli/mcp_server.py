@@ -113,6 +113,9 @@ SessionKey = Annotated[
 ]
 ConversationId = Annotated[int | None, Field(description="Only this conversation.")]
 AllConversations = Annotated[bool, Field(description="Every conversation of the tenant.")]
+TimeoutMs = Annotated[
+    int | None, Field(ge=1, le=3_600_000, description="Deadline of the whole call (server-capped).")
+]
 
 
 def build_server(api: AsyncLcmClient, default_session_key: str | None = None) -> MCPServer:
@@ -160,10 +163,7 @@ def build_server(api: AsyncLcmClient, default_session_key: str | None = None) ->
         session_key: SessionKey = None,
         conversation_id: ConversationId = None,
         all_conversations: AllConversations = False,
-        timeout_ms: Annotated[
-            int | None,
-            Field(ge=1, le=3_600_000, description="Deadline of the whole call (server-capped)."),
-        ] = None,
+        timeout_ms: TimeoutMs = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"prompt": prompt, "query": query, "max_tokens": max_tokens}
         body |= {"summary_ids": summary_ids or [], "timeout_ms": timeout_ms}
