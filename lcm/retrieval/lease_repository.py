@@ -46,3 +46,9 @@ class LeaseRepository:
                 ExpansionLease.owner == owner,
             )
         )
+
+    def delete_expired(self, now: datetime) -> int:
+        result = self.session.execute(
+            delete(ExpansionLease).where(ExpansionLease.expires_at <= now)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)

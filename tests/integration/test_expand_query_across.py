@@ -20,6 +20,7 @@ from lcm.errors import ExpansionBusy
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.expansion import execute_expand_query, start_expand_query
 from lcm.retrieval.expansion_lease import hold_session, release_session
+from lcm.retrieval.grants import sweep_grants
 from lcm.retrieval.scope import ScopeSelector
 from lcm.settings import Settings
 from lcm.summarize.llm import LlmClients
@@ -227,3 +228,7 @@ def test_one_lease_per_session_under_a_race(db: Database, tenant: IssuedKey) -> 
         release_session(s, tenant.tenant_id, FAMILY, "grant_z")
     with db.transaction() as s:
         hold_session(s, tenant.tenant_id, FAMILY, "grant_w", utcnow(), 60)
+    # Beat's sweep deletes expired leases only.
+    with db.transaction() as s:
+        assert sweep_grants(s, utcnow(), timedelta(hours=1)).leases == 0
+        assert sweep_grants(s, utcnow() + timedelta(seconds=61), timedelta(hours=1)).leases == 2

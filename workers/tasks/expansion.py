@@ -46,12 +46,12 @@ def query(grant_id: str) -> dict[str, Any]:
 
 @app.task(name=SWEEP_GRANTS.name)
 def sweep() -> dict[str, int]:
-    """Revoke expired grants; delete those ended longer than the retention ago."""
+    """Revoke expired grants; delete those ended past the retention, and expired leases."""
     settings = runtime.settings()
     retention = timedelta(hours=settings.expansion_grant_retention_hours)
     with runtime.database().transaction() as session:
         swept = sweep_grants(session, utcnow(), retention)
-    return {"revoked": swept.revoked, "deleted": swept.deleted}
+    return {"revoked": swept.revoked, "deleted": swept.deleted, "leases": swept.leases}
 
 
 def submit_and_wait(grant_id: str, timeout: float) -> None:

@@ -160,6 +160,8 @@ class ExpansionLease(Base):
     """
 
     __tablename__ = "expansion_leases"
+    # Beat's grant sweep deletes expired leases (left by API processes that died).
+    __table_args__ = (Index("ix_expansion_leases_expires_at", "expires_at"),)
 
     tenant_id: Mapped[str] = mapped_column(
         String(40), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True

@@ -36,7 +36,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("tenant_id", "session", name=op.f("pk_expansion_leases")),
     )
+    # Beat's grant sweep deletes the expired leases that no later call took over.
+    op.create_index("ix_expansion_leases_expires_at", "expansion_leases", ["expires_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_expansion_leases_expires_at", table_name="expansion_leases")
     op.drop_table("expansion_leases")
