@@ -2,12 +2,12 @@
 
 A call over one conversation expands it. A call over several (a session
 family, or ``all_conversations``) ranks them by their best matches to the
-query, with grep's own full-text relevance (the best-scored matches of the
-scope, grouped by conversation), and expands the top ``K``
+query, with grep's own full-text relevance (each conversation's best
+match), and expands the top ``K``
 (``expand_query_top_conversations``): the conversations of any
 ``summary_ids`` first, then the ranked ones. A family's conversations
 without a match are reported as ``no_match``; matched ones beyond ``K`` are
-counted (``not_expanded``). Everything runs under one deadline, an absolute
+counted (``not_expanded``: 1 means "at least one"). Everything runs under one deadline, an absolute
 wall-clock time so that the API and the worker host agree on it.
 
 The plan is decided in the API (in the transaction that issues the grant) and
@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Summary
 from lcm.errors import InvalidInput
-from lcm.retrieval.grep import MAX_LIMIT, GrepLimits, GrepQuery, grep
+from lcm.retrieval.grep import GrepLimits, best_conversations
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.search_rows import Bounds
 
@@ -96,25 +96,18 @@ class PlanInputs:
 
 
 def rank_conversations(
-    session: Session, bounds: Bounds, query: str, limits: GrepLimits
+    session: Session, bounds: Bounds, query: str, limits: GrepLimits, limit: int
 ) -> list[tuple[int, float]]:
-    """Conversations with matches for ``query``, best first, by their best match's relevance.
+    """Up to ``limit`` conversations with matches for ``query``, best first.
 
-    The relevance is grep's (full text, messages and summaries); the matches
-    are the scope's best ``MAX_LIMIT``. A query full text cannot parse ranks
-    nothing: the loop still searches with its own terms where it runs.
+    Each by its best match's relevance, grep's own (full text, messages and
+    summaries). A query full text cannot parse ranks nothing: the loop still
+    searches with its own terms where it runs.
     """
-    wanted = GrepQuery(query, "full_text", "both", "relevance", MAX_LIMIT)
     try:
-        found = grep(session, bounds, wanted, limits)
+        return best_conversations(session, bounds, query, limits, limit)
     except InvalidInput:
         return []
-    best: dict[int, float] = {}
-    for match in found.matches:
-        score = float(match.score or 0.0)
-        best[match.conversation_id] = max(score, best.get(match.conversation_id, score))
-    # Ties: the newer conversation (the larger id) first.
-    return sorted(best.items(), key=lambda item: (-item[1], -item[0]))
 
 
 def plan_expansion(
@@ -134,7 +127,9 @@ def plan_expansion(
         scores.setdefault(scope[0], None)  # alone in scope: always expanded
     elif inputs.query:
         bounds = Bounds(inputs.tenant_id, None if scope is None else tuple(scope))
-        for cid, score in rank_conversations(session, bounds, inputs.query, limits):
+        # One more than fits: whether matched conversations were left out.
+        wanted = inputs.top + 1
+        for cid, score in rank_conversations(session, bounds, inputs.query, limits, wanted):
             scores.setdefault(cid, score)
     order = list(scores)
     chosen = order[: inputs.top]

@@ -137,6 +137,20 @@ def test_only_the_top_k_are_expanded_and_the_answer_says_truncated(
     assert not answer.answer.startswith("Conversation")  # one answer, no headings
 
 
+def test_a_conversation_with_many_matches_does_not_hide_the_others(
+    db: Database, tenant: IssuedKey, fake_llm: FakeAnthropicServer
+) -> None:
+    """Ranked by each conversation's best match, not by a row limit over all matches."""
+    tid = tenant.tenant_id
+    busy = ingest(db, tid, FAMILY, [f"zebra migration step {i}" for i in range(230)])
+    quiet = ingest(
+        db, tid, FAMILY, ["the zebra herd, and later a migration of disks"], session_id="q"
+    )
+    answer, _ = ask(db, tenant, llm_settings(db, fake_llm))
+    assert statuses(answer) == [(busy, "answered"), (quiet, "answered")]
+    assert not answer.truncated
+
+
 def test_one_deadline_covers_every_conversation(
     db: Database, tenant: IssuedKey, conversations: dict[str, int], fake_llm: FakeAnthropicServer
 ) -> None:
