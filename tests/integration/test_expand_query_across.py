@@ -151,6 +151,18 @@ def test_a_conversation_with_many_matches_does_not_hide_the_others(
     assert not answer.truncated
 
 
+def test_messages_not_yet_indexed_are_ranked_too(
+    db: Database, tenant: IssuedKey, fake_llm: FakeAnthropicServer
+) -> None:
+    """SQLite's search backlog (ingested, not yet in the FTS index) counts for the ranking."""
+    tid = tenant.tenant_id
+    first = ingest(db, tid, FAMILY, ["zebra migration on monday"], index=False)
+    second = ingest(db, tid, FAMILY, ["a zebra, then a migration"], session_id="b", index=False)
+    answer, _ = ask(db, tenant, llm_settings(db, fake_llm))
+    assert [o.conversation_id for o in answer.conversations] == [first, second]
+    assert answer.source_conversation_ids == [first, second]
+
+
 def test_one_deadline_covers_every_conversation(
     db: Database, tenant: IssuedKey, conversations: dict[str, int], fake_llm: FakeAnthropicServer
 ) -> None:
