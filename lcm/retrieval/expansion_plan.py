@@ -127,8 +127,9 @@ def plan_expansion(
         scores.setdefault(scope[0], None)  # alone in scope: always expanded
     elif inputs.query:
         bounds = Bounds(inputs.tenant_id, None if scope is None else tuple(scope))
-        # One more than fits: whether matched conversations were left out.
-        wanted = inputs.top + 1
+        # A family's every match (so that no_match is true of the rest); over
+        # all conversations one more than fits: whether some were left out.
+        wanted = inputs.top + 1 if scope is None else max(len(scope), inputs.top + 1)
         for cid, score in rank_conversations(session, bounds, inputs.query, limits, wanted):
             scores.setdefault(cid, score)
     order = list(scores)

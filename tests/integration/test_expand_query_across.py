@@ -127,11 +127,14 @@ def test_the_best_ranked_conversations_are_expanded_and_the_rest_reported(
 def test_only_the_top_k_are_expanded_and_the_answer_says_truncated(
     db: Database, tenant: IssuedKey, conversations: dict[str, int], fake_llm: FakeAnthropicServer
 ) -> None:
+    also = ingest(db, tenant.tenant_id, FAMILY, ["a zebra; a migration"], session_id="s5")
     settings = llm_settings(db, fake_llm, expand_query_top_conversations=1)
     answer, grant = ask(db, tenant, settings)
     strong, none = conversations["strong"], conversations["none"]
+    # The weak matches were ranked below the top 1: not expanded, and not "no_match".
     assert statuses(answer) == [(strong, "answered"), (none, "no_match")]
-    assert answer.truncated  # the weak match was ranked below the top 1
+    assert answer.truncated
+    assert also not in {o.conversation_id for o in answer.conversations}
     assert grant.conversation_ids == [strong]
     assert len(fake_llm.requests) == 1
     assert not answer.answer.startswith("Conversation")  # one answer, no headings
