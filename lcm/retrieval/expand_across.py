@@ -28,6 +28,7 @@ from lcm.retrieval.answers import (
     ExpandQueryAnswer,
     ExpandQueryRequest,
     OutcomeError,
+    Usage,
 )
 from lcm.retrieval.expand_query import DeadlinePassed, ExpansionLlm, run_expand_query
 from lcm.retrieval.expansion_plan import ExpansionPlan, PlannedConversation
@@ -39,6 +40,17 @@ class LoopLimits:
     budget: int
 
 
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """What every conversation's loop shares, and where its usage goes."""
+
+    request: ExpandQueryRequest
+    llm: ExpansionLlm | None
+    limits: LoopLimits
+    clock: Callable[[], float]
+    spent: list[Usage]
+
+
 def run_plan(
     tools_for: Callable[[int], GrantedTools],
     plan: ExpansionPlan,
@@ -46,13 +58,22 @@ def run_plan(
     llm: ExpansionLlm | None,
     limits: LoopLimits,
     clock: Callable[[], float] = time.time,
+    spent: list[Usage] | None = None,
 ) -> ExpandQueryAnswer:
-    """Expand the plan's conversations in order; one answer with a per-conversation breakdown."""
+    """Expand the plan's conversations in order; one answer with a per-conversation breakdown.
+
+    Every model call's usage, failed loops' too, is appended to ``spent``
+    (the caller records it even when this raises) and is the answer's ``usage``.
+    """
+    spent = [] if spent is None else spent
     outcomes: list[ConversationOutcome] = []
     answered: list[tuple[PlannedConversation, ExpandQueryAnswer]] = []
     failures: list[LcmError] = []
     for planned in plan.expand:
-        outcome, answer = _expand_one(tools_for, planned, plan, request, llm, limits, clock)
+        mine: list[Usage] = []
+        run = Loop(request, llm, limits, clock, mine)
+        outcome, answer = _expand_one(tools_for, planned, plan, run)
+        spent += mine
         outcomes.append(outcome)
         if isinstance(answer, LcmError):
             failures.append(answer)
@@ -68,21 +89,19 @@ def run_plan(
     truncated = plan.not_expanded > 0 or any(
         o.status in (TIMED_OUT, SKIPPED_BUDGET, FAILED) for o in outcomes
     )
-    return _combine(answered, outcomes, truncated, plan, llm)
+    return _combine(answered, outcomes, truncated, plan, llm, spent)
 
 
 def _expand_one(
     tools_for: Callable[[int], GrantedTools],
     planned: PlannedConversation,
     plan: ExpansionPlan,
-    request: ExpandQueryRequest,
-    llm: ExpansionLlm | None,
-    limits: LoopLimits,
-    clock: Callable[[], float],
+    run: Loop,
 ) -> tuple[ConversationOutcome, ExpandQueryAnswer | LcmError | None]:
     base = ConversationOutcome(
         planned.conversation_id, planned.session_key, ANSWERED, planned.score
     )
+    clock = run.clock
     if clock() >= plan.deadline_at:
         error = OutcomeError("deadline_passed", "not reached before the deadline")
         return replace(base, status=TIMED_OUT, error=error), None
@@ -92,15 +111,16 @@ def _expand_one(
         if tools.remaining() == 0:
             error = OutcomeError("budget_spent", "the shared reading budget was spent")
             return replace(base, status=SKIPPED_BUDGET, error=error), None
-        asked = replace(request, summary_ids=planned.summary_ids)
+        asked = replace(run.request, summary_ids=planned.summary_ids)
         answer = run_expand_query(
             tools,
             asked,
-            llm,
-            max_turns=limits.max_turns,
-            budget=limits.budget,
+            run.llm,
+            max_turns=run.limits.max_turns,
+            budget=run.limits.budget,
             deadline_at=plan.deadline_at,
             clock=clock,
+            spent=run.spent,
         )
     except LcmError as exc:
         late = isinstance(exc, DeadlinePassed | SummarizerError) and clock() >= plan.deadline_at
@@ -130,6 +150,7 @@ def _combine(
     truncated: bool,
     plan: ExpansionPlan,
     llm: ExpansionLlm | None,
+    spent: list[Usage],
 ) -> ExpandQueryAnswer:
     answers = [a for _, a in answered]
     if len(answers) == 1:  # source_conversation_ids says which
@@ -145,7 +166,7 @@ def _combine(
         model=llm.model if llm is not None else (answers[0].model if answers else "offline"),
         turns=sum(a.turns for a in answers),
         tokens_read=sum(o.tokens for o in outcomes),
-        usage=[u for a in answers for u in a.usage],
+        usage=list(spent),
         source_conversation_ids=[p.conversation_id for p, _ in answered],
         conversations=outcomes,
         truncated=truncated,

@@ -79,19 +79,22 @@ def run_expand_query(
     budget: int,
     deadline_at: float | None = None,
     clock: Callable[[], float] = time.time,
+    spent: list[Usage] | None = None,
 ) -> ExpandQueryAnswer:
     """Answer ``request``; every read goes through ``tools`` (and so through the grant).
 
     ``deadline_at`` (seconds since the epoch) bounds the loop: no turn starts
     after it, and each model call may take only what is left of it
     (:class:`DeadlinePassed`, or the SDK's timeout as :class:`SummarizerError`).
+    Each call's usage is appended to ``spent`` as it is made, so a loop that
+    fails part way still accounts for what it cost.
     """
     if llm is None:
         log.info("no ANTHROPIC_API_KEY: expand-query answers OFFLINE from the best grep hits")
         return offline_answer(tools, request)
     messages: list[dict[str, Any]] = [{"role": "user", "content": _opening(request)}]
     system = SYSTEM_PROMPT.format(budget=budget, max_tokens=request.max_tokens)
-    usage: list[Usage] = []
+    usage: list[Usage] = [] if spent is None else spent
     for turn in range(1, max_turns + 2):
         # The last turn withholds the tools so the model must answer with what it read.
         final = turn > max_turns

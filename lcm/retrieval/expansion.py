@@ -24,7 +24,7 @@ from lcm.db.engine import Transaction
 from lcm.db.models import LlmUsage, Summary, utcnow
 from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted, NotFound
 from lcm.retrieval.agent_tools import GrantedTools, GrantEnded, to_jsonable
-from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
+from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest, Usage
 from lcm.retrieval.expand_across import LoopLimits, run_plan
 from lcm.retrieval.expand_query import ExpansionLlm
 from lcm.retrieval.expansion_lease import caller_session, hold_session, release_session
@@ -237,18 +237,18 @@ def execute_expand_query(
             only=frozenset({conversation_id}),
         )
 
-    answer: ExpandQueryAnswer | None = None
+    spent: list[Usage] = []
     try:
         loop = LoopLimits(settings.expand_query_max_turns, settings.expand_query_token_cap)
-        answer = run_plan(tools_for, plan, request, loop_llm, loop)
-        return answer
+        return run_plan(tools_for, plan, request, loop_llm, loop, spent=spent)
     finally:
         # Revoked even when the loop failed: a grant never outlives its loop.
+        # What the model calls cost is recorded whatever happened to them.
         with transaction() as session:
             revoke_grant(session, grant_id)
-            if answer is not None and answer.usage:
+            if spent:
                 GrantRepository(session).record_usage(
-                    LlmUsage.from_calls(tenant_id, None, "expansion", answer.usage)
+                    LlmUsage.from_calls(tenant_id, None, "expansion", spent)
                 )
 
 

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from lcm.db.engine import Database
-from lcm.db.models import ExpansionGrant, ExpansionLease, utcnow
+from lcm.db.models import ExpansionGrant, ExpansionLease, LlmUsage, utcnow
 from lcm.errors import ExpansionBusy
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
 from lcm.retrieval.expansion import execute_expand_query, start_expand_query
@@ -185,6 +185,22 @@ def test_one_deadline_covers_every_conversation(
     assert expanded[2].error.code == "deadline_passed"
     assert third in {o.conversation_id for o in answer.conversations}
     assert "Traceback" not in str(answer.conversations)
+
+
+def test_a_loop_cut_by_the_deadline_still_records_what_it_cost(
+    db: Database, tenant: IssuedKey, conversations: dict[str, int], fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.script([Behaviour.tool_use("grep", {"pattern": "zebra", "mode": "full_text"})])
+    fake_llm.set_default(Behaviour.ok(delay=3.0))  # the second turn outlives the deadline
+    request = ExpandQueryRequest(QUESTION.prompt, QUESTION.query, timeout_ms=1_000)
+    answer, _ = ask(db, tenant, llm_settings(db, fake_llm), request)
+    assert answer.conversations[0].status == "timed_out"
+    assert answer.conversations[0].tokens > 0
+    assert answer.source_conversation_ids == []
+    assert len(answer.usage) == 1  # the first turn's reply
+    with db.session() as s:
+        rows = s.scalars(select(LlmUsage).where(LlmUsage.purpose == "expansion")).all()
+    assert len(rows) == 1
 
 
 def test_the_reading_budget_is_shared_across_conversations(
