@@ -98,6 +98,11 @@ def _expand_one(
     plan: ExpansionPlan,
     run: Loop,
 ) -> tuple[ConversationOutcome, ExpandQueryAnswer | LcmError | None]:
+    """One conversation's outcome, with its answer, or the error that ended its loop.
+
+    ``None`` instead when it did not run (deadline, budget) or the deadline
+    cut it: no answer text, and nothing for the caller to raise.
+    """
     base = ConversationOutcome(
         planned.conversation_id, planned.session_key, ANSWERED, planned.score
     )
