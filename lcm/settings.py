@@ -267,7 +267,9 @@ class Settings(TenantSettings):
     expand_query_token_cap: int = Field(24_000, ge=1)
     expand_query_max_turns: int = Field(8, ge=1)
     expand_query_timeout_seconds: float = Field(120.0, gt=0)
-    expand_query_max_conversations: int = Field(2_000, ge=1)
+    # How many of the conversations in scope one expand-query expands (the best
+    # ranked); the upper bound keeps one call's loops within one deadline.
+    expand_query_top_conversations: int = Field(4, ge=1, le=32)
     # Expired or revoked grants are deleted by beat after this long (kept for audit).
     expansion_grant_retention_hours: float = Field(24.0, ge=0)
     expansion_sweep_interval_seconds: float = Field(300.0, gt=0)

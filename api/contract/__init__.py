@@ -97,6 +97,7 @@ from api.contract.tenant import (
     UsageOut,
 )
 from api.contract.tools import (
+    ConversationOutcome,
     ExpandedMessage,
     ExpandedNode,
     ExpandIn,
@@ -109,6 +110,7 @@ from api.contract.tools import (
     GrepMatch,
     GrepResult,
     Omitted,
+    OutcomeError,
     ScopeIn,
     SourceRange,
     SummaryDescription,
@@ -134,6 +136,7 @@ __all__ = [
     "Compaction",
     "ConversationItemOut",
     "ConversationListOut",
+    "ConversationOutcome",
     "ConversationStatus",
     "DoctorApplyIn",
     "DoctorApplyOut",
@@ -177,6 +180,7 @@ __all__ = [
     "NodeIdText",
     "NodeIds",
     "Omitted",
+    "OutcomeError",
     "Readiness",
     "RecalledSnippet",
     "RequestBody",

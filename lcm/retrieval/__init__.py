@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         file_content_page,
     )
     from lcm.retrieval.expansion import (
+        ExpansionCaller,
         abandon_expand_query,
         answer_granted_query,
         ask_expand_query,
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_FILE_PAGE_CHARS",
     "MAX_FILE_PAGE_CHARS",
     "ExpandQueryRequest",
+    "ExpansionCaller",
     "GrantEnded",
     "GrepQuery",
     "GrepResult",
@@ -82,6 +84,7 @@ __getattr__ = lazy_exports(
         ),
         "lcm.retrieval.expand": ("expand",),
         "lcm.retrieval.expansion": (
+            "ExpansionCaller",
             "abandon_expand_query",
             "answer_granted_query",
             "ask_expand_query",

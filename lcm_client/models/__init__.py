@@ -85,6 +85,7 @@ from lcm_client.models.tenant import (
     UsageOut,
 )
 from lcm_client.models.tools import (
+    ConversationOutcome,
     ExpandedMessage,
     ExpandedNode,
     ExpandIn,
@@ -97,6 +98,7 @@ from lcm_client.models.tools import (
     GrepMatch,
     GrepResult,
     Omitted,
+    OutcomeError,
     ScopeIn,
     SourceRange,
     SummaryDescription,
@@ -122,6 +124,7 @@ __all__ = [
     "Compaction",
     "ConversationItemOut",
     "ConversationListOut",
+    "ConversationOutcome",
     "ConversationStatus",
     "DoctorApplyIn",
     "DoctorApplyOut",
@@ -165,6 +168,7 @@ __all__ = [
     "NodeIdText",
     "NodeIds",
     "Omitted",
+    "OutcomeError",
     "Readiness",
     "RecalledSnippet",
     "RequestBody",
