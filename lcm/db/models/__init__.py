@@ -39,6 +39,7 @@ from lcm.db.models.work import (
     CompactionRun,
     ExpansionGrant,
     LlmUsage,
+    SummaryOperation,
     UsageCall,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "MessagePart",
     "Summary",
     "SummaryMessage",
+    "SummaryOperation",
     "SummaryParent",
     "Tenant",
     "TurnCommit",
