@@ -98,7 +98,9 @@ class Summary(Base):
     # An operator's rewrite (``lcm summary rewrite``, lcm/compaction/surgery.py)
     # replaced the content in place: when the last one did, and how many did.
     rewritten_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=None)
-    rewrites: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # No server default in the model: a pass writes every column (pass_statement.py);
+    # migration 0023 gave the rows before it a 0.
+    rewrites: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class SummaryMessage(Base):
