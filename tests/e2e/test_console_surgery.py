@@ -76,6 +76,7 @@ def test_rewrite_and_dissolve_forms(server: ConsoleServer) -> None:
     assert _rows(server.db_file, "SELECT rewrites FROM summaries WHERE id = ?", target) == [(1,)]
     shown = browser.get(done.headers["location"])
     assert 'id="done"' in shown.text
+    assert 'id="rewritten"' in shown.text  # the page says it was rewritten
 
     dissolved = browser.post(f"/console/summaries/{target}/dissolve", data={"csrf_token": csrf})
     assert dissolved.status_code == 303

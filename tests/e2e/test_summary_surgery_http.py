@@ -154,6 +154,8 @@ def scenario(http: Http, database: Database, tenant: IssuedKey, llm: FakeAnthrop
     ), op
     described = http.get(f"/v1/summaries/{target}", headers=auth(tenant)).json()
     assert "zanzibar" in described["content"]
+    assert described["rewrites"] == 1
+    assert described["rewritten_at"] is not None
     assert links(database) == before  # same id, same sources, same references
     grep = {"pattern": "zanzibar", "mode": "full_text", "scope": "summaries", "session_key": KEY}
     found = http.post("/v1/grep", json=grep, headers=auth(tenant)).json()["matches"]
@@ -188,6 +190,13 @@ def scenario(http: Http, database: Database, tenant: IssuedKey, llm: FakeAnthrop
     r = http.post(f"/v1/tenant/summaries/{leaf}/dissolve", json={}, headers=auth(tenant))
     assert r.status_code == 409
     assert r.json()["error"]["code"] == "leaf_summary"
+    reader = http.post(
+        "/v1/tenant/keys", json={"name": "reader", "scopes": ["read"]}, headers=auth(tenant)
+    )
+    assert reader.status_code in (200, 201), reader.text
+    read_only = {"Authorization": f"Bearer {reader.json()['api_key']}"}
+    r = http.post(f"/v1/tenant/summaries/{leaf}/rewrite", json={}, headers=read_only)
+    assert r.status_code == 403  # surgery needs the admin scope
     other = new_tenant(database, "other")
     r = http.post(f"/v1/tenant/summaries/{leaf}/rewrite", json={}, headers=auth(other))
     assert r.status_code == 404

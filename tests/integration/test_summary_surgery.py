@@ -390,3 +390,22 @@ def test_extractive_deployment_rewrites_without_an_llm(
     )
     assert op.status == "done", op.error
     assert get(db, target.id).rewrites == 1
+
+
+def test_later_debt_replaces_a_surgery_reason_so_the_chain_sweeps_after_it(
+    db: Database, tenant: IssuedKey
+) -> None:
+    """A surgery alone ends its chain; any debt that arrives before it runs replaces the reason."""
+    cid = fill(db, tenant.tenant_id, 20)
+    with db.transaction() as s:
+        record_debt(s, tenant.tenant_id, cid, "surgery", None)
+    with db.transaction() as s:
+        record_debt(s, tenant.tenant_id, cid, "threshold", 1_000)
+    with db.session() as s:
+        debt = s.get(CompactionDebt, cid)
+        assert debt is not None
+        assert (debt.reason, debt.status) == ("threshold", "pending")
+    with db.transaction() as s:
+        record_debt(s, tenant.tenant_id, cid, "surgery", None)  # does not hide the sweep owed
+    with db.session() as s:
+        assert s.get(CompactionDebt, cid).reason == "threshold"  # type: ignore[union-attr]
