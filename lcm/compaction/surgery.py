@@ -105,8 +105,12 @@ class SummarySurgery:
         )
 
     def next_target(self, conversation_id: int) -> SurgeryTarget | None:
-        """The next pass of the oldest pending operation; ``None`` when none is pending."""
-        with self.engine.transaction() as session:
+        """The next pass of the oldest pending operation; ``None`` when none is pending.
+
+        Every chain's first pass asks, so this is a read session (on SQLite no
+        write lock is taken); the pass's write re-checks what it read here.
+        """
+        with self.engine.reads() as session:
             repo = SurgeryRepository(session)
             operation = repo.next_pending(conversation_id)
             if operation is None:
