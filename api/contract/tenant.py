@@ -165,12 +165,14 @@ class DoctorApplyOut(BaseModel):
 
 # --- summary surgery ---------------------------------------------------------------------
 
+MAX_INSTRUCTIONS_CHARS = 4000  # lcm.surgery's (tests/unit/test_client_contract.py)
+
 
 class SummaryRewriteIn(RequestBody):
     """Rewrite a summary with the LLM: its id, sources and references stay, its text changes."""
 
     subtree: bool = False  # also every summary below it, bottom-up
-    instructions: Annotated[Text, Field(max_length=4000)] | None = None  # added to the prompt
+    instructions: Annotated[Text, Field(max_length=MAX_INSTRUCTIONS_CHARS)] | None = None
     # true waits LCM_COMPACT_WAIT_SECONDS; a number waits that long (capped by the server).
     wait: bool | Annotated[float, Field(ge=0, le=86_400)] = False
 

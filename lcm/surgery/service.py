@@ -29,7 +29,7 @@ from lcm.compaction import (
 from lcm.completions import Completions, debt_key
 from lcm.db.engine import Transaction
 from lcm.db.models import SummaryOperation
-from lcm.errors import Conflict, NotFound
+from lcm.errors import Conflict, InvalidInput, NotFound
 
 MAX_INSTRUCTIONS_CHARS = 4_000
 
@@ -85,6 +85,8 @@ def request_surgery(session: Session, tenant_id: str, ask: SurgeryAsk, *, mode: 
     or of a summary not in the current context. The pass checks again when
     it runs: the context may change before then.
     """
+    if ask.instructions is not None and len(ask.instructions) > MAX_INSTRUCTIONS_CHARS:
+        raise InvalidInput(f"instructions are over {MAX_INSTRUCTIONS_CHARS} characters")
     repo = SurgeryRepository(session)
     summary = repo.summary(ask.summary_id, tenant_id)
     if summary is None:

@@ -31,7 +31,7 @@ from lcm.db.models import (
     SummaryMessage,
     SummaryParent,
 )
-from lcm.errors import Conflict, NotFound
+from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.settings import CompactionSettings, Settings
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.llm import Breakers
@@ -278,6 +278,8 @@ def test_refusals(db: Database, tenant: IssuedKey, llm: FakeAnthropicServer, dag
     assert refused.value.code == "not_in_context"
     with pytest.raises(NotFound):
         surgery(db, llm, tenant, SurgeryAsk("sum_0000000000000000", "rewrite"))
+    with pytest.raises(InvalidInput):
+        surgery(db, llm, tenant, SurgeryAsk(leaf.id, "rewrite", instructions="x" * 4001))
     from tests.conftest import new_tenant
 
     other = new_tenant(db, "other")
