@@ -218,6 +218,50 @@ def test_surgery_over_http_on_postgres_with_a_real_worker(
         scenario(http, pg_db, tenant, llm)
 
 
+@pytest.mark.celery
+def test_a_subtree_rewrite_and_a_sweep_sent_together_on_real_workers(
+    pg_db: Database, llm_worker: None, llm: FakeAnthropicServer
+) -> None:
+    """A turn's sweep and a rewrite reach the workers at once: they share one leased chain.
+
+    The worker runs four threads, so both wake-ups are taken at the same
+    time; the debt row's lease lets one chain through, which runs the
+    rewrite's passes and the sweep's. Every summary the rewrite targeted is
+    rewritten once, and the DAG is lossless and its counts consistent.
+    """
+    from api.app import create_app
+    from workers.link import CeleryLink
+
+    tenant = new_tenant(pg_db)
+    settings = pg_db.settings.model_copy(update={"compact_wait_max_seconds": 60})
+    app = create_app(settings, link=CeleryLink(), database=pg_db, broker_ping=lambda: True)
+    with TestClient(app, raise_server_exceptions=False) as http:
+        llm.set_default("ok")
+        build_dag(http, tenant)
+        cid, target, _ = condensed_in_context(pg_db)
+        llm.set_default(Behaviour.ok(delay=0.05))
+        more = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": words(i)}
+            for i in range(48, 80)
+        ]
+        turn = {"messages": more, "token_budget": 2_000}
+        r = http.post(f"/v1/conversations/{KEY}/turns", json=turn, headers=auth(tenant))
+        assert r.json()["compaction"] == "scheduled", r.text
+        ask = {"subtree": True}
+        r = http.post(f"/v1/tenant/summaries/{target}/rewrite", json=ask, headers=auth(tenant))
+        assert r.status_code == 200, r.text
+        op = settled(http, tenant, r.json())
+        assert op["status"] == "done", op
+        r = http.post(f"/v1/conversations/{KEY}/compact", json={"wait": 60}, headers=auth(tenant))
+        assert r.json()["status"] == "done", r.text
+    with pg_db.session() as s:
+        rows = s.execute(select(Summary.id, Summary.rewrites).where(Summary.id.in_(op["targets"])))
+        rewrites = {summary_id: count for summary_id, count in rows}
+    assert rewrites == dict.fromkeys(op["targets"], 1)  # each once: no two runners at once
+    assert_lossless(pg_db, cid)
+    assert_tokens_consistent(pg_db, cid)
+
+
 def test_surgery_over_http_on_sqlite_embedded(
     sqlite_db: Database, llm: FakeAnthropicServer, tmp_path: Path
 ) -> None:
