@@ -36,7 +36,7 @@ from lcm.compaction.steps import Step, StepAction
 from lcm.compaction.surgery_repository import DONE, FAILED, PENDING, SurgeryRepository
 from lcm.compaction.sweep import ChainPosition
 from lcm.context_store.repository import summary_view
-from lcm.db.models import ContextItem, SummaryOperation, utcnow
+from lcm.db.models import ContextItem, Summary, SummaryOperation, utcnow
 from lcm.errors import ContextChanged, StaleLease
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import SummaryResult
@@ -199,12 +199,14 @@ class SummarySurgery:
             raise SurgeryFailed(f"the LLM is unusable ({result.degraded}); summary unchanged")
         duration_ms = int((time.perf_counter() - started) * 1000)
         with self.engine.transaction() as session:
-            tokens = _store_rewrite(session, tenant_id, conversation_id, target, result, fence)
+            summary, tokens = _store_rewrite(
+                session, tenant_id, conversation_id, target, result, fence
+            )
             record_pass(
                 CompactionRepository(session),
                 tenant_id,
                 conversation_id,
-                SurgeryRepository(session).summary_locked(target.summary_id),  # type: ignore[arg-type]
+                summary,
                 target.source_tokens,
                 result.token_count,
                 result,
@@ -268,8 +270,8 @@ def _store_rewrite(
     target: SurgeryTarget,
     result: SummaryResult,
     fence: FenceCheck,
-) -> int:
-    """The new text in place, checked; what the summary's context item costs now."""
+) -> tuple[Summary, int]:
+    """The new text in place, checked; the summary and what its context item costs now."""
     _check(session, conversation_id, target, fence)
     operation = _pending(session, target)
     summary = SurgeryRepository(session).summary_locked(target.summary_id)
@@ -292,7 +294,7 @@ def _store_rewrite(
         _finish(operation, DONE, None)
     else:
         operation.updated_at = utcnow()
-    return tokens
+    return summary, tokens
 
 
 def _check(
