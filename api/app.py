@@ -23,6 +23,7 @@ from api.routes import (
     health,
     keys,
     lifecycle,
+    surgery,
     tenant,
     tools,
 )
@@ -77,6 +78,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(tenant.router)
     app.include_router(doctor.router)
+    app.include_router(surgery.router)
     app.include_router(keys.router)
     app.include_router(bootstrap.router)
     app.include_router(lifecycle.router)  # before conversations: its paths are more specific

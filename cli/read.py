@@ -193,7 +193,7 @@ def summary_show(
     table = Table(show_header=False, title=f"{found.id} ({found.kind}, depth {found.depth})")
     for name in ("conversation_id", "session_key", "token_count", "source_token_count",
                  "descendant_count", "earliest_at", "latest_at", "created_at", "model",
-                 "escalation", "in_context", "file_ids"):  # fmt: skip
+                 "escalation", "in_context", "rewritten_at", "rewrites", "file_ids"):  # fmt: skip
         table.add_row(name, Text(str(shown[name])))  # stored text: never rich markup
     sources = found.source_messages
     table.add_row(

@@ -43,6 +43,8 @@ class JobType:
 LEAF = JobType("compaction.leaf", "compaction")
 CONDENSE = JobType("compaction.condense", "compaction")
 REPAIR = JobType("compaction.repair", "compaction")
+# An operator's summary surgery (rewrite, dissolve): a pass of the same chain.
+SURGERY = JobType("compaction.surgery", "compaction")
 COMPACTION_RECONCILE = JobType("compaction.reconcile", "compaction")
 SUMMARIZE_FILE = JobType("files.summarize", "files")
 FILES_RECONCILE = JobType("files.reconcile", "files")
@@ -57,6 +59,7 @@ JOB_TYPES = (
     LEAF,
     CONDENSE,
     REPAIR,
+    SURGERY,
     COMPACTION_RECONCILE,
     SUMMARIZE_FILE,
     FILES_RECONCILE,
@@ -68,7 +71,7 @@ JOB_TYPES = (
 )
 
 # The pass job for each kind of pass a sweep hands the lease to.
-PASS_JOBS = {"leaf": LEAF, "condensed": CONDENSE, "repair": REPAIR}
+PASS_JOBS = {"leaf": LEAF, "condensed": CONDENSE, "repair": REPAIR, "surgery": SURGERY}
 
 
 # The jobs the domain asks for through the outbox: the payload (ids only, the

@@ -51,6 +51,9 @@ from lcm_client.models import (
     SessionResetIn,
     SessionResetOut,
     SummaryDescription,
+    SummaryDissolveIn,
+    SummaryOperationOut,
+    SummaryRewriteIn,
     TenantSettingsOut,
     TurnIn,
     TurnOut,
@@ -283,6 +286,28 @@ class AsyncLcmClient:
     async def doctor_apply(self, body: DoctorApplyIn | None = None) -> DoctorApplyOut:
         """Re-summarize degraded summaries with the LLM (a leased job per conversation)."""
         return await self.send(calls.doctor_apply(body or DoctorApplyIn()))
+
+    async def rewrite_summary(
+        self, summary_id: str, body: SummaryRewriteIn | None = None
+    ) -> SummaryOperationOut:
+        """Rewrite a summary with the LLM in place, as a leased job (admin key)."""
+        call = calls.rewrite_summary(
+            summary_id, body or SummaryRewriteIn(), self.compact_wait_seconds
+        )
+        return await self.send(call)
+
+    async def dissolve_summary(
+        self, summary_id: str, body: SummaryDissolveIn | None = None
+    ) -> SummaryOperationOut:
+        """Put a condensed summary's sources back in the context, as a leased job (admin key)."""
+        call = calls.dissolve_summary(
+            summary_id, body or SummaryDissolveIn(), self.compact_wait_seconds
+        )
+        return await self.send(call)
+
+    async def summary_operation(self, operation_id: str) -> SummaryOperationOut:
+        """A surgery operation as it is now (admin key)."""
+        return await self.send(calls.summary_operation(operation_id))
 
     async def health(self) -> Health:
         return await self.send(calls.health())

@@ -58,6 +58,9 @@ from lcm_client.models import (
     SessionResetIn,
     SessionResetOut,
     SummaryDescription,
+    SummaryDissolveIn,
+    SummaryOperationOut,
+    SummaryRewriteIn,
     TenantSettingsOut,
     TurnIn,
     TurnOut,
@@ -229,6 +232,38 @@ def doctor(conversation_id: int | None = None) -> Call[DoctorOut]:
 def doctor_apply(body: DoctorApplyIn) -> Call[DoctorApplyOut]:
     # Owing a repair twice coalesces on the conversation's one debt row.
     return Call("POST", "/v1/tenant/doctor/apply", DoctorApplyOut, _body(body))
+
+
+def _surgery(
+    summary_id: str, action: str, body: BaseModel, wait: bool | float, default: float
+) -> Call[SummaryOperationOut]:
+    waits = default if wait is True else float(wait or 0)
+    return Call(
+        "POST",
+        f"/v1/tenant/summaries/{quote(summary_id, safe='')}/{action}",
+        SummaryOperationOut,
+        _body(body),
+        # Each request stores an operation of its own: sent twice, it runs twice.
+        replayable=False,
+        slow_seconds=waits or None,
+    )
+
+
+def rewrite_summary(
+    summary_id: str, body: SummaryRewriteIn, default_wait_seconds: float
+) -> Call[SummaryOperationOut]:
+    return _surgery(summary_id, "rewrite", body, body.wait, default_wait_seconds)
+
+
+def dissolve_summary(
+    summary_id: str, body: SummaryDissolveIn, default_wait_seconds: float
+) -> Call[SummaryOperationOut]:
+    return _surgery(summary_id, "dissolve", body, body.wait, default_wait_seconds)
+
+
+def summary_operation(operation_id: str) -> Call[SummaryOperationOut]:
+    path = f"/v1/tenant/operations/{quote(operation_id, safe='')}"
+    return Call("GET", path, SummaryOperationOut)
 
 
 def health() -> Call[Health]:

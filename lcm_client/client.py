@@ -50,6 +50,9 @@ from lcm_client.models import (
     SessionResetIn,
     SessionResetOut,
     SummaryDescription,
+    SummaryDissolveIn,
+    SummaryOperationOut,
+    SummaryRewriteIn,
     TenantSettingsOut,
     TurnIn,
     TurnOut,
@@ -284,6 +287,28 @@ class LcmClient:
     def doctor_apply(self, body: DoctorApplyIn | None = None) -> DoctorApplyOut:
         """Re-summarize degraded summaries with the LLM (a leased job per conversation)."""
         return self.send(calls.doctor_apply(body or DoctorApplyIn()))
+
+    def rewrite_summary(
+        self, summary_id: str, body: SummaryRewriteIn | None = None
+    ) -> SummaryOperationOut:
+        """Rewrite a summary with the LLM in place, as a leased job (admin key)."""
+        call = calls.rewrite_summary(
+            summary_id, body or SummaryRewriteIn(), self.compact_wait_seconds
+        )
+        return self.send(call)
+
+    def dissolve_summary(
+        self, summary_id: str, body: SummaryDissolveIn | None = None
+    ) -> SummaryOperationOut:
+        """Put a condensed summary's sources back in the context, as a leased job (admin key)."""
+        call = calls.dissolve_summary(
+            summary_id, body or SummaryDissolveIn(), self.compact_wait_seconds
+        )
+        return self.send(call)
+
+    def summary_operation(self, operation_id: str) -> SummaryOperationOut:
+        """A surgery operation as it is now (admin key)."""
+        return self.send(calls.summary_operation(operation_id))
 
     def health(self) -> Health:
         return self.send(calls.health())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from api.console import operations, pages, signin
+from api.console import operations, pages, signin, surgery
 from api.console.headers import ConsoleHeaders
 from api.console.rendering import HERE
 
@@ -16,4 +16,5 @@ def install(app: FastAPI) -> None:
     app.include_router(signin.router)
     app.include_router(pages.router)
     app.include_router(operations.router)
+    app.include_router(surgery.router)
     app.mount("/console/static", StaticFiles(directory=HERE / "static"), name="console-static")

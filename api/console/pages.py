@@ -98,6 +98,7 @@ def summary(
     console: ConsoleUser,
     session: ReadSessionDep,
     offset: Annotated[Int64, Query(ge=0, le=10_000_000)] = 0,
+    done: Annotated[Text, Query(max_length=100)] = "",
 ) -> HTMLResponse:
     described = describe_summary(session, console.principal.tenant_id, summary_id)
     sources, source_total = (
@@ -112,6 +113,7 @@ def summary(
         source_total=source_total,
         offset=offset,
         page_size=PAGE_SIZE,
+        done=done or None,
     )
 
 

@@ -114,6 +114,9 @@ class SummaryDescription(BaseModel):
     children: list[str]
     source_messages: SourceRange
     in_context: bool
+    # An operator's rewrite: when the last one was, how many (added fields).
+    rewritten_at: datetime | None = None
+    rewrites: int = 0
 
 
 class FileContent(BaseModel):

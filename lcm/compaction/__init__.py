@@ -13,7 +13,15 @@ if TYPE_CHECKING:
         DebtRepository,
         debt_overview,
     )
-    from lcm.compaction.debt_statements import DONE, FAILED, PENDING, REPAIR, RUNNING, DebtStatus
+    from lcm.compaction.debt_statements import (
+        DONE,
+        FAILED,
+        PENDING,
+        REPAIR,
+        RUNNING,
+        SURGERY,
+        DebtStatus,
+    )
     from lcm.compaction.engine import CompactionEngine, PassOutcome
     from lcm.compaction.inline import compact_now, run_inline
     from lcm.compaction.jobs import CompactionJobs
@@ -29,6 +37,7 @@ if TYPE_CHECKING:
     )
     from lcm.compaction.source import new_summary_id
     from lcm.compaction.steps import Step, StepAction
+    from lcm.compaction.surgery_repository import SurgeryRepository
     from lcm.compaction.sweep import ChainPosition
 
 __all__ = [
@@ -37,6 +46,7 @@ __all__ = [
     "PENDING",
     "REPAIR",
     "RUNNING",
+    "SURGERY",
     "UNFINISHED",
     "ChainPosition",
     "CompactionEngine",
@@ -48,6 +58,7 @@ __all__ = [
     "PassOutcome",
     "Step",
     "StepAction",
+    "SurgeryRepository",
     "compact_now",
     "context_token_total",
     "debt_overview",
@@ -80,6 +91,7 @@ __getattr__ = lazy_exports(
             "PENDING",
             "REPAIR",
             "RUNNING",
+            "SURGERY",
         ),
         "lcm.compaction.engine": ("CompactionEngine", "PassOutcome"),
         "lcm.compaction.inline": ("compact_now", "run_inline"),
@@ -96,6 +108,7 @@ __getattr__ = lazy_exports(
         ),
         "lcm.compaction.source": ("new_summary_id",),
         "lcm.compaction.steps": ("Step", "StepAction"),
+        "lcm.compaction.surgery_repository": ("SurgeryRepository",),
         "lcm.compaction.sweep": ("ChainPosition",),
     },
 )

@@ -53,6 +53,10 @@ PENDING, RUNNING, DONE, FAILED = (
 # Debt reason of a doctor repair chain (``lcm/doctor``): re-summarize the
 # conversation's degraded summaries, then go on as a sweep.
 REPAIR = "repair"
+# Debt reason of an operator's summary surgery (``lcm/surgery``): its passes
+# run first; a chain owed for nothing else then ends instead of sweeping, so a
+# dissolved summary's sources are not condensed again at once.
+SURGERY = "surgery"
 
 
 def claim_params(owner: str, now: datetime, lease: timedelta) -> dict[str, Any]:
@@ -168,7 +172,11 @@ def _owe_statement(insert: Any) -> Any:
             "updated_at": new.updated_at,
             # Settled debt starts over with the new reason; otherwise only a
             # repair, manual or overflow debt, or a given target, replaces it.
-            "reason": case((sets_reason | settled, new.reason), else_=old.reason),
+            # Any debt replaces a surgery: its chain then sweeps once the
+            # surgery is done instead of ending (``lcm/compaction/surgery.py``).
+            "reason": case(
+                (sets_reason | settled | (old.reason == SURGERY), new.reason), else_=old.reason
+            ),
             "target_tokens": case((replaces_target, new.target_tokens), else_=old.target_tokens),
             "status": case((settled, PENDING), else_=old.status),
             "attempts": case((settled, 0), else_=old.attempts),

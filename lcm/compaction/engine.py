@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -183,23 +183,29 @@ class CompactionEngine:
         previous_context: str | None,
         settings: CompactionSettings | TenantSettings,
         must_beat_tokens: int | None = None,
+        instructions: str | None = None,
     ) -> SummaryResult:
         """One summary at the tenant's effective settings, offline once its LLM budget is spent.
 
         The spend guard reads ``llm_usage`` in its own short transaction,
         before the call: no transaction is open while the LLM works.
+        ``instructions`` (an operator's rewrite) follow the tenant's own.
         """
         offline = False
         if isinstance(settings, TenantSettings) and settings.llm_daily_token_budget is not None:
             with self.transaction() as session:
                 offline = llm_budget_exhausted(session, tenant_id, settings, "summary")
+        policy = SummaryPolicy.of(settings, offline=offline)
+        if instructions and instructions.strip():
+            own = policy.custom_instructions or ""
+            policy = replace(policy, custom_instructions=f"{own}\n\n{instructions}".strip())
         return self.summarizer.summarize(
             source_text,
             depth=depth,
             target_tokens=target_tokens,
             previous_context=previous_context,
             must_beat_tokens=must_beat_tokens,
-            policy=SummaryPolicy.of(settings, offline=offline),
+            policy=policy,
         )
 
     def _commit(

@@ -23,13 +23,14 @@ from sqlalchemy.orm import Session
 from lcm.compaction.call_guard import guard_wait, lookback
 from lcm.compaction.claims import LeaseClaims
 from lcm.compaction.debt_repository import Claim, DebtRepository
-from lcm.compaction.debt_statements import FAILED, REPAIR
+from lcm.compaction.debt_statements import FAILED, REPAIR, SURGERY
 from lcm.compaction.engine import CompactionEngine, PassOutcome
 from lcm.compaction.pass_log import log_pass
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repair import SummaryRepair
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.steps import Step, StepAction
+from lcm.compaction.surgery import SURGERY_PASS, SummarySurgery
 from lcm.compaction.sweep import (
     ChainPosition,
     applied,
@@ -65,6 +66,7 @@ class CompactionJobs:
         self.clock = clock
         self.claims = LeaseClaims(transaction, settings, owner, clock, engine.reads)
         self.repairs = SummaryRepair(engine)
+        self.surgery = SummarySurgery(engine)
 
     def wake(self, conversation_id: int, kind: str | None = None) -> Step:
         """Claim pending (or abandoned) debt and run the sweep's first pass."""
@@ -93,7 +95,7 @@ class CompactionJobs:
         if claim.attempts >= self.settings.max_attempts:
             return self._fail(claim, "gave up: the lease expired too many times")
         start = ChainPosition.start(before, self.clock().timestamp())
-        step = self._run(claim, settings, before, kind, start)
+        step = self._run(claim, settings, before, kind, start, first=True)
         if claim.enqueued_at is None:
             return step
         lag = max(0.0, (self.clock() - claim.enqueued_at).total_seconds())
@@ -126,9 +128,18 @@ class CompactionJobs:
         before: list[ContextEntry],
         kind: str | None,
         position: ChainPosition,
+        *,
+        first: bool = False,
     ) -> Step:
         """One pass under ``claim``. A job of another ``kind`` hands the lease over instead."""
         add_log_fields(tenant_id=claim.tenant_id, conversation_id=claim.conversation_id)
+        # Surgery is looked for when a chain starts and by its own passes only.
+        if first or kind in (None, SURGERY_PASS):
+            operated = self.surgery.step(claim, settings, kind, position, self._fence(claim))
+            if operated is not None:
+                return operated
+            if claim.reason == SURGERY:  # owed for nothing else: no sweep after it
+                return self._after(claim, None, None, position)
         if claim.reason == REPAIR:
             repaired = self._repair(claim, settings, kind, position)
             if repaired is not None:

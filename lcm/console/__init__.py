@@ -7,7 +7,11 @@ from typing import TYPE_CHECKING
 from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from lcm.console.actions import owe_manual_compaction, retry_conversation
+    from lcm.console.actions import (
+        operate_on_summary,
+        owe_manual_compaction,
+        retry_conversation,
+    )
     from lcm.console.dag_layout import lay_out
     from lcm.console.repository import ConsoleRepository
     from lcm.console.views import (
@@ -31,6 +35,7 @@ __all__ = [
     "leaf_sources",
     "live_debts",
     "message_page",
+    "operate_on_summary",
     "owe_manual_compaction",
     "retry_conversation",
     "run_timeline",
@@ -39,7 +44,11 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "lcm.console.actions": ("owe_manual_compaction", "retry_conversation"),
+        "lcm.console.actions": (
+            "operate_on_summary",
+            "owe_manual_compaction",
+            "retry_conversation",
+        ),
         "lcm.console.dag_layout": ("lay_out",),
         "lcm.console.repository": ("ConsoleRepository",),
         "lcm.console.views": (

@@ -31,6 +31,7 @@ from lcm.db.models import (
     MessagePart,
     Summary,
     SummaryMessage,
+    SummaryOperation,
     SummaryParent,
     Tenant,
     TurnCommit,
@@ -219,6 +220,7 @@ class ErasureRepository:
                 )
             ),
             delete(CompactionRun).where(CompactionRun.conversation_id.in_(ids)),
+            delete(SummaryOperation).where(SummaryOperation.conversation_id.in_(ids)),
             # Usage is billing history: it stays, no longer linked to the conversation.
             update(LlmUsage).where(LlmUsage.conversation_id.in_(ids)).values(conversation_id=None),
             delete(Conversation).where(Conversation.id.in_(ids)),

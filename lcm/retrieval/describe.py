@@ -53,6 +53,9 @@ class SummaryDescription:
     children: list[str]
     source_messages: SourceRange
     in_context: bool
+    # An operator's rewrite (``lcm summary rewrite``): when the last one was, how many.
+    rewritten_at: datetime | None = None
+    rewrites: int = 0
 
 
 DEFAULT_FILE_PAGE_CHARS = 1_000_000
@@ -138,6 +141,8 @@ def describe_summary(
         children=repo.condensed_into(summary_id),
         source_messages=source_range(repo, [summary_id]),
         in_context=repo.in_context(summary_id),
+        rewritten_at=summary.rewritten_at,
+        rewrites=summary.rewrites or 0,
     )
 
 

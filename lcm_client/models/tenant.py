@@ -158,3 +158,37 @@ class DoctorApplyOut(BaseModel):
     status: Literal["none", "scheduled", "ran"]  # the LLM repairs of degraded summaries
     conversations: list[int]  # those owed a repair
     repaired: list[DoctorRepairOut] = []
+
+
+# --- summary surgery ---------------------------------------------------------------------
+
+
+class SummaryRewriteIn(RequestBody):
+    """Rewrite a summary with the LLM: its id, sources and references stay, its text changes."""
+
+    subtree: bool = False  # also every summary below it, bottom-up
+    instructions: Annotated[Text, Field(max_length=4000)] | None = None  # added to the prompt
+    # true waits LCM_COMPACT_WAIT_SECONDS; a number waits that long (capped by the server).
+    wait: bool | Annotated[float, Field(ge=0, le=86_400)] = False
+
+
+class SummaryDissolveIn(RequestBody):
+    """Put a condensed summary's sources back in the context in its place."""
+
+    wait: bool | Annotated[float, Field(ge=0, le=86_400)] = False
+
+
+class SummaryOperationOut(BaseModel):
+    """A surgery operation: ``pending`` until its leased pass ran, then ``done`` or ``failed``."""
+
+    operation_id: str
+    conversation_id: int
+    summary_id: str
+    action: Literal["rewrite", "dissolve"]
+    subtree: bool
+    status: Literal["pending", "done", "failed"]
+    targets: list[str]  # the summaries a rewrite rewrites, bottom-up
+    done: int  # how many of them are rewritten
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None

@@ -103,6 +103,14 @@ try {
   assert.match(await target.textContent(), new RegExp(c.marker));
   check("search lands on the marked message");
 
+  // Summary surgery: the rewrite form on a summary's page (its CSRF token included).
+  await page.goto(`${c.base}/console/summaries/${c.top_id}`);
+  await page.click("#surgery > summary");
+  await page.fill('#rewrite-form textarea[name="instructions"]', "Keep the file names.");
+  await Promise.all([page.waitForLoadState("load"), page.click("#rewrite-form button")]);
+  assert.match(await page.textContent("#done"), /rewrite-op_[0-9a-f]{16}-(pending|done)/);
+  check("a summary's rewrite form asks for a leased rewrite");
+
   await page.goto(`${c.base}/console/live`);
   await shot(page, "console-live");
   const noToken = await a.request.post(`${c.base}/console/live/compact`, {

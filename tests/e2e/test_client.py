@@ -24,6 +24,7 @@ from lcm.tenants.service import IssuedKey
 from lcm_client import (
     AsyncLcmClient,
     BadRequest,
+    Conflict,
     LcmClient,
     NotFound,
     Unauthorized,
@@ -42,6 +43,8 @@ from lcm_client.models import (
     MessagesIn,
     SessionResetIn,
     SummaryDescription,
+    SummaryDissolveIn,
+    SummaryRewriteIn,
     TurnIn,
 )
 from tests import servers
@@ -143,6 +146,16 @@ def scenario(call: Call, key: str) -> None:
     answer = call("expand_query", question)
     assert answer.offline is True
     assert answer.cited_ids
+
+    # Summary surgery (admin): a leased job per operation, polled by its id.
+    rewritten = call("rewrite_summary", summary_id, SummaryRewriteIn(wait=30))
+    assert (rewritten.status, rewritten.targets) == ("done", [summary_id])
+    assert call("summary_operation", rewritten.operation_id).status == "done"
+    assert call("describe_summary", summary_id).rewrites == 1
+    leaf = summary_id if described.kind == "leaf" else call("describe", summary_id).parents[0]
+    with pytest.raises(Conflict) as refused:
+        call("dissolve_summary", leaf, SummaryDissolveIn())
+    assert refused.value.code in ("leaf_summary", "not_in_context")
 
     big = "\n".join(f"line {i}: config value {i * 7}" for i in range(400))
     attached = MessageIn(role="user", content=f'<file name="conf.txt">{big}</file>', id="f1")

@@ -273,4 +273,4 @@ def test_console_in_chromium(browser_env: OpenClawEnv, server: ConsoleServer) ->
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-10000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(report["checks"]) == 11, report
+    assert len(report["checks"]) == 12, report

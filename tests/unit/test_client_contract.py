@@ -16,6 +16,7 @@ from lcm.db.models.conversations import HOST_CURSOR_MAX
 from lcm.retrieval.expand import MAX_SUMMARY_IDS
 from lcm.retrieval.grep import MAX_LIMIT
 from lcm.settings import MAX_TOKENS
+from lcm.surgery import MAX_INSTRUCTIONS_CHARS
 from lcm_client.retries import RetryPolicy, retry_after
 
 
@@ -24,6 +25,7 @@ def test_contract_limits_are_the_domains() -> None:
     assert contract.MAX_GREP_LIMIT == MAX_LIMIT
     assert contract.MAX_SUMMARY_IDS == MAX_SUMMARY_IDS
     assert contract.HOST_CURSOR_MAX == HOST_CURSOR_MAX  # the column's length
+    assert contract.tenant.MAX_INSTRUCTIONS_CHARS == MAX_INSTRUCTIONS_CHARS
 
 
 def _response(status: int, value: str | None) -> httpx.Response:

@@ -15,7 +15,7 @@ from lcm.compaction.reconcile import keep_fair_queue, overdue_debts
 from lcm.compaction.steps import Step, StepAction
 from lcm.compaction.sweep import ChainPosition
 from lcm.completions import debt_key
-from lcm.job_types import COMPACTION_RECONCILE, CONDENSE, LEAF, REPAIR
+from lcm.job_types import COMPACTION_RECONCILE, CONDENSE, LEAF, REPAIR, SURGERY
 from workers import completions, metrics, runtime, sender
 from workers.celery_app import app
 
@@ -92,6 +92,14 @@ def repair(
 ) -> str:
     """One doctor repair: a degraded summary re-summarized in place (``lcm doctor --apply``)."""
     return _run(conversation_id, fencing_token, "repair", chain)
+
+
+@app.task(name=SURGERY.name, ignore_result=True)
+def surgery(
+    conversation_id: int, fencing_token: int | None = None, chain: list[float] | None = None
+) -> str:
+    """One pass of an operator's summary surgery (``lcm summary rewrite|dissolve``)."""
+    return _run(conversation_id, fencing_token, "surgery", chain)
 
 
 def _run(

@@ -40,6 +40,7 @@ from lcm.db.models.work import (
     ExpansionGrant,
     ExpansionLease,
     LlmUsage,
+    SummaryOperation,
     UsageCall,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "MessagePart",
     "Summary",
     "SummaryMessage",
+    "SummaryOperation",
     "SummaryParent",
     "Tenant",
     "TurnCommit",

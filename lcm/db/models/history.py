@@ -99,6 +99,12 @@ class Summary(Base):
     # was spent: extractive). NULL for a normal summary. ``lcm doctor --apply``
     # re-summarizes these in place once the LLM answers again.
     degraded: Mapped[str | None] = mapped_column(String(16), default=None)
+    # An operator's rewrite (``lcm summary rewrite``, lcm/compaction/surgery.py)
+    # replaced the content in place: when the last one did, and how many did.
+    rewritten_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=None)
+    # No server default in the model: a pass writes every column (pass_statement.py);
+    # migration 0021 gave the rows before it a 0.
+    rewrites: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class SummaryMessage(Base):

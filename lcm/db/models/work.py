@@ -170,3 +170,34 @@ class ExpansionLease(Base):
     session: Mapped[str] = mapped_column(String(600), primary_key=True)
     owner: Mapped[str] = mapped_column(String(40))  # the grant id of the running call
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class SummaryOperation(Base):
+    """An operator's surgery on a summary (rewrite or dissolve): what was asked, how it went.
+
+    Runs as passes of the conversation's compaction chain, under its debt
+    row's lease (``lcm/compaction/surgery.py``); this row is what a caller
+    polls. ``targets`` are the summaries a rewrite rewrites, bottom-up, and
+    ``done`` how many of them are; a dissolve has one target.
+    """
+
+    __tablename__ = "summary_operations"
+    # The chain's look-up: a conversation's pending operations, oldest first.
+    __table_args__ = (
+        Index("ix_summary_operations_conversation", "conversation_id", "status", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(24), primary_key=True)  # op_ + 16 hex
+    tenant_id: Mapped[str] = tenant_fk()
+    conversation_id: Mapped[int] = conversation_fk()
+    summary_id: Mapped[str] = mapped_column(String(24))
+    action: Mapped[str] = mapped_column(String(16))  # rewrite | dissolve
+    subtree: Mapped[bool] = mapped_column(Boolean, default=False)
+    instructions: Mapped[str | None] = mapped_column(Text)
+    targets: Mapped[list[str]] = mapped_column(Json, default=list)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16))  # pending | done | failed
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
