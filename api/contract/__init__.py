@@ -94,6 +94,7 @@ from api.contract.tenant import (
     TenantSettingsOut,
     UsageLineOut,
     UsageOut,
+    UsagePurposeOut,
 )
 from api.contract.tools import (
     ExpandedMessage,
@@ -197,5 +198,6 @@ __all__ = [
     "Usage",
     "UsageLineOut",
     "UsageOut",
+    "UsagePurposeOut",
     "UtcDatetime",
 ]

@@ -200,6 +200,7 @@ class Usage(BaseModel):
     model: str
     input_tokens: int
     output_tokens: int
+    provider: str = ""
 
 
 class ExpandQueryAnswer(BaseModel):

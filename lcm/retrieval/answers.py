@@ -38,6 +38,7 @@ class Usage:
     model: str
     input_tokens: int
     output_tokens: int
+    provider: str = ""
 
 
 @dataclass(frozen=True, slots=True)

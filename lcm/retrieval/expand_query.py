@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lcm.errors import SummarizerError
 from lcm.retrieval.agent_tools import TOOLS, GrantedTools, ToolOutcome
@@ -38,12 +38,33 @@ square brackets, e.g. [msg_42] or [sum_0123456789abcdef]. If the history does no
 answer, say so plainly; never guess."""
 
 
+class LoopLlm(Protocol):
+    """One model the loop talks to, in Messages API shapes (replies with ``content`` blocks)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    def create(
+        self,
+        *,
+        max_tokens: int,
+        system: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: dict[str, str],
+    ) -> Any: ...
+
+
 @dataclass(frozen=True)
 class ExpansionLlm:
-    """The process's shared LLM connection and the model this loop uses (per tenant)."""
+    """The process's shared Anthropic connection and the model this loop uses (per tenant)."""
 
     llm: LlmClients
     model: str
+    provider: str = "anthropic"
 
     def create(self, **kwargs: Any) -> Any:
         import anthropic
@@ -65,14 +86,14 @@ class ExpansionLlm:
 def run_expand_query(
     tools: GrantedTools,
     request: ExpandQueryRequest,
-    llm: ExpansionLlm | None,
+    llm: LoopLlm | None,
     *,
     max_turns: int,
     budget: int,
 ) -> ExpandQueryAnswer:
     """Answer ``request``; every read goes through ``tools`` (and so through the grant)."""
     if llm is None:
-        log.info("no ANTHROPIC_API_KEY: expand-query answers OFFLINE from the best grep hits")
+        log.info("no LLM configured: expand-query answers OFFLINE from the best grep hits")
         return offline_answer(tools, request)
     messages: list[dict[str, Any]] = [{"role": "user", "content": _opening(request)}]
     system = SYSTEM_PROMPT.format(budget=budget, max_tokens=request.max_tokens)
@@ -87,7 +108,7 @@ def run_expand_query(
             tools=TOOLS,
             tool_choice={"type": "none"} if final else {"type": "auto"},
         )
-        usage.append(_usage(reply, llm.model))
+        usage.append(_usage(reply, llm.model, llm.provider))
         calls = [b for b in reply.content if getattr(b, "type", None) == "tool_use"]
         if not calls or final:
             return _answer(tools, request, reply, llm.model, turn, usage)
@@ -143,10 +164,11 @@ def _answer(
     )
 
 
-def _usage(reply: Any, model: str) -> Usage:
+def _usage(reply: Any, model: str, provider: str) -> Usage:
     usage = getattr(reply, "usage", None)
     return Usage(
         getattr(reply, "model", None) or model,
         int(getattr(usage, "input_tokens", 0) or 0),
         int(getattr(usage, "output_tokens", 0) or 0),
+        provider,
     )

@@ -19,17 +19,24 @@ from sqlalchemy.orm import Session
 
 from lcm.db.engine import Transaction
 from lcm.db.models import LlmUsage, utcnow
-from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted, NotFound
+from lcm.errors import (
+    DependencyUnavailable,
+    InvalidInput,
+    LlmBudgetExhausted,
+    NotFound,
+    SummarizerError,
+)
 from lcm.retrieval.agent_tools import GrantedTools, GrantEnded, to_jsonable
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest
-from lcm.retrieval.expand_query import ExpansionLlm, run_expand_query
+from lcm.retrieval.expand_query import ExpansionLlm, LoopLlm, run_expand_query
+from lcm.retrieval.expand_query_chat import ChatExpansionLlm
 from lcm.retrieval.grants import Grant, issue_grant, revoke_grant
 from lcm.retrieval.grants_repository import GrantRepository
 from lcm.retrieval.grep import GrepLimits
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.scope import ScopeSelector, conversation_ids
 from lcm.settings import Settings
-from lcm.summarize.llm import LlmClients
+from lcm.summarize import LlmClients, LlmConnections, model_route
 from lcm.tenants.service import effective_settings
 from lcm.tenants.spend import require_llm_budget
 from lcm.worker_link import WorkerLink
@@ -137,19 +144,17 @@ def execute_expand_query(
     tenant_id: str,
     request: ExpandQueryRequest,
     settings: Settings,
-    llm: LlmClients | None,
+    llm: LlmConnections | LlmClients | None,
 ) -> ExpandQueryAnswer:
     """Run the loop under the grant, then revoke the grant (always) and record usage.
 
-    The tenant's overrides apply per call: its ``summary_model`` (unless the
-    deployment names an ``expansion_model``) and its ``max_expand_tokens``.
-    The client and the per-model breakers stay the process's, shared by
-    every tenant. ``llm`` is ``None`` offline.
+    The tenant's overrides apply per call: its ``expansion_provider`` and
+    ``expansion_model`` (else the summary provider and model) and its
+    ``max_expand_tokens``. The clients and the per-model breakers stay the
+    process's, shared by every tenant. ``llm`` holds no connection offline.
     """
     with transaction() as session:
         settings = effective_settings(session, tenant_id, settings)
-    model = settings.expansion_model or settings.summary_model
-    loop_llm = None if llm is None else ExpansionLlm(llm, model)
     tools = GrantedTools(
         transaction, grant_id, tenant_id, grep_limits(settings), settings.max_expand_tokens
     )
@@ -158,7 +163,7 @@ def execute_expand_query(
         answer = run_expand_query(
             tools,
             request,
-            loop_llm,
+            expansion_llm(LlmConnections.of(llm), settings),
             max_turns=settings.expand_query_max_turns,
             budget=settings.expand_query_token_cap,
         )
@@ -173,8 +178,30 @@ def execute_expand_query(
                 )
 
 
+def expansion_llm(connections: LlmConnections, settings: Settings) -> LoopLlm | None:
+    """The loop's model on its provider's connection; ``None`` offline (no provider at all).
+
+    :class:`SummarizerError` ``provider_not_configured`` when the tenant
+    chose a provider this deployment has no key or endpoint for.
+    """
+    if not connections.any:
+        return None
+    route = model_route(settings, "expansion")
+    if route.provider == "openai" and connections.openai is not None:
+        return ChatExpansionLlm(connections.openai, route.model)
+    if route.provider == "anthropic" and connections.anthropic is not None:
+        return ExpansionLlm(connections.anthropic, route.model)
+    raise SummarizerError(
+        f"expand-query provider {route.provider!r} is not configured on this deployment",
+        code="provider_not_configured",
+    )
+
+
 def answer_granted_query(
-    transaction: Transaction, grant_id: str, settings: Settings, llm: LlmClients | None
+    transaction: Transaction,
+    grant_id: str,
+    settings: Settings,
+    llm: LlmConnections | LlmClients | None,
 ) -> tuple[str, ExpandQueryAnswer]:
     """The worker's side: run the request stored on the grant, store the answer on it.
 

@@ -82,6 +82,7 @@ from lcm_client.models.tenant import (
     TenantSettingsOut,
     UsageLineOut,
     UsageOut,
+    UsagePurposeOut,
 )
 from lcm_client.models.tools import (
     ExpandedMessage,
@@ -185,5 +186,6 @@ __all__ = [
     "Usage",
     "UsageLineOut",
     "UsageOut",
+    "UsagePurposeOut",
     "UtcDatetime",
 ]

@@ -37,7 +37,7 @@ def query(grant_id: str) -> dict[str, Any]:
     services = runtime.services()
     try:
         tenant_id, answer = answer_granted_query(
-            services.database.transaction, grant_id, services.settings, services.llm
+            services.database.transaction, grant_id, services.settings, services.llms
         )
     except (GrantEnded, SummarizerError) as exc:
         return {"error": {"code": exc.code, "message": exc.message}}

@@ -1,0 +1,35 @@
+"""llm_usage.provider: which provider answered each LLM call
+
+Summaries, large-file summaries and expand-query may each run on another
+provider (Anthropic, an OpenAI-compatible server), so usage is reported by
+purpose and provider as well as by model. Earlier rows were all Anthropic's,
+except the offline extractive summarizer's, which are marked ``offline``.
+
+Revision ID: 0020_llm_usage_provider
+Revises: 0018_conversation_host_cursor
+Create Date: 2026-11-28
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0020_llm_usage_provider"
+down_revision = "0018_conversation_host_cursor"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("llm_usage") as batch:
+        batch.add_column(
+            sa.Column("provider", sa.String(length=32), nullable=False, server_default="")
+        )
+    op.execute("UPDATE llm_usage SET provider = 'anthropic' WHERE model <> 'extractive'")
+    op.execute("UPDATE llm_usage SET provider = 'offline' WHERE model = 'extractive'")
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("llm_usage") as batch:
+        batch.drop_column("provider")
