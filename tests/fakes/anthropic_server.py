@@ -38,16 +38,21 @@ from typing import Any
 from lcm.tokens import estimate_tokens
 from tests.fakes.anthropic_script import (
     ERROR_TYPES,
+    THOUGHT,
     Behaviour,
     RecordedRequest,
     reply_text,
     source_of,
+    thinking_enabled,
     validate,
 )
 
 
 class FakeAnthropicServer:
     """The fake server; use as a context manager and point the SDK at :attr:`base_url`."""
+
+    route = "/v1/messages"
+    thread_name = "fake-anthropic"
 
     def __init__(self, *, retry_after: float = 0.01, default: str | Behaviour = "ok") -> None:
         self.retry_after = retry_after
@@ -152,7 +157,7 @@ class FakeAnthropicServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.02},
-            name="fake-anthropic",
+            name=self.thread_name,
             daemon=True,
         )
         self._thread.start()
@@ -230,6 +235,9 @@ class FakeAnthropicServer:
             stop_reason = "tool_use"
         else:
             content = [{"type": "text", "text": reply_text(behaviour, source)}]
+        if thinking_enabled(body):
+            # As the API does: the thinking block first, billed as output.
+            content.insert(0, {"type": "thinking", "thinking": THOUGHT, "signature": "c2ln"})
         message = {
             "id": f"msg_fake_{number}",
             "type": "message",
@@ -343,7 +351,7 @@ def _make_handler(server: FakeAnthropicServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             headers = {k.lower(): v for k, v in self.headers.items()}
-            if self.path.split("?")[0] != "/v1/messages":
+            if self.path.split("?")[0] != server.route:
                 self._send(*server.error_reply(404, f"no route {self.path}"))
                 return
             try:
