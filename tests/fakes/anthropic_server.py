@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from lcm.tokens import estimate_tokens
 from tests.fakes.anthropic_script import (
@@ -151,7 +151,7 @@ class FakeAnthropicServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> FakeAnthropicServer:
+    def start(self) -> Self:
         self._httpd = _QuietServer(("127.0.0.1", 0), _make_handler(self))
         # A short poll interval keeps stop() (and so each test's teardown) quick.
         self._thread = threading.Thread(
@@ -175,7 +175,7 @@ class FakeAnthropicServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> FakeAnthropicServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
