@@ -89,7 +89,8 @@ class RecordedRequest:
 
 
 def message_text(message: Any) -> str:
-    content = message.get("content", "") if isinstance(message, dict) else ""
+    # A chat-completions assistant turn that only calls tools has "content": null.
+    content = (message.get("content") or "") if isinstance(message, dict) else ""
     if isinstance(content, str):
         return content
     return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
