@@ -83,8 +83,10 @@ def postgres(
     env = {**worker_env, **ENV, "LCM_OPENAI_BASE_URL": fake.base_url}
     env.pop("ANTHROPIC_API_KEY", None)
     worker = servers.start_celery_worker(env, hostname="openai", log=tmp_path / "worker.log")
+    # The API stores the large file where the worker reads it.
+    settings = pg_db.settings.model_copy(update={"files_dir": Path(worker_env["LCM_FILES_DIR"])})
     app = create_app(
-        pg_db.settings,
+        settings,
         link=CeleryLink(),
         database=pg_db,
         broker_ping=lambda: True,

@@ -28,6 +28,10 @@ def upgrade() -> None:
         )
     op.execute("UPDATE llm_usage SET provider = 'anthropic' WHERE model <> 'extractive'")
     op.execute("UPDATE llm_usage SET provider = 'offline' WHERE model = 'extractive'")
+    # The default only filled the rows already there: the compaction pass's
+    # one statement writes every column, and the model declares no server default.
+    with op.batch_alter_table("llm_usage") as batch:
+        batch.alter_column("provider", server_default=None)
 
 
 def downgrade() -> None:
