@@ -208,6 +208,18 @@ def test_compaction_files_and_expand_query_through_the_chat_completions_server(
     _expand_query(d)
     _usage_by_purpose(d)
 
+    # A provider this deployment has no key or endpoint for: a clear 503, no call.
+    r = d.http.patch(
+        "/v1/tenant/settings", json={"expansion_provider": "anthropic"}, headers=d.headers
+    )
+    assert r.status_code == 200, r.text
+    calls = len(fake.requests)
+    body = {"prompt": "What changed?", "query": "config", "session_key": KEY}
+    r = d.http.post("/v1/expand-query", json=body, headers=d.headers)
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["code"] == "provider_not_configured"
+    assert len(fake.requests) == calls
+
 
 def _file_summary(d: Deployment) -> str | None:
     with d.database.session() as s:
