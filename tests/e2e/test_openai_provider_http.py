@@ -136,7 +136,7 @@ def sqlite(fake: FakeOpenAiServer, tmp_path: Path) -> Iterator[Deployment]:
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def deployment(request: pytest.FixtureRequest) -> Deployment:
-    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+    return request.getfixturevalue(request.param)
 
 
 def turn(d: Deployment, start: int, n: int, extra: str = "") -> None:
