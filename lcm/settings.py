@@ -66,6 +66,12 @@ class SummaryModelRule(BaseModel):
     model: str = Field(min_length=1, max_length=200)
     fallback_models: list[str] = Field(default_factory=list, max_length=10)
 
+    @model_validator(mode="after")
+    def _ordered_range(self) -> SummaryModelRule:
+        if self.depth_max is not None and self.depth_max < self.depth_min:
+            raise ValueError("depth_max must be at least depth_min")
+        return self
+
     def holds(self, depth: int) -> bool:
         """True when ``depth`` is inside this rule's range."""
         return depth >= self.depth_min and (self.depth_max is None or depth <= self.depth_max)

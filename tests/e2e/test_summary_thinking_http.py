@@ -8,7 +8,9 @@ keeps the text only; the thinking's tokens are counted in usage.
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -63,3 +65,23 @@ def test_without_thinking_no_thinking_is_asked(
     turn(llm_client, tenant, messages(0, 30))
     assert llm.requests
     assert all("thinking" not in sent.body for sent in llm.requests)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"summary_provider": "gemini"},
+        {"summary_model_rules": [{"depth_min": 2, "depth_max": 1, "model": "m"}]},
+        {"summary_model_rules": [{"depth_min": 0}]},
+        {"summary_thinking_budget_tokens": 100},
+        {"large_file_summary_provider": "local"},
+    ],
+)
+def test_bad_provider_settings_are_refused_whole(
+    client: TestClient, tenant: IssuedKey, change: dict[str, Any]
+) -> None:
+    r = client.patch("/v1/tenant/settings", json=change, headers=auth(tenant))
+    assert 400 <= r.status_code < 500, r.text
+    assert "error" in r.json()
+    after = client.get("/v1/tenant/settings", headers=auth(tenant)).json()
+    assert after["overrides"] == {}

@@ -62,6 +62,8 @@ def test_a_tenant_rule_is_validated() -> None:
         TenantSettings.model_validate({"summary_model_rules": [{"depth_min": 0}]})
     with pytest.raises(ValidationError):
         TenantSettings.model_validate({"summary_provider": "gemini"})
+    with pytest.raises(ValidationError):
+        SummaryModelRule(model="x", depth_min=2, depth_max=1)
     assert SummaryModelRule(model="x").holds(7)
 
 
