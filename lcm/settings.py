@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lcm.summary_rules import SummaryModelRule, SummaryProviderName
+
 
 def _default_home() -> Path:
     return Path.home() / ".lcm"
@@ -44,37 +46,6 @@ class ModelOverride(BaseModel):
     context_threshold: float | None = Field(None, gt=0, le=1)
     fresh_tail_count: int | None = Field(None, ge=1, le=1_000_000)
     leaf_chunk_tokens: int | None = Field(None, ge=256, le=MAX_TOKENS)
-
-
-SummaryProviderName = Literal["anthropic", "openai"]
-
-
-class SummaryModelRule(BaseModel):
-    """One rule of ``summary_model_rules``: the provider and models for a range of depths.
-
-    Depth 0 is a leaf (raw messages); 1 and up condense summaries. The first
-    rule whose range holds the summary's depth wins; none matching keeps
-    ``summary_provider``/``summary_model``/``summary_fallback_models``.
-    ``provider`` unset means ``summary_provider``.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    depth_min: int = Field(0, ge=0, le=1_000)
-    depth_max: int | None = Field(None, ge=0, le=1_000)
-    provider: SummaryProviderName | None = None
-    model: str = Field(min_length=1, max_length=200)
-    fallback_models: list[str] = Field(default_factory=list, max_length=10)
-
-    @model_validator(mode="after")
-    def _ordered_range(self) -> SummaryModelRule:
-        if self.depth_max is not None and self.depth_max < self.depth_min:
-            raise ValueError("depth_max must be at least depth_min")
-        return self
-
-    def holds(self, depth: int) -> bool:
-        """True when ``depth`` is inside this rule's range."""
-        return depth >= self.depth_min and (self.depth_max is None or depth <= self.depth_max)
 
 
 # Memory and context plugins inject these blocks into prompts; they are
