@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from lcm.conversations.session_keys import normalized_session_key
 from lcm.db.engine import Database
 from lcm.errors import InvalidSessionKey, LcmError, NotFound
-from lcm.settings import get_settings
+from lcm.settings import Settings, get_settings
 from lcm.tenants.service import find_tenant
 
 console = Console(stderr=True)  # progress and errors
@@ -41,6 +41,27 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def require_schema(settings: Settings) -> None:
+    """Bring the database to the code's schema, or stop with what to run.
+
+    The embedded database belongs to this installation, so a command upgrades
+    it like `lcm serve` does (a newcomer's first command may be `lcm import`).
+    A shared Postgres is migrated as an explicit step: exit 2 with the command.
+    """
+    from lcm.db import current_revision, head_revision, upgrade
+
+    if settings.is_sqlite:
+        upgrade(settings.database_url)
+        return
+    current, head = current_revision(settings.database_url), head_revision()
+    if current != head:
+        console.print(
+            f"[red]The database schema is at {current or 'nothing'}, this version needs "
+            f"{head}: run `lcm db upgrade`.[/red]"
+        )
+        raise typer.Exit(2)
+
+
 @contextmanager
 def open_services() -> Iterator[Services]:
     """The CLI's composition root for commands that need more than the database.
@@ -50,7 +71,9 @@ def open_services() -> Iterator[Services]:
     """
     from lcm.services import Services
 
-    services = Services.build(get_settings())
+    settings = get_settings()
+    require_schema(settings)
+    services = Services.build(settings)
     try:
         yield services
     except LcmError as exc:
@@ -69,6 +92,7 @@ def in_session(work: Callable[[Session], T], *, send_jobs: bool = False) -> T:
     (otherwise they are left to the reconcilers).
     """
     settings = get_settings()
+    require_schema(settings)
     database = Database(settings)
     if send_jobs:
         from workers.bootstrap import sender  # imported late: it imports Celery

@@ -23,6 +23,7 @@ from cli.common import (
     out,
     tenant_id_for,
 )
+from cli.progress import progress_bar
 from lcm.conversations.session_keys import printable_session_key
 from lcm.db.engine import Database
 
@@ -135,10 +136,17 @@ def export_command(
     """Write a conversation (default: the family's latest) as JSONL."""
     from lcm.transfer.export import export_lines
 
-    with open_services() as services, services.database.snapshot_session() as session:
+    with (
+        open_services() as services,
+        services.database.snapshot_session() as session,
+        # Lines printed on the same terminal would tear the bar: no bar then.
+        progress_bar(
+            "exporting messages", quiet=output is None and sys.stdout.isatty()
+        ) as on_progress,
+    ):
         tenant_id = tenant_id_for(session, tenant)
         target = _target(session, tenant_id, key, session_id, conversation_id)
-        lines = export_lines(session, services.storage, tenant_id, target)
+        lines = export_lines(session, services.storage, tenant_id, target, on_progress)
         if output is None:
             sys.stdout.writelines(lines)
             return
@@ -188,7 +196,8 @@ def tenant_erase_command(name: str, yes: YesOpt = False) -> None:
         raise typer.Exit(2)
     with open_services() as services:
         database = services.database
-        erased = _in_transaction(database, lambda s: erase_tenant_named(s, name))
+        with progress_bar(f"erasing tenant {name}") as on_progress:
+            erased = _in_transaction(database, lambda s: erase_tenant_named(s, name, on_progress))
         removed = remove_released_blobs(database.read_session, services.storage, erased)
     out.print(
         f"erased tenant {name}: {len(erased.conversation_ids)} conversations, "

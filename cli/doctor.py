@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, in_session, open_services, out, tenant_id_for
+from cli.progress import progress_bar
 from lcm.compaction.inline import run_inline
 from lcm.compaction.steps import StepAction
 from lcm.conversations.session_keys import printable_session_key
 from lcm.settings import get_settings
+
+if TYPE_CHECKING:
+    from lcm.services import Services
 
 
 def doctor(
@@ -98,8 +102,7 @@ def _apply(
         typer.echo(f"structural repairs: {structural}")
     if inline and owed:
         with open_services() as services:
-            jobs = services.compaction_jobs("cli")
-            ended = {cid: _ended(run_inline(jobs, cid)) for cid in owed}
+            ended = _repair_inline(services, owed, as_json)
         done = {"repaired": ended, "structural": structural}
         typer.echo(json.dumps(done) if as_json else f"repairs: {ended}")
         if any(status != StepAction.DONE for status in ended.values()):
@@ -108,6 +111,18 @@ def _apply(
     woken = "lcm serve's reconciler wakes them" if embedded else "wake-ups sent"
     message = f"repair owed for {len(owed)} conversation(s): {owed or '-'} ({woken})"
     typer.echo(json.dumps({"owed": owed, "structural": structural}) if as_json else message)
+
+
+def _repair_inline(services: Services, owed: list[int], as_json: bool) -> dict[int, str]:
+    """Run each owed repair chain here, a bar over the conversations on a terminal."""
+    jobs = services.compaction_jobs("cli")
+    ended: dict[int, str] = {}
+    with progress_bar("repairing conversations", quiet=as_json) as on_progress:
+        on_progress(0, len(owed))
+        for done, cid in enumerate(owed, 1):
+            ended[cid] = _ended(run_inline(jobs, cid))
+            on_progress(done, len(owed))
+    return ended
 
 
 def _ended(report: object) -> str:

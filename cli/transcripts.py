@@ -3,7 +3,7 @@
 Works on the database directly (like ``lcm tenant create``), so it needs no
 running API: it runs the same bootstrap as ``POST …/bootstrap``, and
 ``--compact`` the same compaction passes a worker runs, in-process. Progress
-goes to stderr, results to stdout.
+bars go to stderr on a terminal (not with ``--json``), results to stdout.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from cli.common import (
     BudgetOpt,
     JsonOpt,
     TenantOpt,
-    console,
     open_services,
     out,
     session_key,
     tenant_id_for,
 )
+from cli.progress import new_progress
 from lcm.compaction.inline import compact_now
 from lcm.context import context_tokens
 from lcm.errors import LcmError
@@ -101,7 +101,7 @@ def import_command(
         if dry_run:
             import_preview.dry_run(services, files, keys, fmt, tenant, as_json)
             return
-        reports = _import_all(services, files, fmt, compact, tenant, keys, token_budget)
+        reports = _import_all(services, files, fmt, compact, tenant, keys, token_budget, as_json)
     if as_json:
         for report in reports:
             out.print_json(json.dumps(asdict(report)))
@@ -117,9 +117,11 @@ def _import_all(
     tenant: str,
     keys: list[str],
     token_budget: int | None,
+    as_json: bool,
 ) -> list[FileReport]:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate())
-    with Progress(*columns, console=console) as progress:
+    # Bars on a terminal only, and not under --json (cli/progress.py).
+    with new_progress(*columns, quiet=as_json) as progress:
         importer = _Importer(services, transcript_format, tenant, progress)
         files_task = progress.add_task("files", total=len(files))
         reports = []

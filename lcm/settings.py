@@ -12,9 +12,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
+from lcm.override_rules import ModelOverride as ModelOverride
+from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
+from lcm.session_globs import session_pattern_problem
 from lcm.summary_rules import SummaryModelRule, SummaryProviderName
 
 
@@ -22,30 +26,7 @@ def _default_home() -> Path:
     return Path.home() / ".lcm"
 
 
-# Every token figure fits comfortably in a 64-bit column and in any arithmetic
-# done with it; larger values are a client mistake, not a configuration.
-MAX_TOKENS = 1_000_000_000
 _TAG_NAME = re.compile(r"[A-Za-z_][-A-Za-z0-9_.]{0,99}")
-
-
-class ModelOverride(BaseModel):
-    """One rule of ``model_overrides``: which calls it matches and what it changes.
-
-    ``model`` is a glob on the model id a turn or an assemble call names (``*``
-    any characters); ``context_window_min``/``max`` bound the context window
-    the call reports. Every matcher given must match; a rule with none matches
-    nothing. The first rule naming a ``model`` that matches wins, else the
-    first window-only rule that matches.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = Field(None, min_length=1, max_length=200)
-    context_window_min: int | None = Field(None, ge=1, le=MAX_TOKENS)
-    context_window_max: int | None = Field(None, ge=1, le=MAX_TOKENS)
-    context_threshold: float | None = Field(None, gt=0, le=1)
-    fresh_tail_count: int | None = Field(None, ge=1, le=1_000_000)
-    leaf_chunk_tokens: int | None = Field(None, ge=256, le=MAX_TOKENS)
 
 
 # Memory and context plugins inject these blocks into prompts; they are
@@ -86,9 +67,12 @@ class CompactionSettings(BaseSettings):
     sweep_max_seconds: float | None = Field(1_800.0, gt=0, le=86_400)
     # Summarization calls per conversation per window (None: unlimited). At
     # the limit the chain pauses: its debt waits, with a delayed wake-up,
-    # until the oldest call of the window has left it.
+    # until the oldest call of the window has left it and the backoff passed.
     summary_max_calls_per_window: int | None = Field(None, ge=1, le=1_000_000)
     summary_call_window_seconds: float = Field(600.0, gt=0, le=86_400)
+    # Once that guard opens, no pass of the conversation runs for this long
+    # after the call that filled the window (lcm/compaction/call_guard.py).
+    summary_spend_backoff_seconds: float = Field(1_800.0, ge=0, le=86_400)
     # The largest token budget an assemble, turn or compact may use; a larger
     # requested budget is lowered to it (None: no cap).
     max_assembly_token_budget: int | None = Field(None, ge=1, le=MAX_TOKENS)
@@ -125,6 +109,10 @@ class CompactionSettings(BaseSettings):
     stateless_session_patterns: list[str] = Field(default_factory=list, max_length=200)
     # Threshold, fresh tail and leaf chunk by the model a call names (ModelOverride).
     model_overrides: list[ModelOverride] = Field(default_factory=list, max_length=100)
+    # The summary model by session key (SummaryModelOverride): first match wins.
+    summary_model_overrides: list[SummaryModelOverride] = Field(
+        default_factory=list, max_length=100
+    )
 
     # Content hygiene. Base64 images (image blocks, data: URLs in text) of at
     # least this many decoded bytes are stored as large files; 0 keeps them inline.
@@ -148,8 +136,8 @@ class CompactionSettings(BaseSettings):
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
         for pattern in value:
-            if not pattern or len(pattern) > 512:
-                raise ValueError("a session pattern is 1 to 512 characters")
+            if (problem := session_pattern_problem(pattern)) is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("strip_injected_context_tags")
@@ -345,8 +333,10 @@ class Settings(TenantSettings):
     # this directory (default: $LCM_HOME/files; shared by the API and workers).
     files_dir: Path | None = None
     # A bootstrap that finds no anchor in a non-empty conversation imports at
-    # most this many of the transcript's newest messages.
+    # most this many of the transcript's newest messages, and at most this
+    # many tokens of them (None: no token bound).
     bootstrap_max_unanchored: int = Field(100, ge=0)
+    bootstrap_max_unanchored_tokens: int | None = Field(20_000, ge=0, le=MAX_TOKENS)
 
     log_level: str = "INFO"
     # "json": one JSON object a line, with request/task/tenant/conversation ids (lcm/logs.py).

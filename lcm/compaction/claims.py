@@ -19,7 +19,7 @@ from lcm.compaction.fairness_repository import FairQueueRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.context import ContextEntry
 from lcm.db.engine import Transaction
-from lcm.policy.overrides import for_model
+from lcm.policy import for_model, for_session
 from lcm.settings import CompactionSettings, Settings, TenantSettings
 from lcm.tenants.service import with_overrides
 
@@ -135,9 +135,12 @@ class LeaseClaims:
         self, session: Session, claim: Claim
     ) -> tuple[Claim, TenantSettings, list[ContextEntry]]:
         repo = CompactionRepository(session)
-        overrides, model_id, context_window = repo.overrides_and_model(claim.conversation_id)
+        found = repo.overrides_and_model(claim.conversation_id)
+        overrides, model_id, context_window, session_key = found
         # The tenant's overrides, then the rule of model_overrides the
-        # conversation's latest turn matched.
-        settings = for_model(with_overrides(self.settings, overrides), model_id, context_window)
+        # conversation's latest turn matched, then the summary model its
+        # session key is given (summary_model_overrides).
+        tenant = with_overrides(self.settings, overrides)
+        settings = for_session(for_model(tenant, model_id, context_window), session_key)
         entries = repo.load_entries(claim.conversation_id)
         return claim, settings, entries

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from lcm.compaction.call_guard import guard_wait, lookback
 from lcm.compaction.claims import LeaseClaims
 from lcm.compaction.debt_repository import Claim, DebtRepository
 from lcm.compaction.debt_statements import FAILED, REPAIR
@@ -234,20 +235,16 @@ class CompactionJobs:
         return following, position
 
     def _rate_limited(self, claim: Claim, settings: CompactionSettings) -> float | None:
-        """Seconds to wait when the conversation used its summarization calls for the window."""
+        """Seconds to wait while the conversation's call guard is open (or backing off)."""
         limit = settings.summary_max_calls_per_window
         if limit is None:
             return None
         now = self.clock()
-        window = timedelta(seconds=settings.summary_call_window_seconds)
         with self.transaction() as session:
-            oldest = CompactionRepository(session).nth_newest_run_since(
-                claim.conversation_id, now - window, limit
+            calls = CompactionRepository(session).newest_runs_since(
+                claim.conversation_id, now - lookback(settings), limit
             )
-        if oldest is None:
-            return None  # fewer than ``limit`` calls in the window
-        # The call budget frees up when the oldest counted call leaves the window.
-        return max(0.5, (oldest + window - now).total_seconds())
+        return guard_wait(calls, settings, now)
 
     def _pause(self, claim: Claim, wait: float) -> Step:
         """Give the lease back and ask for a wake-up in ``wait`` seconds (no attempt spent).
@@ -259,7 +256,7 @@ class CompactionJobs:
         now = self.clock()
         log.warning(
             "conversation %s (tenant %s): summarization call rate limit reached; "
-            "compaction pauses for %.0f s",
+            "compaction backs off for %.0f s",
             claim.conversation_id,
             claim.tenant_id,
             wait,

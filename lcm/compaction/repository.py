@@ -55,15 +55,16 @@ class CompactionRepository:
 
     def overrides_and_model(
         self, conversation_id: int
-    ) -> tuple[dict[str, Any], str | None, int | None]:
+    ) -> tuple[dict[str, Any], str | None, int | None, str | None]:
         """What a pass's settings depend on, in one read: the tenant's stored
-        overrides and the model (and context window) of the latest turn."""
+        overrides, the model (and context window) of the latest turn and the
+        conversation's session key."""
         row = _OVERRIDES_AND_MODEL.run(
             self.session, {"conversation_id": conversation_id}
         ).one_or_none()
         if row is None:
-            return {}, None, None
-        return dict(row[0] or {}), row[1], row[2]
+            return {}, None, None, None
+        return dict(row[0] or {}), row[1], row[2], row[3]
 
     def context_token_total(self, conversation_id: int) -> int:
         """What the whole context costs: the sum the threshold is checked against."""
@@ -185,23 +186,22 @@ class CompactionRepository:
         self.record_usage(usage)
         return taken
 
-    def nth_newest_run_since(
-        self, conversation_id: int, since: datetime, n: int
-    ) -> datetime | None:
-        """When the ``n``-th newest pass since ``since`` ran; None if fewer ran.
+    def newest_runs_since(self, conversation_id: int, since: datetime, n: int) -> list[datetime]:
+        """When the ``n`` newest passes since ``since`` ran, newest first.
 
         Every pass (a summary, a repair, a failure) is one summarization call
-        for the per-conversation rate limit.
+        for the per-conversation call guard (``lcm.compaction.call_guard``).
         """
-        return self.session.scalar(
-            select(CompactionRun.created_at)
-            .where(
-                CompactionRun.conversation_id == conversation_id,
-                CompactionRun.created_at >= since,
+        return list(
+            self.session.scalars(
+                select(CompactionRun.created_at)
+                .where(
+                    CompactionRun.conversation_id == conversation_id,
+                    CompactionRun.created_at >= since,
+                )
+                .order_by(CompactionRun.created_at.desc(), CompactionRun.id.desc())
+                .limit(n)
             )
-            .order_by(CompactionRun.created_at.desc(), CompactionRun.id.desc())
-            .offset(n - 1)
-            .limit(1)
         )
 
     def record_run(self, run: CompactionRun) -> None:
@@ -267,7 +267,12 @@ _CONTEXT_TOKENS = DriverStatement(
     select(func.coalesce(func.sum(ContextItem.token_count), 0)).where(_IN_CONVERSATION)
 )
 _OVERRIDES_AND_MODEL = DriverStatement(
-    select(Tenant.settings_overrides, Conversation.model_id, Conversation.context_window)
+    select(
+        Tenant.settings_overrides,
+        Conversation.model_id,
+        Conversation.context_window,
+        Conversation.session_key,
+    )
     .join(Tenant, Tenant.id == Conversation.tenant_id)
     .where(Conversation.id == bindparam("conversation_id"))
 )

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from lcm.db.busy import is_busy
     from lcm.db.driver import DriverStatement
     from lcm.db.engine import Database, Transaction
-    from lcm.db.migrate import current_revision, upgrade
+    from lcm.db.migrate import current_revision, head_revision, upgrade
     from lcm.db.models import (
         ApiKey,
         Base,
@@ -56,6 +56,7 @@ __all__ = [
     "TurnCommit",
     "UtcDateTime",
     "current_revision",
+    "head_revision",
     "is_busy",
     "upgrade",
     "utcnow",
@@ -67,7 +68,7 @@ __getattr__ = lazy_exports(
         "lcm.db.busy": ("is_busy",),
         "lcm.db.driver": ("DriverStatement",),
         "lcm.db.engine": ("Database", "Transaction"),
-        "lcm.db.migrate": ("current_revision", "upgrade"),
+        "lcm.db.migrate": ("current_revision", "head_revision", "upgrade"),
         "lcm.db.models": (
             "ApiKey",
             "Base",

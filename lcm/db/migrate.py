@@ -29,6 +29,13 @@ def downgrade(database_url: str, revision: str) -> None:
     command.downgrade(alembic_config(database_url), revision)
 
 
+def head_revision() -> str | None:
+    """The newest revision this code ships."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
 def current_revision(database_url: str) -> str | None:
     from alembic.runtime.migration import MigrationContext
     from sqlalchemy import create_engine

@@ -36,6 +36,7 @@ from lcm.db.models import (
     TurnCommit,
 )
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
+from lcm.progress import OnProgress, no_progress
 
 Attribute = InstrumentedAttribute[Any]
 
@@ -224,7 +225,7 @@ class ErasureRepository:
         ]
         return sum(self._rowcount(stmt) for stmt in statements)
 
-    def delete_tenant(self, tenant_id: str) -> int:
+    def delete_tenant(self, tenant_id: str, on_progress: OnProgress = no_progress) -> int:
         """Delete every row of the tenant in every table; return how many rows went.
 
         The rows owned through a parent go first, by their parents' ids
@@ -233,17 +234,25 @@ class ErasureRepository:
         comes from the models' metadata, children first, and is deleted by
         its indexed ``tenant_id``, so a table added later is erased without
         a change here (``tests/unit/db/test_tenant_erasure_paths.py`` checks
-        that each table is one or the other).
+        that each table is one or the other). ``on_progress`` hears of each
+        statement done, out of all of them.
         """
-        count = self._rowcount(delete(CompactionDebt).where(CompactionDebt.tenant_id == tenant_id))
+        statements: list[Any] = [
+            delete(CompactionDebt).where(CompactionDebt.tenant_id == tenant_id)
+        ]
         for column, parent_id, parent_tenant in OWNED_THROUGH:
             parents = select(parent_id).where(parent_tenant == tenant_id)
-            count += self._rowcount(delete(column.table).where(column.in_(parents)))
+            statements.append(delete(column.table).where(column.in_(parents)))
         owned = {column.table.name for column, _, _ in OWNED_THROUGH}
         for table in reversed(_tables()):
             if "tenant_id" in table.c and table.name not in owned:
-                count += self._rowcount(delete(table).where(table.c.tenant_id == tenant_id))
-        return count + self._rowcount(delete(Tenant).where(Tenant.id == tenant_id))
+                statements.append(delete(table).where(table.c.tenant_id == tenant_id))
+        statements.append(delete(Tenant).where(Tenant.id == tenant_id))
+        count = 0
+        for done, statement in enumerate(statements, 1):
+            count += self._rowcount(statement)
+            on_progress(done, len(statements))
+        return count
 
     def _summary_ids(self, ids: Collection[int]) -> Select[Any]:
         return select(Summary.id).where(Summary.conversation_id.in_(ids))

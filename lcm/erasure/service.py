@@ -34,6 +34,7 @@ from lcm.db.engine import Transaction
 from lcm.erasure.repository import ErasureRepository
 from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.files.storage import FileStorage
+from lcm.progress import OnProgress, no_progress
 from lcm.tenants.repository import TenantRepository
 
 log = logging.getLogger(__name__)
@@ -91,11 +92,15 @@ def erase_family(session: Session, tenant_id: str, session_key: str) -> Erased:
     return erased
 
 
-def erase_tenant(session: Session, tenant_id: str) -> Erased:
-    """Erase the tenant and every row it owns, its keys included."""
+def erase_tenant(session: Session, tenant_id: str, on_progress: OnProgress = no_progress) -> Erased:
+    """Erase the tenant and every row it owns, its keys included.
+
+    ``on_progress`` hears of each delete statement done (a big tenant's
+    erase is a few dozen long statements in one transaction).
+    """
     if TenantRepository(session).get(tenant_id) is None:
         raise NotFound("no such tenant")
-    return _erase_tenant(session, tenant_id)
+    return _erase_tenant(session, tenant_id, on_progress)
 
 
 def erase_own_tenant(session: Session, tenant_id: str, confirm: str) -> Erased:
@@ -108,20 +113,24 @@ def erase_own_tenant(session: Session, tenant_id: str, confirm: str) -> Erased:
     return _erase_tenant(session, tenant_id)
 
 
-def _erase_tenant(session: Session, tenant_id: str) -> Erased:
+def _erase_tenant(
+    session: Session, tenant_id: str, on_progress: OnProgress = no_progress
+) -> Erased:
     repo = ErasureRepository(session)
     ids = repo.lock_conversations(tenant_id, repo.tenant_conversation_ids(tenant_id))
     uris = repo.tenant_storage_uris(tenant_id)
-    rows = repo.delete_tenant(tenant_id)
+    rows = repo.delete_tenant(tenant_id, on_progress)
     log.info("erased tenant %s (%d conversations, %d rows)", tenant_id, len(ids), rows)
     return Erased(tenant_id, ids, rows, frozenset(uris))
 
 
-def erase_tenant_named(session: Session, name: str) -> Erased:
+def erase_tenant_named(
+    session: Session, name: str, on_progress: OnProgress = no_progress
+) -> Erased:
     tenant = TenantRepository(session).find_by_name(name)
     if tenant is None:
         raise NotFound(f"no tenant named {name!r}")
-    return erase_tenant(session, tenant.id)
+    return erase_tenant(session, tenant.id, on_progress)
 
 
 def erase_in_family(

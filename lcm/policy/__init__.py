@@ -1,5 +1,5 @@
 """Context policy every feature shares: the fresh tail, the compaction threshold,
-the per-model overrides and the timestamp format.
+the per-model and per-session overrides and the timestamp format.
 
 Assembly, ingest and compaction all follow these rules, so they live below
 all three and import only the ground (``lcm.settings``, ``lcm.context``).
@@ -14,6 +14,11 @@ from lcm.exports import lazy_exports
 if TYPE_CHECKING:
     from lcm.policy.fresh_tail import ContextSplit, fresh_tail_start, split_fresh_tail, unsafe_cuts
     from lcm.policy.overrides import ModelInfo, for_model, settings_for_call
+    from lcm.policy.summary_models import (
+        for_session,
+        matching_summary_rule,
+        summary_models_for_session,
+    )
     from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
     from lcm.policy.timestamps import format_timestamp
 
@@ -23,10 +28,13 @@ __all__ = [
     "ThresholdCheck",
     "evaluate_threshold",
     "for_model",
+    "for_session",
     "format_timestamp",
     "fresh_tail_start",
+    "matching_summary_rule",
     "settings_for_call",
     "split_fresh_tail",
+    "summary_models_for_session",
     "unsafe_cuts",
 ]
 
@@ -36,10 +44,17 @@ __getattr__ = lazy_exports(
         "lcm.policy.fresh_tail": (
             "ContextSplit",
             "fresh_tail_start",
+            "matching_summary_rule",
             "split_fresh_tail",
+            "summary_models_for_session",
             "unsafe_cuts",
         ),
         "lcm.policy.overrides": ("ModelInfo", "for_model", "settings_for_call"),
+        "lcm.policy.summary_models": (
+            "for_session",
+            "matching_summary_rule",
+            "summary_models_for_session",
+        ),
         "lcm.policy.threshold": ("ThresholdCheck", "evaluate_threshold"),
         "lcm.policy.timestamps": ("format_timestamp",),
     },

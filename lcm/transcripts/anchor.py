@@ -14,7 +14,8 @@ follows it is imported, so a bootstrap never duplicates and never reorders.
    ``CONTENT_CONFIRM`` of them), so a lone "ok" cannot anchor on the wrong "ok".
 3. **None.** An empty conversation takes the whole transcript. Otherwise the
    two share nothing recognisable, so the import is bounded: only messages newer
-   than the newest stored one, and at most ``max_unanchored`` of those.
+   than the newest stored one, at most ``max_unanchored`` of those and at
+   most ``max_unanchored_tokens`` tokens of them (the newest).
 """
 
 from __future__ import annotations
@@ -102,10 +103,29 @@ def unanchored(
     created_at: Sequence[datetime | None],
     newest_stored_at: datetime | None,
     max_unanchored: int,
+    token_counts: Sequence[int] | None = None,
+    max_tokens: int | None = None,
 ) -> ImportPlan:
-    """No anchor: everything into an empty conversation, else a bounded, newer-only tail."""
+    """No anchor: everything into an empty conversation, else a bounded, newer-only tail.
+
+    The tail is the newest messages within both bounds: at most
+    ``max_unanchored`` of them, and (``max_tokens`` given) at most that many
+    tokens in all; a message is taken whole or not at all.
+    """
     if newest_stored_at is None:
         return ImportPlan("empty", None, None, tuple(range(len(created_at))))
     # A message without a timestamp cannot be placed in time; it counts as new.
     newer = [i for i, at in enumerate(created_at) if at is None or at > newest_stored_at]
-    return ImportPlan("none", None, None, tuple(newer[-max_unanchored:] if max_unanchored else ()))
+    tail = newer[-max_unanchored:] if max_unanchored else []
+    if max_tokens is not None and token_counts is not None:
+        tail = _newest_within(tail, token_counts, max_tokens)
+    return ImportPlan("none", None, None, tuple(tail))
+
+
+def _newest_within(indices: list[int], token_counts: Sequence[int], max_tokens: int) -> list[int]:
+    """The newest of ``indices`` whose tokens together stay within ``max_tokens``."""
+    total, start = 0, len(indices)
+    while start > 0 and total + token_counts[indices[start - 1]] <= max_tokens:
+        start -= 1
+        total += token_counts[indices[start]]
+    return indices[start:]

@@ -76,6 +76,7 @@ def preview_transcript(
                 source.parsed,
                 prepared,
                 options.max_unanchored,
+                options.max_unanchored_tokens,
             )
             indices, anchor = plan.indices, str(plan.anchor)
     files = 0

@@ -64,6 +64,7 @@ CHUNK_CHARS = 500_000
 class BootstrapOptions:
     transcript_format: FormatChoice = "auto"
     max_unanchored: int = 100
+    max_unanchored_tokens: int | None = None
     max_message_chars: int = 2_000_000
     large_files: LargeFileExtractor | None = None
     new_session_retain_depth: int = -1
@@ -85,6 +86,7 @@ class BootstrapOptions:
         return cls(
             transcript_format=transcript_format,
             max_unanchored=settings.bootstrap_max_unanchored,
+            max_unanchored_tokens=settings.bootstrap_max_unanchored_tokens,
             max_message_chars=settings.max_message_chars,
             large_files=None
             if storage is None
@@ -233,7 +235,12 @@ class _ImportRun:
                 # Under the write lock of the first chunk: what it reads stays true.
                 repo = TranscriptRepository(session)
                 self.plan = find_anchor(
-                    repo, self.conversation_id, self.source.parsed, prepared, options.max_unanchored
+                    repo,
+                    self.conversation_id,
+                    self.source.parsed,
+                    prepared,
+                    options.max_unanchored,
+                    options.max_unanchored_tokens,
                 )
             rest = self.plan.indices[self.done :]
             chunk = rest[: _chunk_length(rest, prepared, options)]
@@ -290,6 +297,7 @@ def find_anchor(
     parsed: ParsedTranscript,
     prepared: list[PreparedMessage],
     max_unanchored: int,
+    max_unanchored_tokens: int | None = None,
 ) -> ImportPlan:
     """By id, else by content, else a bounded import (see :mod:`lcm.transcripts.anchor`)."""
     ids = [m.client_id for m in parsed.messages]
@@ -302,4 +310,10 @@ def find_anchor(
         if plan is not None:
             return plan
     newest_at = repo.newest_created_at(conversation_id) if newest else None
-    return unanchored([p.created_at for p in prepared], newest_at, max_unanchored)
+    return unanchored(
+        [p.created_at for p in prepared],
+        newest_at,
+        max_unanchored,
+        [p.token_count for p in prepared],
+        max_unanchored_tokens,
+    )

@@ -24,6 +24,7 @@ from lcm.db.models import (
 )
 from lcm.errors import NotFound
 from lcm.files.storage import FileStorage
+from lcm.progress import OnProgress, no_progress
 from lcm.transfer.records import (
     ContextItemRecord,
     ConversationRecord,
@@ -38,9 +39,17 @@ EXPORT_BATCH = 500
 
 
 def export_lines(
-    session: Session, storage: FileStorage, tenant_id: str, conversation_id: int
+    session: Session,
+    storage: FileStorage,
+    tenant_id: str,
+    conversation_id: int,
+    on_progress: OnProgress = no_progress,
 ) -> Iterator[str]:
-    """The conversation as JSONL lines (each ends with a newline)."""
+    """The conversation as JSONL lines (each ends with a newline).
+
+    ``on_progress`` hears of the messages written so far, out of all of them
+    (the rest of an export, summaries and context items, is small beside them).
+    """
     conversation = ConversationRepository(session).get(tenant_id, conversation_id)
     if conversation is None:
         raise NotFound(f"no conversation {conversation_id}")
@@ -53,9 +62,13 @@ def export_lines(
             created_at=conversation.created_at,
         )
     )
+    total, done = repo.message_count(conversation_id), 0
+    on_progress(done, total)
     for batch in repo.message_batches(conversation_id, EXPORT_BATCH):
         for message, parts in batch:
             yield _line(_message_record(message, parts))
+        done += len(batch)
+        on_progress(done, max(done, total))
     seqs = repo.seqs_by_id(conversation_id)
     for file in repo.files(conversation_id):
         yield _line(_file_record(file, storage.get(file.storage_uri), seqs))

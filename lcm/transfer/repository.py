@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session
 
 from lcm.db.models import (
@@ -55,6 +55,16 @@ class TransferRepository:
                 parts[part.message_id].append(part)
             yield [(m, parts[m.id]) for m in messages]
             after = messages[-1].seq
+
+    def message_count(self, conversation_id: int) -> int:
+        return int(
+            self.session.scalar(
+                select(func.count())
+                .select_from(Message)
+                .where(Message.conversation_id == conversation_id)
+            )
+            or 0
+        )
 
     def seqs_by_id(self, conversation_id: int) -> dict[int, int]:
         return {

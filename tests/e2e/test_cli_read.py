@@ -206,3 +206,29 @@ def test_messages_and_status_on_postgres(pg_db: Database, pg_server: PostgresHan
     assert ("pgread", 1, 5) in [
         (t["name"], t["conversations"], t["messages"]) for t in overall["tenants"]
     ]
+
+
+def test_a_first_command_on_a_fresh_home_upgrades_the_embedded_database(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    done = lcm("messages", "team/none", env=env)
+    # The schema is there (no "no such table"): the only complaint is the missing tenant.
+    assert done.returncode == 1
+    assert "no tenant named 'local'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_postgres_schema_behind_the_code_is_refused_with_the_upgrade_command(
+    pg_server: PostgresHandle,
+) -> None:
+    import psycopg
+
+    from tests.servers import with_database
+
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS lcm_cli_unmigrated")
+        conn.execute("CREATE DATABASE lcm_cli_unmigrated")
+    env = {"LCM_DATABASE_URL": with_database(pg_server.url, "lcm_cli_unmigrated")}
+    done = lcm("status", env=env)
+    assert done.returncode == 2
+    assert "run `lcm db upgrade`" in done.stderr
+    assert "Traceback" not in done.stderr

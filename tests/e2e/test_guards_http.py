@@ -9,7 +9,8 @@ outbox (recorded by the test's sender).
 
 from __future__ import annotations
 
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -109,6 +110,45 @@ def test_the_call_rate_limit_pauses_the_chain_with_a_delayed_wake_up(
         assert debt.enqueued_at > before + timedelta(seconds=590)
     turn(client, tenant, messages(80, 2))
     assert runs(db) == 3  # still within the window: no more calls
+
+
+def newest_run(db: Database) -> datetime:
+    with db.session() as s:
+        newest = s.scalar(select(func.max(CompactionRun.created_at)))
+    assert newest is not None
+    return newest
+
+
+def test_an_open_call_guard_backs_off_before_the_next_pass(
+    db: Database, tenant: IssuedKey, client: TestClient
+) -> None:
+    window, backoff = 1.0, 2.5
+    configure(
+        client,
+        tenant,
+        **SMALL,
+        summary_max_calls_per_window=2,
+        summary_call_window_seconds=window,
+        summary_spend_backoff_seconds=backoff,
+    )
+    turn(client, tenant, messages(0, 80))
+    assert runs(db) == 2  # the guard opened
+    opened = newest_run(db)
+    with db.session() as s:
+        debt = s.scalar(select(CompactionDebt))
+        assert debt is not None
+        assert debt.status == "pending"
+        # The delayed wake-up is due when the backoff ends, not when the window frees.
+        assert debt.enqueued_at is not None
+        assert debt.enqueued_at >= opened + timedelta(seconds=backoff - 0.05)
+    # The window has room again, but the backoff holds: a turn runs no pass.
+    time.sleep(max(0.0, (opened + timedelta(seconds=window + 0.1) - utcnow()).total_seconds()))
+    turn(client, tenant, messages(80, 2))
+    assert runs(db) == 2
+    # Once the backoff has elapsed, the next turn's chain runs passes again.
+    time.sleep(max(0.0, (opened + timedelta(seconds=backoff + 0.1) - utcnow()).total_seconds()))
+    turn(client, tenant, messages(82, 2))
+    assert runs(db) > 2
 
 
 def test_max_assembly_token_budget_caps_every_budget(

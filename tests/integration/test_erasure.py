@@ -284,3 +284,14 @@ def test_an_erasure_reads_no_table_whole(
     assert any(s.lstrip().upper().startswith("DELETE FROM MESSAGE_PARTS") for s, _ in statements)
     scans = sequential_scans(db.engine, statements)
     assert scans == [], "\n\n".join(scans)
+
+
+def test_a_tenant_erase_reports_each_statement_and_all_of_them(
+    db: Database, tenant: IssuedKey
+) -> None:
+    reports: list[tuple[int, int]] = []
+    with db.transaction() as session:
+        erase_tenant(session, tenant.tenant_id, lambda done, total: reports.append((done, total)))
+    total = reports[-1][1]
+    assert total > 10  # one delete per table the tenant owns rows in, and the tenant
+    assert reports == [(done, total) for done in range(1, total + 1)]

@@ -134,4 +134,12 @@ test("tools call the server scoped to the session family", async () => {
   await assert.rejects(tools.lcm_expand.execute("c4", { summary_ids: ["sum_0000000000000000"] }), (e: any) => e.status === 404);
   const answer = await tools.lcm_expand_query.execute("c5", { prompt: "what is the secret word?", query: "pelican" });
   assert.match(JSON.stringify(answer.details), /pelican/);
+  // file_ids reach the server as a files search: a file the family does not hold is named, nothing read.
+  const inFile = await tools.lcm_grep.execute("c6", { pattern: "pelican", file_ids: ["file_0123456789abcdef"] });
+  assert.deepEqual((inFile.details as any).matches, []);
+  assert.deepEqual((inFile.details as any).notes, ["not in this scope: file_0123456789abcdef"]);
+  await assert.rejects(
+    tools.lcm_grep.execute("c7", { pattern: "pelican", scope: "messages", file_ids: ["file_0123456789abcdef"] }),
+    (e: any) => e.status === 400,
+  );
 });

@@ -67,6 +67,17 @@ def test_unanchored_is_everything_when_empty_and_bounded_otherwise() -> None:
     assert unanchored([None, None], T0, 5).indices == (0, 1)
 
 
+def test_unanchored_tail_stays_within_the_token_bound() -> None:
+    stamps = [T0 + timedelta(minutes=i) for i in range(10)]
+    tokens = [100, 100, 100, 100, 100, 100, 100, 300, 50, 50]
+    after = T0 + timedelta(minutes=4)
+    assert unanchored(stamps, after, 10, tokens, 400).indices == (7, 8, 9)
+    assert unanchored(stamps, after, 10, tokens, 399).indices == (8, 9)  # no message cut
+    assert unanchored(stamps, after, 2, tokens, 10_000).indices == (8, 9)  # both bounds hold
+    assert unanchored(stamps, after, 10, tokens, 49).indices == ()
+    assert unanchored(stamps, None, 10, tokens, 1).indices == tuple(range(10))  # empty: all
+
+
 def test_checkpoint_resumes_only_on_the_same_prefix() -> None:
     data = b'{"type":"session","version":3,"id":"s1"}\n{"type":"label","id":"x","parentId":null}\n'
     parsed = parse_transcript(data)
