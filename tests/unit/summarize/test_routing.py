@@ -74,3 +74,17 @@ def test_thinking_travels_with_the_policy() -> None:
     )
     assert on.thinking is not None
     assert (on.thinking.budget_tokens, on.thinking.effort) == (4096, "low")
+
+
+def test_a_session_rule_sets_the_summary_model_a_depth_rule_overrides() -> None:
+    from lcm.policy import for_session
+
+    s = settings(
+        summary_model="m",
+        summary_model_overrides=[{"session_pattern": "agent:vip:*", "summary_model": "vip"}],
+        summary_model_rules=[{"depth_max": 0, "model": "cheap-leaf"}],
+    )
+    vip = for_session(s, "agent:vip:1")
+    assert model_route(vip, "summary", 0).models == ("cheap-leaf",)
+    assert model_route(vip, "summary", 1).models == ("vip",)
+    assert model_route(for_session(s, "agent:other"), "summary", 1).models == ("m",)
