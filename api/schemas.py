@@ -40,7 +40,9 @@ def grep_query(body: GrepIn) -> GrepQuery:
 
 
 def expand_query_request(body: ExpandQueryIn) -> ExpandQueryRequest:
-    return ExpandQueryRequest(body.prompt, body.query, tuple(body.summary_ids), body.max_tokens)
+    return ExpandQueryRequest(
+        body.prompt, body.query, tuple(body.summary_ids), body.max_tokens, body.timeout_ms
+    )
 
 
 def _patch_model() -> type[BaseModel]:

@@ -59,7 +59,12 @@ expiring, token-capped grant and returns an answer of at most max_tokens with th
 it cites. Give a prompt (the question) and a query (words to search for) and/or \
 summary_ids to start from. Slower than lcm_grep: use it for questions like "what exact \
 command fixed the build?" when a summary only says the build was fixed. Without an LLM \
-configured on the server the answer is a marked list of the best excerpts."""
+configured on the server the answer is a marked list of the best excerpts. \
+Over several conversations (the session family, or all_conversations) the server ranks \
+them by their matches to query and expands only the best few under one deadline \
+(timeout_ms, capped by the server) and one reading budget: source_conversation_ids, a \
+per-conversation breakdown and truncated say what was covered. One call at a time per \
+session: a second while one runs is refused (409 expansion_busy)."""
 
 Mode = Literal["regex", "full_text"]
 Sort = Literal["recency", "relevance", "hybrid"]
@@ -108,6 +113,9 @@ SessionKey = Annotated[
 ]
 ConversationId = Annotated[int | None, Field(description="Only this conversation.")]
 AllConversations = Annotated[bool, Field(description="Every conversation of the tenant.")]
+TimeoutMs = Annotated[
+    int | None, Field(ge=1, le=3_600_000, description="Deadline of the whole call (server-capped).")
+]
 
 
 def build_server(api: AsyncLcmClient, default_session_key: str | None = None) -> MCPServer:
@@ -155,13 +163,17 @@ def build_server(api: AsyncLcmClient, default_session_key: str | None = None) ->
         session_key: SessionKey = None,
         conversation_id: ConversationId = None,
         all_conversations: AllConversations = False,
+        timeout_ms: TimeoutMs = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"prompt": prompt, "query": query, "max_tokens": max_tokens}
-        body["summary_ids"] = summary_ids or []
+        body |= {"summary_ids": summary_ids or [], "timeout_ms": timeout_ms}
         explicit = session_key is not None or conversation_id is not None or all_conversations
         # With only summary_ids, the server scopes the grant to their conversations.
         if explicit or not summary_ids:
             body |= _scope(default_session_key, session_key, conversation_id, all_conversations)
+        caller = session_key or default_session_key
+        if body.get("all_conversations") and caller is not None:
+            body["session_key"] = caller  # names the asking session (one call at a time)
         return await _result(api.expand_query(_body(ExpandQueryIn, **body)))
 
     return server

@@ -49,6 +49,10 @@ class IncomingMessage:
     created_at: str | int | float | None = None
     # The provider's id of the response this message is (assistant messages).
     response_id: str | None = None
+    # The provider and model that wrote it (assistant messages): signed
+    # thinking is replayed only to that model (lcm.assembly.replay).
+    provider: str | None = None
+    model: str | None = None
 
 
 # Prefix of a client id derived from a message's event ids (never a gateway's own).
@@ -74,6 +78,8 @@ class PreparedMessage:
     client_id: str | None
     created_at: datetime | None
     parts: list[PartRow] = field(default_factory=list)
+    provider: str | None = None
+    model: str | None = None
 
 
 def event_key(role: str, content: str, parts: list[PartRow], response_id: str | None) -> str | None:
@@ -205,6 +211,7 @@ def prepare_message(message: IncomingMessage, where: str, max_chars: int) -> Pre
         check_storable(message.client_id, f"{where}.id")
     if message.response_id is not None:
         check_storable(message.response_id, f"{where}.response_id")
+    _check_model_identity(message, where)
     created_at = parse_timestamp(message.created_at, f"{where}.created_at")
     check_storable(message.content, f"{where}.content")
     if isinstance(message.content, str):
@@ -227,4 +234,34 @@ def prepare_message(message: IncomingMessage, where: str, max_chars: int) -> Pre
         client_id=message.client_id or event_key(message.role, content, parts, message.response_id),
         created_at=created_at,
         parts=parts,
+        provider=message.provider,
+        model=message.model,
     )
+
+
+# The longest provider and model names stored (messages.provider / .model).
+MODEL_IDENTITY_LIMITS = {"provider": 100, "model": 200}
+
+
+def _check_model_identity(message: IncomingMessage, where: str) -> None:
+    """``provider``/``model`` name what wrote an assistant message; nothing else has one."""
+    for name, limit in MODEL_IDENTITY_LIMITS.items():
+        value = getattr(message, name)
+        if value is None:
+            continue
+        if message.role != "assistant":
+            raise InvalidInput(f"{where}.{name} is for assistant messages only")
+        if not isinstance(value, str) or not 1 <= len(value) <= limit:
+            raise InvalidInput(f"{where}.{name} must be a string of 1 to {limit} characters")
+        check_storable(value, f"{where}.{name}")
+
+
+def model_identity(source: Any) -> dict[str, str]:
+    """The ``provider``/``model`` strings a transcript's assistant message names, if usable."""
+    found: dict[str, str] = {}
+    if isinstance(source, dict):
+        for name, limit in MODEL_IDENTITY_LIMITS.items():
+            value = source.get(name)
+            if isinstance(value, str) and 1 <= len(value) <= limit:
+                found[name] = value
+    return found

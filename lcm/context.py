@@ -54,6 +54,9 @@ class MessageView:
     created_at: datetime
     parts: tuple[PartView, ...] = ()
     content_shape: ContentShape = "text"
+    # The provider and model that wrote an assistant message, when the gateway said.
+    provider: str | None = None
+    model: str | None = None
     tool_use_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
     """Ids of the tool calls this message makes, in order."""
     tool_result_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
@@ -63,6 +66,9 @@ class MessageView:
     (OpenAI-style plain-text tool output), not only ``tool_result`` blocks.
     """
     rendering: Any = field(default=None, init=False, compare=False, repr=False)
+    # This message without its signed reasoning, for other models' contexts
+    # (:mod:`lcm.assembly.replay` fills it on first use, like ``rendering``).
+    unsigned: Any = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:

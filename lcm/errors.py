@@ -60,6 +60,12 @@ class Conflict(LcmError):
     code = "conflict"
 
 
+class ExpansionBusy(Conflict):
+    """An expand-query from the same session is still running."""
+
+    code = "expansion_busy"
+
+
 class RateLimited(LcmError):
     """Too many requests for this tenant; ``retry_after`` seconds, when known."""
 

@@ -20,6 +20,7 @@ from lcm.override_rules import ModelOverride as ModelOverride
 from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
 from lcm.session_globs import session_pattern_problem
 from lcm.summary_rules import SummaryModelRule, SummaryProviderName
+from lcm.timezones import is_timezone
 
 
 def _default_home() -> Path:
@@ -99,6 +100,8 @@ class CompactionSettings(BaseSettings):
     summary_thinking_budget_tokens: int = Field(2_048, ge=1_024, le=100_000)
     summary_reasoning_effort: Literal["minimal", "low", "medium", "high"] = "low"
     custom_instructions: str = Field("", max_length=20_000)
+    # IANA zone of the times the model reads (summaries, summarizer input); API stays UTC.
+    timezone: str = Field("UTC", min_length=1, max_length=64)
     # Conversations with no message written for this many days are erased by
     # beat (``retention.sweep``); None keeps everything forever.
     retention_days: int | None = Field(None, ge=1, le=36_500)
@@ -131,6 +134,15 @@ class CompactionSettings(BaseSettings):
     # sent as a stub naming the message (``expand``/``grep`` still reach it).
     stub_large_tool_payloads: bool = False
     stub_tool_payload_tokens: int = Field(2_000, ge=1, le=MAX_TOKENS)
+    # Assembly with a ``prompt``: when the budget forces a choice, keep the
+    # evictable items most relevant to it (grep's full-text relevance) over
+    # merely recent ones. Off by default: the kept prefix then changes with
+    # every prompt, which costs the provider's prompt cache.
+    prompt_aware_eviction: bool = False
+    # Identifiers a prompt names (CONSTANT_CASE, paths, ticket ids) that the
+    # assembled window does not show are looked up in the raw history; at most
+    # this many matching snippets are added when they fit the budget (0: off).
+    prompt_recall_max_snippets: int = Field(4, ge=0, le=16)
 
     @field_validator("ignore_session_patterns", "stateless_session_patterns")
     @classmethod
@@ -138,6 +150,13 @@ class CompactionSettings(BaseSettings):
         for pattern in value:
             if (problem := session_pattern_problem(pattern)) is not None:
                 raise ValueError(problem)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone_name(cls, value: str) -> str:
+        if not is_timezone(value):
+            raise ValueError(f"not an IANA time zone name: {value[:64]!r}")
         return value
 
     @field_validator("strip_injected_context_tags")
@@ -264,7 +283,9 @@ class Settings(TenantSettings):
     expand_query_token_cap: int = Field(24_000, ge=1)
     expand_query_max_turns: int = Field(8, ge=1)
     expand_query_timeout_seconds: float = Field(120.0, gt=0)
-    expand_query_max_conversations: int = Field(2_000, ge=1)
+    # How many of the conversations in scope one expand-query expands (the best
+    # ranked); the upper bound keeps one call's loops within one deadline.
+    expand_query_top_conversations: int = Field(4, ge=1, le=32)
     # Expired or revoked grants are deleted by beat after this long (kept for audit).
     expansion_grant_retention_hours: float = Field(24.0, ge=0)
     expansion_sweep_interval_seconds: float = Field(300.0, gt=0)

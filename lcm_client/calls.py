@@ -191,10 +191,17 @@ def expand(body: ExpandIn) -> Call[Expansion]:
     return Call("POST", "/v1/expand", Expansion, _body(body))
 
 
+# The server answers a little after a call's deadline (its worker stores what it has).
+EXPAND_QUERY_GRACE_SECONDS = 10.0
+
+
 def expand_query(body: ExpandQueryIn, wait_seconds: float) -> Call[ExpandQueryAnswer]:
     # Harmless to repeat (a grant revoked when done), but not resent: its 503 is
     # mostly the server's deadline for the worker passing, and a second try
-    # would hold the caller for another whole deadline.
+    # would hold the caller for another whole deadline. A call's own
+    # timeout_ms (the server answers by then) replaces the default wait.
+    if body.timeout_ms is not None:
+        wait_seconds = body.timeout_ms / 1000 + EXPAND_QUERY_GRACE_SECONDS
     return Call(
         "POST",
         "/v1/expand-query",

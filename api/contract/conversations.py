@@ -37,9 +37,21 @@ class MessageIn(RequestBody):
     # Without ``id``: the provider's response id makes re-sending it safe (as
     # tool call ids do for tool messages: lcm.content.event_key).
     response_id: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    # Assistant messages only: the provider and model that wrote it. Signed
+    # thinking is replayed only to an assemble call naming the same model.
+    provider: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
     def to_domain(self) -> IncomingMessage:
-        return IncomingMessage(self.role, self.content, self.id, self.created_at, self.response_id)
+        return IncomingMessage(
+            self.role,
+            self.content,
+            self.id,
+            self.created_at,
+            self.response_id,
+            self.provider,
+            self.model,
+        )
 
 
 HOST_CURSOR_MAX = 8192  # characters (lcm.db.models.conversations.HOST_CURSOR_MAX)
@@ -128,8 +140,13 @@ class TurnOut(SkippedWrite):
 
 class AssembleIn(ModelIn):
     token_budget: TokenBudget
+    # With ``model``: the provider serving it. Signed thinking blocks are sent
+    # only from assistant messages that model wrote (lcm.assembly.replay).
+    provider: Annotated[Text, Field(min_length=1, max_length=100)] | None = None
     session_id: SessionIdText | None = None
-    # Accepted for forward compatibility (retrieval-aware assembly); not used yet.
+    # The user's current message. With ``prompt_aware_eviction`` on it chooses
+    # which older items a tight budget keeps; identifiers it names that the
+    # window does not show are recalled from history (``recalled``).
     prompt: Text | None = None
     # Ask for a system-prompt addition on recalling summarized history; it names
     # only ``available_tools`` when given.
@@ -157,6 +174,22 @@ class MessageTimes(BaseModel):
     latest_at: datetime
 
 
+class RecalledSnippet(BaseModel):
+    """A sentence of an older message the prompt named, shown in ``messages[message_index]``.
+
+    The snippets share one text block, ``<recalled_history>``, just before the
+    fresh tail; each cites its message as ``ref`` (``msg_<message_id>``).
+    """
+
+    message_id: int
+    ref: str
+    seq: int
+    role: str
+    identifier: str
+    text: str
+    message_index: int
+
+
 class AssembleOut(BaseModel):
     conversation_id: int
     token_budget: int  # as used (capped by max_assembly_token_budget)
@@ -169,6 +202,8 @@ class AssembleOut(BaseModel):
     # With ``include_times``: one entry per message of ``messages``, in order
     # (apart: the messages carry only what the provider's API accepts).
     message_times: list[MessageTimes] | None = None
+    # Snippets recalled for identifiers the prompt named (empty: none).
+    recalled: list[RecalledSnippet] = Field(default_factory=list)
 
 
 class CompactIn(RequestBody):

@@ -16,6 +16,7 @@ from api.contract import (
     MessagesIn,
     MessagesOut,
     MessageTimes,
+    RecalledSnippet,
     SessionIdText,
     TurnIn,
     TurnOut,
@@ -37,7 +38,7 @@ from api.responses import model_response
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.address import SessionAddress
-from lcm.assembly import TimeSpan
+from lcm.assembly import AssembledContext, ReplayTarget, TimeSpan
 from lcm.assembly.service import assemble
 from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
@@ -46,6 +47,7 @@ from lcm.ingest.turns import LivePrompt, store_messages
 from lcm.lifecycle.gateway import TurnInput, take_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.policy.overrides import ModelInfo, settings_for_call
+from lcm.retrieval import prompt_cue_for
 from lcm.status.service import conversation_status
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -132,7 +134,16 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             caller.settings, conversation, ModelInfo(body.model, body.context_window)
         )
         budget = effective.capped_budget(body.token_budget)
-        result = assemble(session, conversation.id, budget, effective, times=body.include_times)
+        cue = prompt_cue_for(session, caller.tenant_id, conversation.id, body.prompt, effective)
+        result = assemble(
+            session,
+            conversation.id,
+            budget,
+            effective,
+            times=body.include_times,
+            replay_to=ReplayTarget(body.provider, body.model),
+            cue=cue,
+        )
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
     # Built from the domain's typed result: not validated again (see model_response).
     return model_response(
@@ -148,8 +159,27 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             if body.system_prompt
             else None,
             message_times=_message_times(result.message_spans()) if body.include_times else None,
+            recalled=_recalled(result),
         )
     )
+
+
+def _recalled(result: AssembledContext) -> list[RecalledSnippet]:
+    index = result.recalled_index
+    if index is None:
+        return []
+    return [
+        RecalledSnippet.model_construct(
+            message_id=s.message_id,
+            ref=s.ref,
+            seq=s.seq,
+            role=s.role,
+            identifier=s.identifier,
+            text=s.text,
+            message_index=index,
+        )
+        for s in result.recalled
+    ]
 
 
 def _message_times(spans: list[TimeSpan]) -> list[MessageTimes]:

@@ -40,7 +40,7 @@ from lcm.retrieval.describe import (
     file_content_page,
 )
 from lcm.retrieval.expand import expand
-from lcm.retrieval.expansion import ask_expand_query, grep_limits
+from lcm.retrieval.expansion import ExpansionCaller, ask_expand_query, grep_limits
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import grep
 from lcm.retrieval.scope import resolve_bounds
@@ -107,11 +107,13 @@ def post_expand(
     return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap))
 
 
-@router.post("/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404, 429))
+@router.post(
+    "/expand-query", response_model=ExpandQueryAnswer, responses=error_responses(404, 409, 429)
+)
 def post_expand_query(
     body: ExpandQueryIn, caller: ReadCaller, database: DatabaseDep, link: WorkerLinkDep
 ) -> Any:
+    """Answer a question from the history; 409 ``expansion_busy`` while the session has one."""
+    asker = ExpansionCaller(caller.tenant_id, caller.settings, caller.key_id)
     request = expand_query_request(body)
-    return ask_expand_query(
-        database.transaction, caller.tenant_id, caller.settings, scope_selector(body), request, link
-    )
+    return ask_expand_query(database.transaction, asker, scope_selector(body), request, link)

@@ -9,16 +9,21 @@ from lcm.exports import lazy_exports
 if TYPE_CHECKING:
     from lcm.assembly.assembler import AssembledContext, assemble_context
     from lcm.assembly.normalize import api_violations
+    from lcm.assembly.recall import RecalledSnippet
     from lcm.assembly.render import (
         TimeSpan,
         message_to_provider,
         render_summary,
         summary_context_tokens,
     )
-    from lcm.assembly.service import assemble
+    from lcm.assembly.replay import ReplayTarget
+    from lcm.assembly.service import PromptCue, assemble
 
 __all__ = [
     "AssembledContext",
+    "PromptCue",
+    "RecalledSnippet",
+    "ReplayTarget",
     "TimeSpan",
     "api_violations",
     "assemble",
@@ -33,12 +38,14 @@ __getattr__ = lazy_exports(
     {
         "lcm.assembly.assembler": ("AssembledContext", "assemble_context"),
         "lcm.assembly.normalize": ("api_violations",),
+        "lcm.assembly.recall": ("RecalledSnippet",),
         "lcm.assembly.render": (
             "TimeSpan",
             "message_to_provider",
             "render_summary",
             "summary_context_tokens",
         ),
-        "lcm.assembly.service": ("assemble",),
+        "lcm.assembly.replay": ("ReplayTarget",),
+        "lcm.assembly.service": ("PromptCue", "assemble"),
     },
 )

@@ -8,15 +8,20 @@ Rules chosen where docs/design.md §3 is silent:
 
 * A summary becomes a ``user`` turn holding one text block,
   ``<summary id kind depth descendant_count earliest_at latest_at>`` with
-  XML-escaped attributes and ISO-8601 UTC times; a condensed summary first
-  lists its parents as ``<parents><summary_ref id="…"/>…</parents>``. The
-  content itself is not escaped: the model reads it as prose, and escaping
-  would garble code and markup quoted in it.
+  XML-escaped attributes and ISO-8601 times in the ``timezone`` setting; a
+  condensed summary first lists its parents as
+  ``<parents><summary_ref id="…"/>…</parents>``.
 * A ``system`` message stays where it happened, as a ``user`` turn wrapped in
   ``<system_message>``. The gateway owns the real system prompt; lifting old
   mid-conversation notices into it would lose their place in time.
 * A ``tool`` message becomes a ``user`` turn: parts carrying a tool call id
   become ``tool_result`` blocks, anything else ``<tool_output>`` text.
+* Text that lands in a ``user`` turn (summary content, wrapped system and tool
+  text, user messages' text) has the wrapper tags above made inert
+  (:func:`lcm.policy.markup.escape_markup`: ``<`` before one of those tag
+  names becomes ``&lt;``), so it cannot close a wrapper or forge a summary;
+  all other text, code included, is sent as written. Assistant text and
+  provider blocks (``tool_result`` content) are sent as stored.
 * A block type the role may not carry (an image in an assistant turn, a
   non-API ``file`` block) is replaced by its stored plain-text extraction;
   blank text blocks are dropped, since the API refuses them.
@@ -30,7 +35,9 @@ from typing import Any, Literal, NamedTuple
 from xml.sax.saxutils import escape
 
 from lcm.context import ContextEntry, MessageView, PartView, SummaryView
+from lcm.policy.markup import escape_markup
 from lcm.policy.timestamps import format_timestamp
+from lcm.timezones import DEFAULT_TIMEZONE
 from lcm.tokens import estimate_tokens
 
 TurnRole = Literal["user", "assistant"]
@@ -46,6 +53,16 @@ ASSISTANT_BLOCK_TYPES = frozenset(
     ]
 )
 USER_BLOCK_TYPES = frozenset({"text", "image", "document", "tool_result", "search_result"})
+# Every tag rendering wraps text in: text inside a user turn may not spell them.
+WRAPPER_TAGS = (
+    "summary",
+    "summary_ref",
+    "parents",
+    "system_message",
+    "tool_output",
+    "recalled_history",
+    "recalled",
+)
 
 
 # The times a turn covers: (earliest, latest) of its sources, messages or
@@ -84,8 +101,13 @@ def _attr(value: object) -> str:
     return '"' + escape(str(value), {'"': "&quot;"}) + '"'
 
 
-def render_summary(summary: SummaryView) -> str:
-    """The ``<summary …>`` text a summary is shown to the model as."""
+def inert(text: str) -> str:
+    """``text`` unable to open or close a wrapper tag (``escape_markup`` of WRAPPER_TAGS)."""
+    return escape_markup(text, WRAPPER_TAGS)
+
+
+def render_summary(summary: SummaryView, timezone: str = DEFAULT_TIMEZONE) -> str:
+    """The ``<summary …>`` text a summary is shown to the model as, times in ``timezone``."""
     attributes = " ".join(
         f"{name}={_attr(value)}"
         for name, value in (
@@ -93,15 +115,15 @@ def render_summary(summary: SummaryView) -> str:
             ("kind", summary.kind),
             ("depth", summary.depth),
             ("descendant_count", summary.descendant_count),
-            ("earliest_at", format_timestamp(summary.earliest_at)),
-            ("latest_at", format_timestamp(summary.latest_at)),
+            ("earliest_at", format_timestamp(summary.earliest_at, timezone)),
+            ("latest_at", format_timestamp(summary.latest_at, timezone)),
         )
     )
     lines = [f"<summary {attributes}>"]
     if summary.kind == "condensed":
         refs = "".join(f"<summary_ref id={_attr(parent)}/>" for parent in summary.parent_ids)
         lines.append(f"<parents>{refs}</parents>")
-    lines += [summary.content, "</summary>"]
+    lines += [inert(summary.content), "</summary>"]
     return "\n".join(lines)
 
 
@@ -121,8 +143,10 @@ def message_to_provider(message: MessageView) -> dict[str, Any]:
     return {"role": message.role, "content": [dict(part.payload) for part in message.parts]}
 
 
-def render_entry(entry: ContextEntry) -> RenderedEntry:
+def render_entry(entry: ContextEntry, timezone: str = DEFAULT_TIMEZONE) -> RenderedEntry:
     """One context entry as an API-acceptable turn, and the tokens it costs.
+
+    A summary's times are written in ``timezone``; messages carry none.
 
     A message's turn is built once per view and kept on it
     (``MessageView.rendering``): assembly renders the same newest messages
@@ -131,7 +155,7 @@ def render_entry(entry: ContextEntry) -> RenderedEntry:
     """
     summary = entry.summary
     if summary is not None:
-        text = render_summary(summary)
+        text = render_summary(summary, timezone)
         span = (summary.earliest_at, summary.latest_at)
         return RenderedEntry(Turn("user", [text_block(text)], span), estimate_tokens(text))
     message = entry.message
@@ -163,17 +187,40 @@ def _render_message(message: MessageView) -> _Rendering:
     if message.content_shape == "text":  # most messages: one text block, or none if blank
         if not message.content.strip():
             return _Rendering(None, 0, True)
-        role: TurnRole = "assistant" if message.role == "assistant" else "user"
-        return _Rendering(Turn(role, [text_block(message.content)]), 0, True)
+        if message.role == "assistant":
+            return _Rendering(Turn("assistant", [text_block(message.content)]), 0, True)
+        text = inert(message.content)
+        return _Rendering(
+            Turn("user", [text_block(text)]), _escaping_cost(message.content, text), True
+        )
     blocks = [_block_for(message.role, part) for part in message.parts]
-    return _Rendering(_turn(message.role, blocks), 0, True)
+    extra = 0
+    if message.role != "assistant":  # what escaping added to the stored texts' cost
+        extra = sum(
+            _escaping_cost(_raw_text(p), b.get("text"))
+            for p, b in zip(message.parts, blocks, strict=True)
+        )
+    return _Rendering(_turn(message.role, blocks), extra, True)
 
 
-def _wrapped(text: str, tag: str) -> _Rendering:
-    if not text.strip():
+def _escaping_cost(raw: str, sent: object) -> int:
+    """The tokens escaping added (0 unless the text spelled a wrapper tag)."""
+    if not isinstance(sent, str) or len(sent) <= len(raw):
+        return 0
+    return estimate_tokens(sent) - estimate_tokens(raw)
+
+
+def _raw_text(part: PartView) -> str:
+    text = part.payload.get("text") if part.part_type == "text" else part.text
+    return text if isinstance(text, str) else ""
+
+
+def _wrapped(raw: str, tag: str) -> _Rendering:
+    if not raw.strip():
         return _Rendering(None, 0, False)
+    text = inert(raw)
     opening, closing = f"<{tag}>\n", f"\n</{tag}>"
-    overhead = estimate_tokens(opening + closing)
+    overhead = estimate_tokens(opening + closing) + _escaping_cost(raw, text)
     return _Rendering(Turn("user", [text_block(opening + text + closing)]), overhead, True)
 
 
@@ -196,10 +243,15 @@ def _tool_turn(message: MessageView) -> _Rendering:
 
 
 def _block_for(role: str, part: PartView) -> dict[str, Any]:
-    allowed = ASSISTANT_BLOCK_TYPES if role == "assistant" else USER_BLOCK_TYPES
-    if part.part_type in allowed:
+    if role == "assistant":
+        if part.part_type in ASSISTANT_BLOCK_TYPES:
+            return dict(part.payload)
+        return text_block(part.text)
+    if part.part_type == "text" and isinstance(part.payload.get("text"), str):
+        return {**part.payload, "text": inert(part.payload["text"])}
+    if part.part_type in USER_BLOCK_TYPES:
         return dict(part.payload)
-    return text_block(part.text)
+    return text_block(inert(part.text))
 
 
 def _turn(role: str, blocks: list[dict[str, Any]]) -> Turn | None:

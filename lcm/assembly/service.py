@@ -7,13 +7,35 @@ this module reads only the entries that can matter from the database.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
 from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
-from lcm.assembly.repository import AssemblyRepository
+from lcm.assembly.recall import RecalledSnippet
+from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
+from lcm.assembly.repository import AssemblyRepository, Window
 from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, window_entries
 from lcm.settings import CompactionSettings
+
+
+class PromptCue(Protocol):
+    """What the prompt of an assemble call tells it (built by ``lcm.retrieval.prompt_cue``)."""
+
+    @property
+    def ranks(self) -> bool:
+        """True when prompt-aware eviction applies: the setting is on, the prompt has terms."""
+        ...
+
+    def relevance(self, entries: Sequence[ContextEntry]) -> Mapping[int, float]:
+        """Ordinal to relevance of the ``entries`` that match the prompt."""
+        ...
+
+    def recall(self, assembled: AssembledContext) -> Sequence[RecalledSnippet]:
+        """Snippets of history the prompt names and ``assembled`` does not show."""
+        ...
 
 
 def assemble(
@@ -23,6 +45,8 @@ def assemble(
     settings: CompactionSettings,
     *,
     times: bool = False,
+    replay_to: ReplayTarget = ReplayTarget(),
+    cue: PromptCue | None = None,
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
@@ -30,30 +54,72 @@ def assemble(
     start of the latest user turn (the fresh tail never splits it). Should
     the fresh tail still fill the whole window, everything is read, so the
     tail is always complete. With ``times``, the result's ``message_spans``
-    answers.
+    answers. With a ``cue`` that ranks and a budget that cannot hold every
+    item, every item is read (an old one may be the relevant one) and the
+    cue's relevance chooses; a cue's recalled snippets are added when they fit.
+    Signed reasoning reaches only the model that wrote it when ``replay_to``
+    names one (:mod:`lcm.assembly.replay`).
     """
     window = AssemblyRepository(session).window(
         conversation_id, token_budget, settings.fresh_tail_count + 1
     )
+    # A choice is forced when the items do not all fit (a whole window may
+    # still not: it holds at least the fresh tail's count of items).
+    forced = not window.whole or sum(i.token_count for i in window.items) > token_budget
+    if cue is None or not (cue.ranks and forced):
+        entries, assembled = _from_window(
+            session, conversation_id, window, token_budget, settings, times, replay_to
+        )
+        relevance = None
+    else:
+        entries = without_foreign_reasoning(load_context(session, conversation_id), replay_to)
+        relevance = cue.relevance(entries)
+        assembled = assemble_context(
+            entries, token_budget, settings, times=times, relevance=relevance
+        )
+    if cue is None:
+        return assembled
+    recalled = cue.recall(assembled)
+    if not recalled:
+        return assembled
+    return assemble_context(
+        entries, token_budget, settings, times=times, relevance=relevance, recalled=recalled
+    )
+
+
+def _from_window(
+    session: Session,
+    conversation_id: int,
+    window: Window,
+    token_budget: int,
+    settings: CompactionSettings,
+    times: bool,
+    replay_to: ReplayTarget,
+) -> tuple[Sequence[ContextEntry], AssembledContext]:
+    """Assembled from the window, read further back only when the tail needs it."""
     if not window.items:
-        return assemble_context([], token_budget, settings, times=times)
+        return [], assemble_context([], token_budget, settings, times=times)
     start = window.items[0].ordinal
-    entries = window_entries(session, conversation_id, window.items)
+    entries = without_foreign_reasoning(
+        window_entries(session, conversation_id, window.items), replay_to
+    )
     if window.whole:
-        return assemble_context(entries, token_budget, settings, times=times)
+        return entries, assemble_context(entries, token_budget, settings, times=times)
     if not any(_bounds_the_tail(e) for e in entries):
         # Raw messages all the way and no turn start in sight: the turn, and
         # so the tail, began before the window. Rare: one agent loop longer
         # than the whole budget.
         turn = AssemblyRepository(session).latest_turn_start(conversation_id, before=start)
         if turn is not None:
-            entries = load_context(session, conversation_id, from_ordinal=turn)
+            entries = without_foreign_reasoning(
+                load_context(session, conversation_id, from_ordinal=turn), replay_to
+            )
     assembled = assemble_context(entries, token_budget, settings, times=times)
     if assembled.fresh_tail_count == len(entries):
         # The whole window is fresh tail: it may go on before the window.
-        everything = load_context(session, conversation_id)
-        assembled = assemble_context(everything, token_budget, settings, times=times)
-    return assembled
+        everything = without_foreign_reasoning(load_context(session, conversation_id), replay_to)
+        return everything, assemble_context(everything, token_budget, settings, times=times)
+    return entries, assembled
 
 
 def _bounds_the_tail(entry: ContextEntry) -> bool:

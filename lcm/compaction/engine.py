@@ -151,7 +151,7 @@ class CompactionEngine:
         started = time.perf_counter()
         result = self.summarize(
             tenant_id,
-            render_source(plan, settings.strip_injected_context_tags),
+            render_source(plan, settings.strip_injected_context_tags, settings.timezone),
             # The summary's item must cost less than the range it replaces:
             # a pass never grows the context it compacts.
             must_beat_tokens=plan.source_tokens - wrapper_tokens(plan),

@@ -279,7 +279,7 @@ class CompactionJobs:
         A job of another kind hands the lease to a repair job, so Flower shows
         repairs as ``compaction.repair``.
         """
-        target = self.repairs.next_target(claim.conversation_id)
+        target = self.repairs.next_target(claim.conversation_id, settings.timezone)
         if target is None or chain_bound_reached(position, settings, self.clock().timestamp()):
             return None
         if kind is not None and kind != REPAIR:

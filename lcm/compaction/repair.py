@@ -30,6 +30,7 @@ from lcm.context_store.repository import summary_view
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import SummaryResult
+from lcm.timezones import DEFAULT_TIMEZONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +49,18 @@ class SummaryRepair:
     def __init__(self, engine: CompactionEngine) -> None:
         self.engine = engine
 
-    def next_target(self, conversation_id: int) -> RepairTarget | None:
+    def next_target(
+        self, conversation_id: int, timezone: str = DEFAULT_TIMEZONE
+    ) -> RepairTarget | None:
         with self.engine.transaction() as session:
             repo = RepairRepository(session)
             summary = repo.next_to_repair(conversation_id)
             if summary is None:
                 return None
             if summary.kind == "leaf":
-                text = render_messages(repo.source_messages(summary.id))
+                text = render_messages(repo.source_messages(summary.id), timezone=timezone)
             else:
-                text = render_summaries(repo.source_summaries(summary.id))
+                text = render_summaries(repo.source_summaries(summary.id), timezone)
             return RepairTarget(
                 summary.id,
                 summary.kind,

@@ -18,35 +18,46 @@ from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
 from lcm.context import MessageView, SummaryView
 from lcm.policy.timestamps import format_timestamp
+from lcm.timezones import DEFAULT_TIMEZONE
 
 
 def new_summary_id() -> str:
     return "sum_" + secrets.token_hex(8)
 
 
-def render_source(plan: PassPlan, strip_tags: Sequence[str] = ()) -> str:
+def render_source(
+    plan: PassPlan, strip_tags: Sequence[str] = (), timezone: str = DEFAULT_TIMEZONE
+) -> str:
     """The summarizer's input: messages with timestamps, or child summaries with spans.
 
-    Blocks of ``strip_tags`` (injected plugin context) are left out of message text.
+    Blocks of ``strip_tags`` (injected plugin context) are left out of message
+    text; times are written in ``timezone``.
     """
     messages = [e.message for e in plan.entries if e.message is not None]
     summaries = [e.summary for e in plan.entries if e.summary is not None]
-    return render_messages(messages, strip_tags) if messages else render_summaries(summaries)
+    if messages:
+        return render_messages(messages, strip_tags, timezone)
+    return render_summaries(summaries, timezone)
 
 
-def render_messages(messages: Sequence[MessageView], strip_tags: Sequence[str] = ()) -> str:
+def render_messages(
+    messages: Sequence[MessageView],
+    strip_tags: Sequence[str] = (),
+    timezone: str = DEFAULT_TIMEZONE,
+) -> str:
     """A leaf's input: each message with its time, role and sequence number."""
     return "\n\n".join(
-        f"[{format_timestamp(m.created_at)}] {m.role} (#{m.seq}): "
+        f"[{format_timestamp(m.created_at, timezone)}] {m.role} (#{m.seq}): "
         f"{strip_injected_context(m.content, strip_tags)}"
         for m in messages
     )
 
 
-def render_summaries(summaries: Sequence[SummaryView]) -> str:
+def render_summaries(summaries: Sequence[SummaryView], timezone: str = DEFAULT_TIMEZONE) -> str:
     """A condensed summary's input: each child summary with its time span."""
     return "\n\n".join(
-        f"[{format_timestamp(s.earliest_at)} .. {format_timestamp(s.latest_at)}]"
+        f"[{format_timestamp(s.earliest_at, timezone)} .."
+        f" {format_timestamp(s.latest_at, timezone)}]"
         f" summary {s.id} (depth {s.depth}):\n{s.content}"
         for s in summaries
     )

@@ -112,7 +112,8 @@ def _by_ids(session: Session, statement: DriverStatement, ids: Sequence[Any]) ->
 
 
 def _message_views(session: Session, rows: Sequence[Any]) -> dict[int, MessageView]:
-    """Views of the messages of ``rows`` (``id, seq, role, content, created_at, shape``).
+    """Views of the messages of ``rows`` (``id, seq, role, content, created_at, shape,
+    provider, model``).
 
     The parts of their block messages are read by message id, never through
     the context's items: at READ COMMITTED each statement sees its own
@@ -127,7 +128,7 @@ def _message_views(session: Session, rows: Sequence[Any]) -> dict[int, MessageVi
     ):
         parts[message_id].append(PartView(part_type, payload, tool_call_id, plain))
     views = {}
-    for message_id, seq, role, content, created_at, shape in rows:
+    for message_id, seq, role, content, created_at, shape, provider, model in rows:
         # Roles and shapes were validated on ingest; the casts only tell mypy.
         views[message_id] = MessageView(
             message_id,
@@ -137,6 +138,8 @@ def _message_views(session: Session, rows: Sequence[Any]) -> dict[int, MessageVi
             created_at,
             tuple(parts.get(message_id, ())) if shape == "blocks" else _text_part(content),
             cast(ContentShape, shape),
+            provider,
+            model,
         )
     return views
 
@@ -247,6 +250,8 @@ _LOAD_CONTEXT = DriverStatement(
         Message.content,
         Message.created_at,
         Message.content_shape,
+        Message.provider,
+        Message.model,
         Summary.kind,
         Summary.depth,
         Summary.content,
@@ -263,8 +268,8 @@ _LOAD_CONTEXT = DriverStatement(
     )
     .order_by(ContextItem.ordinal)
 )
-_MESSAGE_AT = slice(4, 10)  # a _LOAD_CONTEXT row's message columns (as _MESSAGE_COLUMNS)
-_SUMMARY_AT = slice(10, 17)  # and its summary's (kind … descendant_count)
+_MESSAGE_AT = slice(4, 12)  # a _LOAD_CONTEXT row's message columns (as _MESSAGE_COLUMNS)
+_SUMMARY_AT = slice(12, 19)  # and its summary's (kind … descendant_count)
 
 _MESSAGE_COLUMNS = (
     Message.id,
@@ -273,6 +278,8 @@ _MESSAGE_COLUMNS = (
     Message.content,
     Message.created_at,
     Message.content_shape,
+    Message.provider,
+    Message.model,
 )
 _LOAD_MESSAGES_BY_ID = _among_ids(lambda among: select(*_MESSAGE_COLUMNS).where(among), Message.id)
 

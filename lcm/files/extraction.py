@@ -333,5 +333,12 @@ def _rebuilt(message: PreparedMessage, content: str | list[dict[str, Any]]) -> P
     # Re-run validation and derivation on the rewritten content so that parts,
     # plain text and token count are computed exactly as for any other message.
     stamp = message.created_at.isoformat() if message.created_at else None
-    incoming = IncomingMessage(message.role, content, message.client_id, stamp)
+    incoming = IncomingMessage(
+        message.role,
+        content,
+        message.client_id,
+        stamp,
+        provider=message.provider,
+        model=message.model,
+    )
     return prepare_message(incoming, "message", max_chars=2**62)

@@ -159,6 +159,8 @@ _MESSAGE_ARRAYS = (
     ("token_count", "INTEGER"),
     ("created_at", "TIMESTAMP WITH TIME ZONE"),
     ("client_id", "VARCHAR"),
+    ("provider", "VARCHAR"),
+    ("model", "VARCHAR"),
 )
 _PART_ARRAYS = (
     ("seq", "BIGINT"),

@@ -209,6 +209,8 @@ def _message_rows(
             "token_count": m.token_count,
             "created_at": m.created_at or now,
             "client_id": m.client_id,
+            "provider": m.provider,
+            "model": m.model,
         }
         for i, m in enumerate(fresh)
     ]

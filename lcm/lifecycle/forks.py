@@ -148,6 +148,8 @@ def _copy_context(
                 provider["content"],
                 f"fork:{parent_id}:{message.id}",
                 message.created_at.isoformat(),
+                provider=message.provider,
+                model=message.model,
             )
             batch.append(prepare_message(incoming, f"parent message {i}", max_message_chars))
         copied += ingest_messages(

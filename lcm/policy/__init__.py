@@ -1,5 +1,6 @@
 """Context policy every feature shares: the fresh tail, the compaction threshold,
-the per-model and per-session overrides and the timestamp format.
+the per-model and per-session overrides, the timestamp format and the escaping
+of wrapper markup.
 
 Assembly, ingest and compaction all follow these rules, so they live below
 all three and import only the ground (``lcm.settings``, ``lcm.context``).
@@ -13,6 +14,7 @@ from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
     from lcm.policy.fresh_tail import ContextSplit, fresh_tail_start, split_fresh_tail, unsafe_cuts
+    from lcm.policy.markup import escape_markup, unescape_markup
     from lcm.policy.overrides import ModelInfo, for_model, settings_for_call
     from lcm.policy.summary_models import (
         for_session,
@@ -26,6 +28,7 @@ __all__ = [
     "ContextSplit",
     "ModelInfo",
     "ThresholdCheck",
+    "escape_markup",
     "evaluate_threshold",
     "for_model",
     "for_session",
@@ -35,6 +38,7 @@ __all__ = [
     "settings_for_call",
     "split_fresh_tail",
     "summary_models_for_session",
+    "unescape_markup",
     "unsafe_cuts",
 ]
 
@@ -44,11 +48,10 @@ __getattr__ = lazy_exports(
         "lcm.policy.fresh_tail": (
             "ContextSplit",
             "fresh_tail_start",
-            "matching_summary_rule",
             "split_fresh_tail",
-            "summary_models_for_session",
             "unsafe_cuts",
         ),
+        "lcm.policy.markup": ("escape_markup", "unescape_markup"),
         "lcm.policy.overrides": ("ModelInfo", "for_model", "settings_for_call"),
         "lcm.policy.summary_models": (
             "for_session",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         file_content_page,
     )
     from lcm.retrieval.expansion import (
+        ExpansionCaller,
         abandon_expand_query,
         answer_granted_query,
         ask_expand_query,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from lcm.retrieval.file_grep import grep_large_files
     from lcm.retrieval.grants import sweep_grants
     from lcm.retrieval.grep import GrepQuery, GrepResult
+    from lcm.retrieval.prompt_cue import prompt_cue_for
     from lcm.retrieval.repository import HistoryRepository
     from lcm.retrieval.scope import ScopeSelector, resolve_bounds
     from lcm.retrieval.search_backlog import index_search_backlog, request_indexing
@@ -41,6 +43,7 @@ __all__ = [
     "DEFAULT_FILE_PAGE_CHARS",
     "MAX_FILE_PAGE_CHARS",
     "ExpandQueryRequest",
+    "ExpansionCaller",
     "GrantEnded",
     "GrepQuery",
     "GrepResult",
@@ -58,6 +61,7 @@ __all__ = [
     "grep_large_files",
     "grep_limits",
     "index_search_backlog",
+    "prompt_cue_for",
     "request_indexing",
     "resolve_bounds",
     "start_expand_query",
@@ -80,6 +84,7 @@ __getattr__ = lazy_exports(
         ),
         "lcm.retrieval.expand": ("expand",),
         "lcm.retrieval.expansion": (
+            "ExpansionCaller",
             "abandon_expand_query",
             "answer_granted_query",
             "ask_expand_query",
@@ -90,6 +95,7 @@ __getattr__ = lazy_exports(
         "lcm.retrieval.file_grep": ("grep_large_files",),
         "lcm.retrieval.grants": ("sweep_grants",),
         "lcm.retrieval.grep": ("GrepQuery", "GrepResult", "grep"),
+        "lcm.retrieval.prompt_cue": ("prompt_cue_for",),
         "lcm.retrieval.repository": ("HistoryRepository",),
         "lcm.retrieval.scope": ("ScopeSelector", "resolve_bounds"),
         "lcm.retrieval.search_backlog": ("index_search_backlog", "request_indexing"),

@@ -112,8 +112,19 @@ class GrantedTools:
     limits: GrepLimits
     max_expand_tokens: int
     clock: Callable[[], datetime] = utcnow
+    # Only these of the grant's conversations (one of a multi-conversation
+    # call's loops); None: all of them. The budget stays the grant's, shared.
+    only: frozenset[int] | None = None
     seen_refs: set[str] = field(default_factory=set)
     tokens_read: int = 0
+
+    def remaining(self) -> int:
+        """What is left of the grant's shared reading budget; :class:`GrantEnded` if over."""
+        try:
+            with self.transaction() as session:
+                return check_grant(session, self.grant_id, self.clock()).remaining
+        except Forbidden as exc:
+            raise GrantEnded(exc.message) from exc
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One tool call. Raises :class:`GrantEnded`; other failures become error results."""
@@ -138,7 +149,9 @@ class GrantedTools:
         return ToolOutcome(text, payload=payload, refs=refs)
 
     def _run(self, session: Session, grant: Grant, name: str, args: dict[str, Any]) -> Any:
-        allowed = grant.conversation_ids
+        allowed = (
+            grant.conversation_ids if self.only is None else grant.conversation_ids & self.only
+        )
         if name == "grep":
             query = GrepQuery(
                 pattern=str(args.get("pattern", "")),

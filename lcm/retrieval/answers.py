@@ -14,6 +14,7 @@ class ExpandQueryRequest:
     query: str | None = None
     summary_ids: tuple[str, ...] = ()
     max_tokens: int = 2_000
+    timeout_ms: int | None = None  # None: the server's maximum
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -21,6 +22,7 @@ class ExpandQueryRequest:
             "query": self.query,
             "summary_ids": list(self.summary_ids),
             "max_tokens": self.max_tokens,
+            "timeout_ms": self.timeout_ms,
         }
 
     @classmethod
@@ -30,6 +32,7 @@ class ExpandQueryRequest:
             query=data.get("query"),
             summary_ids=tuple(data.get("summary_ids") or ()),
             max_tokens=int(data.get("max_tokens") or 2_000),
+            timeout_ms=data.get("timeout_ms"),
         )
 
 
@@ -41,6 +44,33 @@ class Usage:
     provider: str = ""
 
 
+# A conversation's status in a multi-conversation answer's breakdown.
+ANSWERED = "answered"
+NO_MATCH = "no_match"  # nothing in it matched the query: not expanded
+TIMED_OUT = "timed_out"  # the deadline passed before or while it was expanded
+SKIPPED_BUDGET = "skipped_budget"  # the shared reading budget was spent before it
+FAILED = "error"  # its loop failed (the model, or the grant ended)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeError:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationOutcome:
+    """How one conversation of an expand-query went."""
+
+    conversation_id: int
+    session_key: str | None
+    status: str
+    score: float | None = None
+    elapsed_ms: int = 0
+    tokens: int = 0  # read from its history, debited from the shared budget
+    error: OutcomeError | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ExpandQueryAnswer:
     answer: str
@@ -50,6 +80,12 @@ class ExpandQueryAnswer:
     turns: int
     tokens_read: int
     usage: list[Usage] = field(default_factory=list)
+    source_conversation_ids: list[int] = field(default_factory=list)
+    conversations: list[ConversationOutcome] = field(default_factory=list)
+    # True when a conversation was not expanded fully: deadline, budget, failure,
+    # or ranked below the top K.
+    truncated: bool = False
+    timeout_ms: int | None = None
 
 
 def cited_ids(answer: str, seen: set[str]) -> list[str]:

@@ -12,10 +12,12 @@ this returns, whatever happened.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lcm.errors import SummarizerError
+from lcm.errors import LcmError, SummarizerError
 from lcm.retrieval.agent_tools import TOOLS, GrantedTools, ToolOutcome
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest, Usage, cited_ids
 from lcm.retrieval.offline_answer import offline_answer
@@ -38,8 +40,18 @@ square brackets, e.g. [msg_42] or [sum_0123456789abcdef]. If the history does no
 answer, say so plainly; never guess."""
 
 
+class DeadlinePassed(LcmError):
+    """The call's deadline passed before the loop could answer."""
+
+    code = "deadline_passed"
+
+
 class LoopLlm(Protocol):
-    """One model the loop talks to, in Messages API shapes (replies with ``content`` blocks)."""
+    """One model the loop talks to, in Messages API shapes (replies with ``content`` blocks).
+
+    :class:`ExpansionLlm` (Anthropic) and
+    :class:`lcm.retrieval.expand_query_chat.ChatExpansionLlm` (chat completions).
+    """
 
     @property
     def model(self) -> str: ...
@@ -47,15 +59,7 @@ class LoopLlm(Protocol):
     @property
     def provider(self) -> str: ...
 
-    def create(
-        self,
-        *,
-        max_tokens: int,
-        system: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        tool_choice: dict[str, str],
-    ) -> Any: ...
+    def create(self, **kwargs: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -90,18 +94,35 @@ def run_expand_query(
     *,
     max_turns: int,
     budget: int,
+    deadline_at: float | None = None,
+    clock: Callable[[], float] = time.time,
+    spent: list[Usage] | None = None,
 ) -> ExpandQueryAnswer:
-    """Answer ``request``; every read goes through ``tools`` (and so through the grant)."""
+    """Answer ``request``; every read goes through ``tools`` (and so through the grant).
+
+    ``deadline_at`` (seconds since the epoch) bounds the loop: no turn starts
+    after it, and each model call may take only what is left of it
+    (:class:`DeadlinePassed`, or the SDK's timeout as :class:`SummarizerError`).
+    Each call's usage is appended to ``spent`` as it is made, so a loop that
+    fails part way still accounts for what it cost.
+    """
     if llm is None:
         log.info("no LLM configured: expand-query answers OFFLINE from the best grep hits")
         return offline_answer(tools, request)
     messages: list[dict[str, Any]] = [{"role": "user", "content": _opening(request)}]
     system = SYSTEM_PROMPT.format(budget=budget, max_tokens=request.max_tokens)
-    usage: list[Usage] = []
+    usage: list[Usage] = [] if spent is None else spent
     for turn in range(1, max_turns + 2):
         # The last turn withholds the tools so the model must answer with what it read.
         final = turn > max_turns
+        limit: dict[str, float] = {}
+        if deadline_at is not None:
+            left = deadline_at - clock()
+            if left <= 0:
+                raise DeadlinePassed("the expand-query deadline passed")
+            limit["timeout"] = left
         reply = llm.create(
+            **limit,
             max_tokens=request.max_tokens,
             system=system,
             messages=messages,

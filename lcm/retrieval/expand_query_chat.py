@@ -52,15 +52,9 @@ class ChatExpansionLlm:
     model: str
     provider: str = "openai"
 
-    def create(
-        self,
-        *,
-        max_tokens: int,
-        system: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        tool_choice: dict[str, str],
-    ) -> Reply:
+    def create(self, **kwargs: Any) -> Reply:
+        """One turn: the loop's Messages API arguments (``max_tokens``, ``system``,
+        ``messages``, ``tools``, ``tool_choice``, optionally ``timeout``) as a chat completion."""
         import openai
 
         breaker = self.llm.breakers.for_model(self.model)
@@ -69,10 +63,12 @@ class ChatExpansionLlm:
             reply = chat_completion(
                 self.llm,
                 self.model,
-                max_tokens=max_tokens,
-                messages=chat_messages(system, messages),
-                tools=[chat_tool(t) for t in tools],
-                tool_choice=tool_choice["type"],  # "auto" or "none"
+                max_tokens=kwargs["max_tokens"],
+                messages=chat_messages(kwargs["system"], kwargs["messages"]),
+                tools=[chat_tool(t) for t in kwargs["tools"]],
+                tool_choice=kwargs["tool_choice"]["type"],  # "auto" or "none"
+                # The loop's deadline: the SDK's per-request timeout.
+                **({"timeout": kwargs["timeout"]} if "timeout" in kwargs else {}),
             )
         except (openai.OpenAIError, ValueError) as exc:
             breaker.record_failure()

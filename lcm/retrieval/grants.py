@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from lcm.db.models import ExpansionGrant
 from lcm.errors import Forbidden
 from lcm.retrieval.grants_repository import GrantRepository
+from lcm.retrieval.lease_repository import LeaseRepository
 
 GRANT_PREFIX = "grant_"
 
@@ -98,12 +99,21 @@ def revoke_grant(session: Session, grant_id: str) -> None:
 class GrantSweep:
     revoked: int
     deleted: int
+    leases: int = 0  # expired expansion leases deleted
 
 
 def sweep_grants(session: Session, now: datetime, retention: timedelta) -> GrantSweep:
-    """Mark expired grants revoked, and delete those ended longer than ``retention`` ago."""
+    """Mark expired grants revoked, and delete those ended longer than ``retention`` ago.
+
+    Expired expansion leases (whose API process died before releasing them)
+    go too: an expired lease blocks nothing, but would stay a row forever.
+    """
     repo = GrantRepository(session)
-    return GrantSweep(repo.revoke_expired(now), repo.delete_ended_before(now - retention))
+    return GrantSweep(
+        repo.revoke_expired(now),
+        repo.delete_ended_before(now - retention),
+        LeaseRepository(session).delete_expired(now),
+    )
 
 
 def _view(row: ExpansionGrant) -> Grant:

@@ -116,6 +116,32 @@ def grep(
     return _regex(repo, bounds, query, regex, targets, limits, now)
 
 
+def best_conversations(
+    session: Session, bounds: Bounds, pattern: str, limits: GrepLimits, limit: int
+) -> list[tuple[int, float]]:
+    """Conversations by their best full-text match to ``pattern`` (messages and summaries).
+
+    The relevance is grep's own (``sort: relevance``); best first, ties to
+    the newer conversation. :class:`InvalidInput` for a pattern full text
+    refuses, as grep.
+    """
+    repo = SearchRepository(session)
+    text_query = parse_text_query(pattern)
+    best: dict[int, float] = {}
+    try:
+        with repo.statement_deadline(limits.timeout_ms):
+            for target in _TARGETS["both"]:
+                for cid, score in repo.best_conversations(
+                    target, bounds, text_query, limit
+                ).items():
+                    best[cid] = max(score, best.get(cid, score))
+    except OperationalError as exc:
+        if is_timeout(exc):
+            raise refuse_timeout(limits.timeout_ms) from exc
+        raise
+    return sorted(best.items(), key=lambda item: (-item[1], -item[0]))[:limit]
+
+
 def _full_text(
     repo: SearchRepository,
     bounds: Bounds,

@@ -75,6 +75,17 @@ class HistoryRepository:
             select(Conversation.session_key).where(Conversation.id == conversation_id)
         )
 
+    def session_keys(self, tenant_id: str, conversation_ids: Sequence[int]) -> dict[int, str]:
+        """Each of the tenant's ``conversation_ids`` with its session key."""
+        if not conversation_ids:
+            return {}
+        rows = self.session.execute(
+            select(Conversation.id, Conversation.session_key).where(
+                Conversation.tenant_id == tenant_id, Conversation.id.in_(list(conversation_ids))
+            )
+        )
+        return {int(cid): str(key) for cid, key in rows}
+
     # --- summaries ------------------------------------------------------------------
 
     def summaries(self, tenant_id: str, summary_ids: Sequence[str]) -> dict[str, Summary]:

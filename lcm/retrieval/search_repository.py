@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -140,16 +140,7 @@ class SearchRepository:
                 half_life_seconds,
                 by_id=True,
             )
-        if query.cjk:
-            match, relevance = self._substring_match(target, query)
-        elif self.dialect == "postgresql":
-            match, relevance = tsvector_match(target, query)
-        else:
-            match, relevance = fts5_match(target, query)
-            fts = table(f"{table_name(target)}_fts", column("rowid"), column("summary_id"))
-            key = fts.c.rowid if target == "message" else fts.c.summary_id
-            # The FTS table drives the query: bm25() exists only in its scan.
-            source = fts.join(base, key == row_id(target))
+        source, match, relevance = self._text_match(target, base, query)
         rows = self._ranked(
             target, source, match, relevance, bounds, sort, limit, now, half_life_seconds
         )
@@ -157,6 +148,62 @@ class SearchRepository:
             return rows
         merged = sorted(rows + backlog, key=order_key(sort), reverse=True)
         return merged[:limit]
+
+    def _text_match(self, target: Target, base: Any, query: TextQuery) -> tuple[Any, Any, Any]:
+        """What full text reads (``source``), its predicate and its relevance expression."""
+        if query.cjk:
+            return (base, *self._substring_match(target, query))
+        if self.dialect == "postgresql":
+            return (base, *tsvector_match(target, query))
+        match, relevance = fts5_match(target, query)
+        fts = table(f"{table_name(target)}_fts", column("rowid"), column("summary_id"))
+        key = fts.c.rowid if target == "message" else fts.c.summary_id
+        # The FTS table drives the query: bm25() exists only in its scan.
+        return fts.join(base, key == row_id(target)), match, relevance
+
+    def best_conversations(
+        self, target: Target, bounds: Bounds, query: TextQuery, limit: int
+    ) -> dict[int, float]:
+        """The ``limit`` conversations whose best ``target`` row matches best, with its relevance.
+
+        The relevance is full text's (the same expression grep ranks by), taken
+        per row and reduced to each conversation's best, so a conversation
+        with many good matches does not push others out as a row limit would.
+        """
+        base: Any = Message.__table__ if target == "message" else Summary.__table__
+        source, match, relevance = self._text_match(target, base, query)
+        best = self._best(base, source, match, relevance, within_bounds(target, bounds), limit)
+        if target == "message" and not query.cjk and self._backlog_exists():
+            # Committed but not in messages_fts yet: matched by substring.
+            plain_match, plain_relevance = self._substring_match(target, query, plain=True)
+            where = [Message.id.in_(backlog_ids()), *within_bounds(target, bounds, indexed=False)]
+            for cid, score in self._best(
+                base, base, plain_match, plain_relevance, where, limit
+            ).items():
+                best[cid] = max(score, best.get(cid, score))
+        return best
+
+    def _best(
+        self, base: Any, source: Any, match: Any, relevance: Any, where: list[Any], limit: int
+    ) -> dict[int, float]:
+        inner = (
+            select(base.c.conversation_id.label("cid"), relevance.label("rel"))
+            .select_from(source)
+            .where(match, *where)
+        )
+        if self.dialect == "sqlite":
+            # A LIMIT (-1: none) keeps SQLite from flattening the FTS scan into
+            # the aggregate, where bm25() may not be called.
+            inner = inner.limit(-1)
+        rows = inner.subquery()
+        best = func.max(rows.c.rel).label("best")
+        stmt = (
+            select(rows.c.cid, best)
+            .group_by(rows.c.cid)
+            .order_by(best.desc(), rows.c.cid.desc())
+            .limit(limit)
+        )
+        return {int(cid): float(score or 0.0) for cid, score in self.session.execute(stmt)}
 
     def _ranked(
         self,
@@ -255,7 +302,7 @@ class SearchRepository:
 
     def stream_candidates(
         self, target: Target, bounds: Bounds, literals: Sequence[str]
-    ) -> Iterator[SearchRow]:
+    ) -> Generator[SearchRow, None, None]:
         """Rows that may match, newest first, streamed (server-side cursor on Postgres).
 
         ``literals`` must all occur in a matching row; the trigram indexes find

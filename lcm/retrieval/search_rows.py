@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, literal_column, select
+from sqlalchemy import ColumnElement, exists, literal_column, select
 from sqlalchemy.sql.elements import UnaryExpression
 from sqlalchemy.sql.operators import custom_op
 
-from lcm.db.models import Message, Summary
+from lcm.db.models import ContextItem, Message, Summary
 from lcm.retrieval.ranking_sql import Target
 
 Sort = Literal["recency", "relevance", "hybrid"]
@@ -29,6 +29,8 @@ class Bounds:
     conversation_ids: tuple[int, ...] | None
     since: datetime | None = None
     before: datetime | None = None
+    # Only rows the conversations' context items refer to (what assembly may show).
+    in_context: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,4 +147,8 @@ def within_bounds(
         conditions.append(col(recency_column(target)) >= bounds.since)
     if bounds.before is not None:
         conditions.append(col(start) < bounds.before)
+    if bounds.in_context:
+        # Through the item's own index (by message or by summary id).
+        ref = ContextItem.message_id if target == "message" else ContextItem.summary_id
+        conditions.append(exists().where(ref == model.id))
     return conditions

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lcm.policy.markup import escape_markup
 from lcm.summarize.footer import FOOTER_PREFIX
 from lcm.summarize.provider import SummaryRequest
 
@@ -78,6 +79,10 @@ _CONTINUITY = (
     "summarize it again: summarize the <source> block only."
 )
 
+# The tags the user message wraps text in: the text may not spell them
+# (a message quoting ``</source>`` would end the source early).
+_PROMPT_TAGS = ("source", "previous_context")
+
 # Room for the footer line and for the model's tokens being counted a little
 # differently from our estimate, so a summary near its target is not cut mid-sentence.
 _OUTPUT_ALLOWANCE_TOKENS = 64
@@ -124,11 +129,13 @@ def build_prompt(request: SummaryRequest) -> Prompt:
     user_parts = []
     if request.previous_context:
         user_parts.append(
-            f"<previous_context>\n{request.previous_context.strip()}\n</previous_context>"
+            "<previous_context>\n"
+            f"{escape_markup(request.previous_context.strip(), _PROMPT_TAGS)}\n"
+            "</previous_context>"
         )
     user_parts.append(
         f'<source kind="{request.kind}" depth="{request.depth}">\n'
-        f"{request.source_text.strip()}\n</source>"
+        f"{escape_markup(request.source_text.strip(), _PROMPT_TAGS)}\n</source>"
     )
     user_parts.append(
         f"Write the {'durable-facts ' if request.aggressive else ''}summary of the source now, "

@@ -25,6 +25,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from lcm.content import model_identity
 from lcm.transcripts.jsonl import Line, as_text
 from lcm.transcripts.model import ParseStats, TranscriptMessage
 from lcm.transcripts.openclaw import content_id
@@ -87,7 +88,14 @@ def _convert(value: dict[str, Any], kind: str) -> TranscriptMessage:
         content=converted,
         created_at=stamp if isinstance(stamp, str) and stamp else None,
         entry_id=uuid,
+        **_identity(role, message),
     )
+
+
+def _identity(role: str, message: dict[str, Any]) -> dict[str, str]:
+    """What wrote an assistant message: Claude Code talks to Anthropic's models only."""
+    named = model_identity(message) if role == "assistant" else {}
+    return {"provider": "anthropic", **named} if "model" in named else {}
 
 
 def _block(block: dict[str, Any]) -> dict[str, Any]:

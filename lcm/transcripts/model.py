@@ -28,9 +28,19 @@ class TranscriptMessage:
     content: str | list[dict[str, Any]]
     created_at: str | int | float | None
     entry_id: str | None = None
+    # What wrote an assistant message, when the transcript says.
+    provider: str | None = None
+    model: str | None = None
 
     def incoming(self) -> IncomingMessage:
-        return IncomingMessage(self.role, self.content, self.client_id, self.created_at)
+        return IncomingMessage(
+            self.role,
+            self.content,
+            self.client_id,
+            self.created_at,
+            provider=self.provider,
+            model=self.model,
+        )
 
 
 @dataclass(slots=True)

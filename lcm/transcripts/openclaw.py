@@ -27,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from lcm.content import model_identity
 from lcm.transcripts.jsonl import Line, as_text
 from lcm.transcripts.model import ParseStats, TranscriptMessage
 
@@ -117,7 +119,8 @@ def _convert_message(
         return _message(entry, entry_id, "user", _user_content(message.get("content")), stamp)
     if role == "assistant":
         blocks = [_assistant_block(b) for b in _blocks(message.get("content"))]
-        return _message(entry, entry_id, "assistant", blocks, stamp)
+        written = _message(entry, entry_id, "assistant", blocks, stamp)
+        return replace(written, **model_identity(message))
     if role == "toolResult":
         result: dict[str, Any] = {
             "type": "tool_result",

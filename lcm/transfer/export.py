@@ -90,6 +90,8 @@ def _message_record(message: Message, parts: Sequence[MessagePart]) -> MessageRe
         token_count=message.token_count,
         created_at=message.created_at,
         client_id=message.client_id,
+        provider=message.provider,
+        model=message.model,
         parts=[
             PartRecord(
                 ordinal=p.ordinal,

@@ -72,6 +72,9 @@ class MessageRecord(_Record):
     created_at: UtcTime
     client_id: str | None = Field(None, max_length=200)
     parts: list[PartRecord]
+    # What wrote an assistant message (absent from exports made before).
+    provider: str | None = Field(None, min_length=1, max_length=100)
+    model: str | None = Field(None, min_length=1, max_length=200)
 
 
 class FileRecord(_Record):

@@ -141,6 +141,8 @@ def _import_messages(
                 "token_count": m.token_count,
                 "created_at": m.created_at,
                 "client_id": m.client_id,
+                "provider": m.provider,
+                "model": m.model,
             }
             for m in messages
         ]

@@ -125,7 +125,9 @@ def _derived_message(record: MessageRecord, number: int, max_chars: int) -> Mess
         content: str | list[object] = record.content
     else:
         content = [p.payload for p in sorted(record.parts, key=lambda p: p.ordinal)]
-    incoming = IncomingMessage(record.role, content, record.client_id)
+    incoming = IncomingMessage(
+        record.role, content, record.client_id, provider=record.provider, model=record.model
+    )
     prepared = prepare_message(incoming, f"line {number}", max_chars)
     return record.model_copy(
         update={

@@ -177,10 +177,17 @@ class Expansion(BaseModel):
 
 
 class ExpandQueryIn(ScopeIn):
+    """One question. ``session_key`` beside ``all_conversations`` names the caller's session.
+
+    ``timeout_ms`` bounds the whole call (every conversation it expands); a
+    value above the server's ``expand_query_timeout_seconds`` is capped to it.
+    """
+
     prompt: Annotated[Text, Field(min_length=1, max_length=20_000)]
     query: Annotated[Text, Field(min_length=1, max_length=2_000)] | None = None
     summary_ids: NodeIds = Field(default_factory=list)
     max_tokens: int = Field(2_000, ge=1, le=16_000)
+    timeout_ms: int | None = Field(None, ge=1, le=3_600_000)
 
 
 class Usage(BaseModel):
@@ -188,6 +195,23 @@ class Usage(BaseModel):
     input_tokens: int
     output_tokens: int
     provider: str = ""
+
+
+class OutcomeError(BaseModel):
+    code: str
+    message: str
+
+
+class ConversationOutcome(BaseModel):
+    """How one conversation of an expand-query went."""
+
+    conversation_id: int
+    session_key: str | None
+    status: Literal["answered", "no_match", "timed_out", "skipped_budget", "error"]
+    score: float | None = None  # its best match's relevance (null: not ranked)
+    elapsed_ms: int = 0
+    tokens: int = 0  # read from its history, debited from the shared budget
+    error: OutcomeError | None = None
 
 
 class ExpandQueryAnswer(BaseModel):
@@ -198,3 +222,7 @@ class ExpandQueryAnswer(BaseModel):
     turns: int
     tokens_read: int
     usage: list[Usage] = Field(default_factory=list)
+    source_conversation_ids: list[int] = Field(default_factory=list)
+    conversations: list[ConversationOutcome] = Field(default_factory=list)
+    truncated: bool = False
+    timeout_ms: int | None = None  # the deadline the call ran under

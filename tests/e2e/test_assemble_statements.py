@@ -37,9 +37,9 @@ def selects(db: Database) -> Iterator[list[str]]:
 
 
 def assembled_over_http(
-    client: TestClient, key: str, tenant: Any, budget: int, selects: list[str]
+    client: TestClient, key: str, tenant: Any, budget: int, selects: list[str], **extra: Any
 ) -> tuple[dict[str, Any], int]:
-    path, body = f"/v1/conversations/{key}/assemble", {"token_budget": budget}
+    path, body = f"/v1/conversations/{key}/assemble", {"token_budget": budget, **extra}
     # The key gate looks a key up the first time it sees it (api/key_gate.py):
     # counted is the steady state, a key the server has seen.
     client.post(path, json=body, headers=auth(tenant))
@@ -60,6 +60,26 @@ def test_statement_count_does_not_grow_with_the_conversation(
         body, counts[size] = assembled_over_http(client, f"chat-{size}", tenant, 5_000, selects)
         assert 0 < len(body["messages"]) < 200  # the budget holds only the newest messages
     assert counts[200] == counts[2_000] <= RAW_SELECTS
+
+
+def test_a_prompt_adds_no_statement_unless_it_has_work(
+    db: Database, client: TestClient, selects: list[str]
+) -> None:
+    """Prompt-aware eviction off (the default), no identifier to recall: the same reads."""
+    tenant = new_tenant(db)
+    line = "ran the migration and checked the logs "
+    ingest(db, tenant.tenant_id, "prompted", [f"{i}: " + line * 3 for i in range(300)])
+    plain, count = assembled_over_http(client, "prompted", tenant, 5_000, selects)
+    prompt = "Which migration did we run, and what did the logs say?"
+    prompted, with_prompt = assembled_over_http(
+        client, "prompted", tenant, 5_000, selects, prompt=prompt
+    )
+    assert (prompted, with_prompt) == (plain, count)
+    # An identifier the window lacks is looked up: more reads, the window the same but for it.
+    _, recalling = assembled_over_http(
+        client, "prompted", tenant, 5_000, selects, prompt="Where is MIGRATION_LOG_DIR?"
+    )
+    assert recalling > count
 
 
 def test_statement_count_of_a_compacted_conversation(

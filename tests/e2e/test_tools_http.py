@@ -163,9 +163,13 @@ def test_expand_query_over_http_with_a_real_worker(
     worker_client.app.state.settings = pg_db.settings.model_copy(  # type: ignore[attr-defined]
         update={"expand_query_timeout_seconds": 0.001}
     )
+    # The deadline passes before the loop starts: the worker answers by the
+    # deadline with what it has (nothing), and says so.
     late = worker_client.post("/v1/expand-query", json=body, headers=auth(tenant))
-    assert late.status_code == 503
-    assert late.json()["error"]["code"] == "expansion_timeout"
+    assert late.status_code == 200, late.text
+    assert late.json()["truncated"] is True
+    assert late.json()["cited_ids"] == []
+    assert late.json()["conversations"][0]["status"] == "timed_out"
     with pg_db.session() as s:
         grants = s.scalars(select(ExpansionGrant)).all()
     assert len(grants) == 2

@@ -38,6 +38,8 @@ TOOL_TURN: list[dict[str, object]] = [
             {"type": "text", "text": "checking"},
             {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"path": "/srv"}},
         ],
+        "provider": "anthropic",
+        "model": "claude-sonnet-4-5",
     },
     {
         "role": "user",
@@ -71,6 +73,8 @@ def shape(db: Database, storage: LocalFileStorage, conversation_id: int) -> dict
                 m.created_at,
                 m.client_id,
                 parts.get(m.seq, []),
+                m.provider,
+                m.model,
             )
             for m in s.scalars(
                 select(Message)
@@ -171,6 +175,7 @@ def test_export_erase_import_round_trip(
     assert original["leaf_links"]
     assert len(original["files"]) == 2
     assert any(p[1] == "tool_use" for m in original["messages"] for p in m[7])
+    assert ("anthropic", "claude-sonnet-4-5") in {m[8:] for m in original["messages"]}
     assembled = api.post(
         "/v1/conversations/rt/assemble", headers=auth(tenant), json={"token_budget": 50_000}
     ).json()

@@ -19,9 +19,8 @@ from celery.result import AsyncResult
 
 from lcm.completions import Completions, task_key
 from lcm.db.models import utcnow
-from lcm.errors import DependencyUnavailable, SummarizerError
+from lcm.errors import DependencyUnavailable, LcmError
 from lcm.job_types import EXPAND_QUERY, SWEEP_GRANTS
-from lcm.retrieval.agent_tools import GrantEnded
 from lcm.retrieval.expansion import answer_granted_query
 from lcm.retrieval.grants import sweep_grants
 from workers import completions, metrics, runtime, sender
@@ -39,7 +38,7 @@ def query(grant_id: str) -> dict[str, Any]:
         tenant_id, answer = answer_granted_query(
             services.database.transaction, grant_id, services.settings, services.llms
         )
-    except (GrantEnded, SummarizerError) as exc:
+    except LcmError as exc:  # the grant ended, the model failed: the API's 503
         return {"error": {"code": exc.code, "message": exc.message}}
     metrics.count_llm_usage(tenant_id, answer.usage)
     return {"answered": grant_id}
@@ -47,12 +46,12 @@ def query(grant_id: str) -> dict[str, Any]:
 
 @app.task(name=SWEEP_GRANTS.name)
 def sweep() -> dict[str, int]:
-    """Revoke expired grants; delete those ended longer than the retention ago."""
+    """Revoke expired grants; delete those ended past the retention, and expired leases."""
     settings = runtime.settings()
     retention = timedelta(hours=settings.expansion_grant_retention_hours)
     with runtime.database().transaction() as session:
         swept = sweep_grants(session, utcnow(), retention)
-    return {"revoked": swept.revoked, "deleted": swept.deleted}
+    return {"revoked": swept.revoked, "deleted": swept.deleted, "leases": swept.leases}
 
 
 def submit_and_wait(grant_id: str, timeout: float) -> None:

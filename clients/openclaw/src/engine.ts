@@ -13,7 +13,16 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { CircuitBreaker } from "./breaker.ts";
 import { LcmClient, LcmError } from "./client.ts";
 import { type LcmConfig, lcmSessionKey } from "./config.ts";
-import { type AgentMessage, estimateTokens, fromLcm, type MessageTimes, toLcmBatch } from "./messages.ts";
+import {
+  type AgentMessage,
+  currentPrompt,
+  estimateTokens,
+  fromLcm,
+  type MessageTimes,
+  modelIdentity,
+  type ReplayTarget,
+  toLcmBatch,
+} from "./messages.ts";
 import { hostReader, syncHostTranscript, type TranscriptReader } from "./transcript.ts";
 
 export const ENGINE_ID = "lcm";
@@ -55,6 +64,18 @@ export function modelSignals(settings?: RuntimeSettings | null, fallbackModel?: 
   const output = settings?.limits?.maxOutputTokens;
   const window = typeof prompt === "number" && prompt > 0 ? prompt + (typeof output === "number" && output > 0 ? output : 0) : undefined;
   return { ...(model ? { model: String(model).slice(0, 200) } : {}), ...(window ? { context_window: window } : {}) };
+}
+
+/**
+ * The model an assemble serves, as assistant messages name it: the provider
+ * OpenClaw runs it on and its model id without a `provider/` prefix (lcm-server
+ * reads the `model` of modelSignals the same way once `provider` is sent).
+ */
+export function replayTarget(settings?: RuntimeSettings | null, fallbackModel?: string): ReplayTarget {
+  const provider = settings?.model?.provider ?? undefined;
+  let model = settings?.model?.resolved ?? settings?.model?.requested ?? fallbackModel ?? undefined;
+  if (model && provider && model.startsWith(provider + "/")) model = model.slice(provider.length + 1);
+  return modelIdentity({ provider, model });
 }
 
 /** Is this compact() OpenClaw's recovery from a provider's context-overflow error? */
@@ -249,14 +270,17 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
     },
 
     async assemble(params: Ids & { messages: AgentMessage[]; tokenBudget?: number; availableTools?: Set<string>; prompt?: string; model?: string; runtimeSettings?: RuntimeSettings }) {
+      // Signed thinking is replayed only to the model that wrote it (lcm-server keeps the rest out).
+      const target = replayTarget(params.runtimeSettings, params.model);
       const request = {
         token_budget: budgetOf(params.tokenBudget ?? params.runtimeSettings?.limits?.promptTokenBudget),
         session_id: params.sessionId,
-        prompt: params.prompt,
+        prompt: currentPrompt(params.prompt, params.messages),
         system_prompt: true,
         include_times: true,
         ...recallTools(params.availableTools),
         ...modelSignals(params.runtimeSettings, params.model),
+        ...(target.model && target.provider ? { provider: target.provider } : {}),
       };
       let out: AssembleOut;
       try {
@@ -269,7 +293,7 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
         throw error;
       }
       return {
-        messages: fromLcm(out.messages, out.message_times),
+        messages: fromLcm(out.messages, out.message_times, Date.now(), target),
         estimatedTokens: out.estimated_tokens,
         ...(out.system_prompt_addition ? { systemPromptAddition: out.system_prompt_addition } : {}),
       };

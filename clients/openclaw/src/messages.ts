@@ -2,7 +2,8 @@
  * OpenClaw (pi) agent messages <-> lcm-server messages (Anthropic Messages shape).
  *
  * To lcm: `user` -> user (text, base64 images); `assistant` -> assistant
- * (`toolCall` -> `tool_use`, `thinking` -> `thinking`); `toolResult` -> a `tool`
+ * (`toolCall` -> `tool_use`, `thinking` -> `thinking`, with the `provider` and
+ * `model` that wrote it); `toolResult` -> a `tool`
  * message with one `tool_result` block. Each message carries a client id that
  * is a hash of its role, content and timestamp, so ingest, afterTurn and
  * commitTurn of the same message store it once.
@@ -15,7 +16,28 @@
 import { createHash } from "node:crypto";
 
 export type AgentMessage = Record<string, any>;
-export type LcmMessage = { role: string; content: string | Record<string, any>[]; id?: string; created_at?: number };
+export type LcmMessage = {
+  role: string;
+  content: string | Record<string, any>[];
+  id?: string;
+  created_at?: number;
+  provider?: string;
+  model?: string;
+};
+
+/** The model an assembled context is for: lcm-server replays signed thinking only to it. */
+export type ReplayTarget = { provider?: string; model?: string };
+
+/**
+ * The provider and model an assistant message names, as lcm-server stores them
+ * (at most 100 and 200 characters; a longer value is left out, not cut).
+ */
+export function modelIdentity(message: AgentMessage): ReplayTarget {
+  const out: ReplayTarget = {};
+  if (typeof message.provider === "string" && message.provider.length >= 1 && message.provider.length <= 100) out.provider = message.provider;
+  if (typeof message.model === "string" && message.model.length >= 1 && message.model.length <= 200) out.model = message.model;
+  return out;
+}
 
 function blocks(content: unknown): Record<string, any>[] {
   if (typeof content === "string") return [{ type: "text", text: content }];
@@ -81,7 +103,7 @@ export function toLcm(message: AgentMessage): LcmMessage | null {
     case "assistant": {
       const content = blocks(message.content).map(assistantBlock);
       if (content.length === 0) content.push({ type: "text", text: "" });
-      return { role: "assistant", content, id, created_at };
+      return { role: "assistant", content, id, created_at, ...modelIdentity(message) };
     }
     case "toolResult":
       return {
@@ -125,12 +147,20 @@ function millis(iso: string | undefined, fallback: number): number {
   return Number.isFinite(parsed) ? parsed : fallback;
 }
 
+function signsReasoning(block: Record<string, any>): boolean {
+  return block.type === "redacted_thinking" || (block.type === "thinking" && Boolean(block.signature));
+}
+
 /**
  * Assembled lcm messages as pi agent messages, tool pairs kept in order.
  * `times` (aligned with `messages`) gives each message its original time;
- * without it (an older server) every message is stamped `now`.
+ * without it (an older server) every message is stamped `now`. With `target`
+ * (the model the context was assembled for), an assistant message that still
+ * carries signed thinking is stamped with that model: lcm-server left in only
+ * the signed thinking that model wrote, and the host replays thinking only to
+ * the model a message names.
  */
-export function fromLcm(messages: { role: string; content: unknown }[], times?: MessageTimes[] | null, now = Date.now()): AgentMessage[] {
+export function fromLcm(messages: { role: string; content: unknown }[], times?: MessageTimes[] | null, now = Date.now(), target?: ReplayTarget): AgentMessage[] {
   const out: AgentMessage[] = [];
   const toolNames = new Map<string, string>();
   for (const [index, message] of messages.entries()) {
@@ -147,12 +177,13 @@ export function fromLcm(messages: { role: string; content: unknown }[], times?: 
         return { type: "text", text: b.type === "text" ? String(b.text ?? "") : JSON.stringify(b) };
       });
       const usesTools = content.some((b) => b.type === "toolCall");
+      const replayed = target?.model && list.some(signsReasoning);
       out.push({
         role: "assistant",
         content,
         api: "anthropic-messages",
-        provider: "lcm",
-        model: "lcm-assembled",
+        provider: replayed ? (target.provider ?? "lcm") : "lcm",
+        model: replayed ? target.model : "lcm-assembled",
         usage: ZERO_USAGE,
         stopReason: usesTools ? "toolUse" : "stop",
         timestamp: at,
@@ -179,6 +210,28 @@ export function fromLcm(messages: { role: string; content: unknown }[], times?: 
     if (userContent.length > 0) out.push({ role: "user", content: userContent, timestamp: at });
   }
   return out;
+}
+
+/** The most of a prompt sent to assemble: lcm-server reads no further. */
+export const PROMPT_MAX_CHARS = 20_000;
+
+/**
+ * The user's current message, what assemble sends as `prompt`: the host's
+ * `prompt` (OpenClaw's embedded run hands the message being sent apart from
+ * the history), else the newest user message of `messages` (a reassembly
+ * inside a tool loop, where the message that started the loop is already in
+ * them). Only its text, and at most PROMPT_MAX_CHARS of it.
+ */
+export function currentPrompt(prompt: string | undefined, messages: AgentMessage[]): string | undefined {
+  let text = typeof prompt === "string" && prompt.trim() ? prompt : undefined;
+  for (let i = messages.length - 1; text === undefined && i >= 0; i--) {
+    const message = messages[i];
+    if (message.role !== "user") continue;
+    const found = blocks(message.content).filter((b) => b.type === "text").map((b) => String(b.text ?? "")).join("\n");
+    text = found.trim() ? found : undefined;
+    break;
+  }
+  return text === undefined ? undefined : text.slice(0, PROMPT_MAX_CHARS);
 }
 
 /** ~4 characters a token, the server's estimate for text. */

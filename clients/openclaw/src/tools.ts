@@ -2,6 +2,9 @@
 import { LcmClient } from "./client.ts";
 import { type LcmConfig, lcmSessionKey } from "./config.ts";
 
+// The server answers a little after a call's own deadline (its worker stores what it has).
+const EXPAND_QUERY_GRACE_MS = 10_000;
+
 type ToolContext = { sessionKey?: string; sessionId?: string };
 type ToolResult = { content: { type: "text"; text: string }[]; details: unknown };
 
@@ -77,7 +80,9 @@ export function createLcmTools(cfg: LcmConfig, ctx: ToolContext, client = new Lc
       name: "lcm_expand_query",
       label: "Ask history",
       description:
-        "Answer a question from this conversation's expanded history (a focused sub-agent reads the originals); returns the answer with cited ids.",
+        "Answer a question from this conversation's expanded history (a focused sub-agent reads the originals); returns the answer with cited ids. " +
+        "all_conversations asks across every conversation: the best-matching few are expanded under one deadline (timeout_ms) and one reading budget; " +
+        "source_conversation_ids, conversations (per-conversation status) and truncated say what was covered. One call at a time per session (409 expansion_busy).",
       parameters: {
         type: "object",
         properties: {
@@ -85,13 +90,18 @@ export function createLcmTools(cfg: LcmConfig, ctx: ToolContext, client = new Lc
           query: { type: "string", description: "words to find the relevant history" },
           summary_ids: { type: "array", items: { type: "string" } },
           max_tokens: { type: "integer", minimum: 1 },
+          all_conversations: { type: "boolean", description: "search every conversation, not only this session's" },
+          timeout_ms: { type: "integer", minimum: 1, maximum: 3_600_000, description: "deadline of the whole call (the server caps it)" },
         },
         required: ["prompt"],
         additionalProperties: false,
       },
       async execute(_id: string, params: Record<string, unknown>, signal?: AbortSignal) {
+        // session_key always names this session (with all_conversations it is the
+        // asking session, for the server's one-call-at-a-time rule, not the scope).
         const body = { ...params, session_key: family() };
-        return result(await client.request("POST", "/v1/expand-query", body, { signal, timeoutMs: cfg.expandQueryTimeoutMs }));
+        const own = typeof params.timeout_ms === "number" ? params.timeout_ms + EXPAND_QUERY_GRACE_MS : undefined;
+        return result(await client.request("POST", "/v1/expand-query", body, { signal, timeoutMs: own ?? cfg.expandQueryTimeoutMs }));
       },
     },
   ];

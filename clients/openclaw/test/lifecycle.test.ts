@@ -15,7 +15,7 @@ import {
   runHarnessContextEngineMaintenance,
 } from "openclaw/plugin-sdk/agent-harness-runtime";
 import { createLcmEngine } from "../src/engine.ts";
-import { assistantMsg, config, lcm, toolResultMsg, unique, userMsg, waitFor } from "./helpers.ts";
+import { assistantMsg, config, lcm, recordingClient, toolResultMsg, unique, userMsg, waitFor } from "./helpers.ts";
 
 const BUDGET = 3000;
 const statusOf = async (key: string) => (await lcm("GET", `/v1/conversations/${encodeURIComponent("openclaw:" + key)}/status?token_budget=${BUDGET}`)).body;
@@ -135,5 +135,27 @@ test("210 committed turns with retries, compaction, assembly under a small budge
   assert.equal((await statusOf(isoKey)).archived, true);
   await engine.onSubagentEnded({ childSessionKey: `${sessionKey}:never`, reason: "swept" }); // nothing to end: no error
   assert.deepEqual(warnings, []);
+  await engine.dispose();
+});
+
+test("assemble sends the user's current message as the prompt", async () => {
+  const { client, calls } = await recordingClient(config());
+  const engine = createLcmEngine(config(), client);
+  const sessionKey = unique("prompt");
+  const ids = { sessionId: "sess-prompt", sessionKey };
+  const history = [userMsg("where does the relay listen?"), assistantMsg("on ORBIT_RELAY_PORT, 7443")];
+  await engine.ingestBatch({ ...ids, messages: history });
+  const host = { contextEngine: engine as any, ...ids, agentId: "main", tokenBudget: 10_000, modelId: "fake-model" };
+  // OpenClaw's embedded run: the history, and the message being sent apart as `prompt`.
+  await assembleHarnessContextEngine({ ...host, messages: history, prompt: "Which port was ORBIT_RELAY_PORT again?" });
+  // A reassembly inside a tool loop: no prompt; the loop's user message is the current one.
+  const call = { id: "toolu_p1", name: "read_file", arguments: { path: "/etc/relay.conf" } };
+  const loop = [...history, userMsg("Open the relay config, please"), assistantMsg("reading", call), toolResultMsg(call.id, "read_file", "port 7443")];
+  await assembleHarnessContextEngine({ ...host, messages: loop });
+  const prompts = calls.filter((c) => c.path.endsWith("/assemble")).map((c) => c.body.prompt);
+  assert.deepEqual(prompts, ["Which port was ORBIT_RELAY_PORT again?", "Open the relay config, please"]);
+  // No user message at all and no prompt: none is sent.
+  await engine.assemble({ ...ids, messages: [assistantMsg("hello")], tokenBudget: 9_000 });
+  assert.equal(calls.filter((c) => c.path.endsWith("/assemble")).at(-1)?.body.prompt, undefined);
   await engine.dispose();
 });

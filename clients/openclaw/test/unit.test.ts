@@ -5,7 +5,7 @@ import { test } from "node:test";
 import plugin from "../index.ts";
 import { LcmError } from "../src/client.ts";
 import { resolveConfig } from "../src/config.ts";
-import { createLcmEngine } from "../src/engine.ts";
+import { createLcmEngine, replayTarget } from "../src/engine.ts";
 import { fromLcm, toLcm } from "../src/messages.ts";
 import { createLcmTools } from "../src/tools.ts";
 import { assistantMsg, config, lcm, toolResultMsg, unique, userMsg } from "./helpers.ts";
@@ -53,6 +53,39 @@ test("messages round-trip: tool calls and results stay paired", () => {
   assert.equal(back[2].toolCallId, "toolu_1");
   assert.equal(back[2].toolName, "ls");
   assert.equal(toLcm(sent[0])!.id, toLcm({ ...sent[0] })!.id, "client ids are stable");
+});
+
+function thinkingMsg(name: string, model: string) {
+  const message = assistantMsg(`reading ${name}`, { id: `toolu_${name}`, name: "read", arguments: { path: name } });
+  message.content.unshift({ type: "thinking", thinking: `plan ${name}`, thinkingSignature: `SIG-${name}` });
+  return { ...message, provider: "anthropic", model };
+}
+
+test("assistant messages carry their model; signed thinking reaches only that model", async () => {
+  const a = thinkingMsg("a", "model-a"), b = thinkingMsg("b", "model-b");
+  assert.deepEqual([toLcm(a)!.provider, toLcm(a)!.model], ["anthropic", "model-a"]);
+  assert.equal(toLcm(userMsg("hi"))!.model, undefined);
+  assert.equal(toLcm({ ...a, model: "m".repeat(201) })!.model, undefined, "too long: left out, not cut");
+  assert.deepEqual(replayTarget({ model: { resolved: "anthropic/model-a", provider: "anthropic" } }), { provider: "anthropic", model: "model-a" });
+
+  const engine = createLcmEngine(config());
+  const ids = { sessionKey: unique("replay"), sessionId: "s1" };
+  // One loop, a failover from model A to model B: both calls answered together.
+  const results = [toolResultMsg("toolu_a", "read", "A"), toolResultMsg("toolu_b", "read", "B")];
+  await engine.ingestBatch({ ...ids, messages: [userMsg("look"), a, b, ...results] });
+  const assembleFor = async (model: string) => {
+    const runtimeSettings = { model: { resolved: `anthropic/${model}`, provider: "anthropic" } };
+    return (await engine.assemble({ ...ids, messages: [], tokenBudget: 100000, runtimeSettings })).messages;
+  };
+  const forA = await assembleFor("model-a");
+  const thinking = forA.flatMap((m: any) => (m.role === "assistant" ? m.content : [])).filter((b: any) => b.type === "thinking");
+  assert.deepEqual(thinking.map((b: any) => b.thinkingSignature), ["SIG-a"]);
+  const carrier = forA.find((m: any) => m.role === "assistant" && m.content.some((b: any) => b.type === "thinking"));
+  assert.deepEqual([carrier.provider, carrier.model], ["anthropic", "model-a"], "stamped for the host's replay rule");
+  assert.equal(forA.filter((m: any) => m.role === "toolResult").length, 2, "tool pairs kept");
+  const forB = await assembleFor("model-b");
+  assert.ok(JSON.stringify(forB).includes("SIG-b"));
+  assert.ok(!JSON.stringify(forB).includes("SIG-a"));
 });
 
 test("ingest, ingestBatch, afterTurn store each message once; assemble returns them", async () => {
@@ -134,12 +167,17 @@ test("tools call the server scoped to the session family", async () => {
   await assert.rejects(tools.lcm_expand.execute("c4", { summary_ids: ["sum_0000000000000000"] }), (e: any) => e.status === 404);
   const answer = await tools.lcm_expand_query.execute("c5", { prompt: "what is the secret word?", query: "pelican" });
   assert.match(JSON.stringify(answer.details), /pelican/);
+  assert.equal((answer.details as any).conversations[0].status, "answered");
+  assert.equal((answer.details as any).source_conversation_ids.length, 1);
+  const wide = await tools.lcm_expand_query.execute("c6", { prompt: "secret word?", query: "pelican", all_conversations: true, timeout_ms: 5_000 });
+  assert.equal((wide.details as any).timeout_ms, 5_000);
+  assert.ok((wide.details as any).conversations[0].session_key.endsWith(ids.sessionKey));
   // file_ids reach the server as a files search: a file the family does not hold is named, nothing read.
-  const inFile = await tools.lcm_grep.execute("c6", { pattern: "pelican", file_ids: ["file_0123456789abcdef"] });
+  const inFile = await tools.lcm_grep.execute("c7", { pattern: "pelican", file_ids: ["file_0123456789abcdef"] });
   assert.deepEqual((inFile.details as any).matches, []);
   assert.deepEqual((inFile.details as any).notes, ["not in this scope: file_0123456789abcdef"]);
   await assert.rejects(
-    tools.lcm_grep.execute("c7", { pattern: "pelican", scope: "messages", file_ids: ["file_0123456789abcdef"] }),
+    tools.lcm_grep.execute("c8", { pattern: "pelican", scope: "messages", file_ids: ["file_0123456789abcdef"] }),
     (e: any) => e.status === 400,
   );
 });

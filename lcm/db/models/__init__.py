@@ -38,6 +38,7 @@ from lcm.db.models.work import (
     CompactionDebt,
     CompactionRun,
     ExpansionGrant,
+    ExpansionLease,
     LlmUsage,
     UsageCall,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "Conversation",
     "ConversationFork",
     "ExpansionGrant",
+    "ExpansionLease",
     "Json",
     "LargeFile",
     "LlmUsage",

@@ -48,6 +48,10 @@ class Message(Base):
     token_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     client_id: Mapped[str | None] = mapped_column(String(200))
+    # The provider and model that wrote an assistant message (migration 0019):
+    # signed thinking is replayed only to that model.
+    provider: Mapped[str | None] = mapped_column(String(100))
+    model: Mapped[str | None] = mapped_column(String(200))
 
 
 class MessagePart(Base):

@@ -1,4 +1,4 @@
-"""Work about a conversation: compaction debt and runs, LLM usage, expansion grants."""
+"""Work about a conversation: compaction debt and runs, LLM usage, expansion grants and leases."""
 
 from __future__ import annotations
 
@@ -151,3 +151,25 @@ class ExpansionGrant(Base):
     # worker logs never see a tenant's text). The API clears both once read.
     request: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
     answer: Mapped[dict[str, Any] | None] = mapped_column(Json, default=None)
+
+
+class ExpansionLease(Base):
+    """One running expand-query per caller session: the row is the lock.
+
+    The primary key makes a second holder impossible on either database (a
+    concurrent insert waits for, then conflicts with, the first); the expiry
+    frees a session whose API process died while waiting, so nothing but time
+    is needed to clean up after a crash (``lcm.retrieval.expansion_lease``).
+    """
+
+    __tablename__ = "expansion_leases"
+    # Beat's grant sweep deletes expired leases (left by API processes that died).
+    __table_args__ = (Index("ix_expansion_leases_expires_at", "expires_at"),)
+
+    tenant_id: Mapped[str] = mapped_column(
+        String(40), ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    # The caller's session: its session key, or ``key:<api key id>`` without one.
+    session: Mapped[str] = mapped_column(String(600), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(40))  # the grant id of the running call
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)

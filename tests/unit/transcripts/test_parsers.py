@@ -184,3 +184,16 @@ def test_deeply_nested_line_is_refused_not_skipped() -> None:
     with pytest.raises(InvalidInput) as refused:
         parse_transcript(data)
     assert refused.value.code == "too_deep"
+
+
+def test_assistant_messages_keep_the_provider_and_model_that_wrote_them() -> None:
+    pi = parse_transcript(load("pi_v1.jsonl")).messages
+    assert {(m.provider, m.model) for m in pi if m.role == "assistant"} == {
+        ("anthropic", "claude-sonnet-4-5")
+    }
+    assert {(m.provider, m.model) for m in pi if m.role != "assistant"} == {(None, None)}
+    claude = parse_transcript(load("claude_code.jsonl")).messages
+    assert ("anthropic", "claude-opus-4-5") in {(m.provider, m.model) for m in claude}
+    assert all(m.model is None for m in claude if m.role != "assistant")
+    prepared = prepare_message(pi[1].incoming(), "m", 10_000)
+    assert (prepared.provider, prepared.model) == ("anthropic", "claude-sonnet-4-5")

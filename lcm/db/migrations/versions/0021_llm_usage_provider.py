@@ -5,8 +5,8 @@ provider (Anthropic, an OpenAI-compatible server), so usage is reported by
 purpose and provider as well as by model. Earlier rows were all Anthropic's,
 except the offline extractive summarizer's, which are marked ``offline``.
 
-Revision ID: 0020_llm_usage_provider
-Revises: 0018_conversation_host_cursor
+Revision ID: 0021_llm_usage_provider
+Revises: 0020_expansion_leases
 Create Date: 2026-11-28
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0020_llm_usage_provider"
-down_revision = "0018_conversation_host_cursor"
+revision = "0021_llm_usage_provider"
+down_revision = "0020_expansion_leases"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,160 @@
+"""The prompt of an assemble call, put to work: relevance for eviction, recalled snippets.
+
+Built per call by :func:`prompt_cue_for` and handed to :func:`lcm.assembly.assemble`
+(which defines the :class:`lcm.assembly.PromptCue` it fills). Both readings
+reuse grep's machinery rather than a ranking of their own:
+
+* **Relevance** (``prompt_aware_eviction``): the prompt's words as a
+  full-text query, ranked by grep's relevance (``sort: relevance``) over the
+  conversation's messages and summaries that are context items now.
+* **Recall** (``prompt_recall_max_snippets``): each identifier the prompt
+  names and the assembled window does not show is looked for, newest first,
+  in the conversation's raw user and assistant messages with grep's regex
+  search (its trigram prefilter, RE2); the sentence naming it is kept.
+
+A call with no prompt, or a prompt giving neither anything to rank by nor
+anything to recall, gets no cue: no query is added to the assembly. Every
+search runs under grep's statement deadline, in a savepoint: one that runs
+out is given up (no relevance, no snippet), never the assembly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from lcm.assembly import AssembledContext, PromptCue, RecalledSnippet
+from lcm.context import ContextEntry
+from lcm.db.models import utcnow
+from lcm.retrieval.expansion import grep_limits
+from lcm.retrieval.grep import MAX_LIMIT, GrepLimits
+from lcm.retrieval.prompt_terms import (
+    identifier_pattern,
+    names,
+    recall_identifiers,
+    recall_sentence,
+    relevance_query,
+)
+from lcm.retrieval.query import TextQuery, compile_regex
+from lcm.retrieval.search_repository import SearchRepository, is_timeout
+from lcm.retrieval.search_rows import Bounds
+from lcm.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Candidate messages read per identifier before giving up on it.
+_RECALL_CANDIDATES = 32
+_RECALL_ROLES = frozenset({"user", "assistant"})
+
+
+def prompt_cue_for(
+    session: Session, tenant_id: str, conversation_id: int, prompt: str | None, settings: Settings
+) -> PromptCue | None:
+    """What ``prompt`` tells the assembly of the conversation, or None when nothing."""
+    query = relevance_query(prompt) if settings.prompt_aware_eviction else None
+    max_snippets = settings.prompt_recall_max_snippets
+    identifiers = recall_identifiers(prompt) if max_snippets else []
+    if query is None and not identifiers:
+        return None
+    return _Cue(
+        SearchRepository(session),
+        Bounds(tenant_id, (conversation_id,)),
+        grep_limits(settings),
+        query,
+        identifiers,
+        max_snippets,
+    )
+
+
+@dataclass
+class _Cue:
+    repo: SearchRepository
+    bounds: Bounds
+    limits: GrepLimits
+    query: TextQuery | None
+    identifiers: list[str]
+    max_snippets: int
+
+    @property
+    def ranks(self) -> bool:
+        return self.query is not None
+
+    def relevance(self, entries: Sequence[ContextEntry]) -> Mapping[int, float]:
+        """Ordinal to grep's full-text relevance, for the entries the prompt's words match."""
+        if self.query is None:
+            return {}
+        ordinals = {_row_key(e): e.ordinal for e in entries}
+        bounds = Bounds(self.bounds.tenant_id, self.bounds.conversation_ids, in_context=True)
+        half_life = self.limits.half_life_hours * 3600
+        scores: dict[int, float] = {}
+        with self._deadline("relevance"):
+            for target in ("message", "summary"):
+                rows = self.repo.full_text(
+                    target, bounds, self.query, "relevance", MAX_LIMIT, utcnow(), half_life
+                )
+                for row in rows:
+                    ordinal = ordinals.get((target, row.id))
+                    if ordinal is not None and row.score:
+                        scores[ordinal] = row.score
+        return scores
+
+    def recall(self, assembled: AssembledContext) -> Sequence[RecalledSnippet]:
+        """Sentences of older messages naming what the prompt names and the window lacks."""
+        if not self.identifiers or assembled.fresh_tail_overflow:
+            return ()
+        shown = json.dumps(assembled.messages, ensure_ascii=False)
+        missing = [name for name in self.identifiers if not names(shown, name)]
+        if not missing:
+            return ()
+        each = max(1, self.max_snippets // len(missing))
+        found: list[RecalledSnippet] = []
+        with self._deadline("recall"):
+            for name in missing:
+                found += self._recall_one(name, min(each, self.max_snippets - len(found)))
+                if len(found) >= self.max_snippets:
+                    break
+        return found
+
+    def _recall_one(self, name: str, wanted: int) -> list[RecalledSnippet]:
+        regex = compile_regex(identifier_pattern(name), self.limits.max_pattern_chars)
+        found: list[RecalledSnippet] = []
+        candidates = self.repo.stream_candidates("message", self.bounds, regex.literals)
+        with closing(candidates):  # ends the server-side cursor when left early
+            for read, row in enumerate(candidates):
+                if read >= _RECALL_CANDIDATES or len(found) >= wanted:
+                    break
+                if row.role not in _RECALL_ROLES or row.seq is None:
+                    continue
+                sentence = recall_sentence(row.content, name)
+                if sentence is not None and all(s.text != sentence for s in found):
+                    found.append(RecalledSnippet(int(row.id), row.seq, row.role, name, sentence))
+        return found
+
+    @contextmanager
+    def _deadline(self, what: str) -> Iterator[None]:
+        """Grep's statement deadline, in a savepoint a timeout rolls back (then given up)."""
+        savepoint = self.repo.session.begin_nested()
+        try:
+            with self.repo.statement_deadline(self.limits.timeout_ms):
+                yield
+        except OperationalError as exc:
+            if not is_timeout(exc):
+                raise
+            savepoint.rollback()
+            log.warning("assembly's prompt %s search ran out of time; assembled without it", what)
+            return
+        savepoint.commit()
+
+
+def _row_key(entry: ContextEntry) -> tuple[str, int | str]:
+    """The search row an entry is: (target, id)."""
+    if entry.message is not None:
+        return "message", entry.message.id
+    assert entry.summary is not None  # ContextEntry holds one of the two
+    return "summary", entry.summary.id
