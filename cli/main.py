@@ -71,8 +71,8 @@ def serve(
     bootstrap_local_tenant(services.database, console)
     if not settings.llm_available:
         console.print(
-            "[yellow]No ANTHROPIC_API_KEY: summaries use the offline extractive "
-            "summarizer.[/yellow]"
+            "[yellow]No ANTHROPIC_API_KEY nor LCM_OPENAI_API_KEY/LCM_OPENAI_BASE_URL: "
+            "summaries use the offline extractive summarizer.[/yellow]"
         )
     worker = EmbeddedWorker(services)
     worker.start()

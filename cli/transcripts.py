@@ -177,7 +177,13 @@ class _Importer:
         # after the chunks committed, large-file summaries).
         index_search_backlog(self.database.transaction)
         for file_id in outcome.file_ids:
-            summarize_file(self.database.transaction, self.storage, self.summarizer, file_id)
+            summarize_file(
+                self.database.transaction,
+                self.storage,
+                self.summarizer,
+                file_id,
+                self.settings,
+            )
         before = after = context_tokens(self.jobs.engine.load(outcome.conversation_id))
         passes = 0
         if compact:

@@ -31,6 +31,7 @@ from lcm.db.engine import Database
 from lcm.files.storage import FileStorage, build_storage
 from lcm.outbox import JobSender
 from lcm.settings import Settings
+from lcm.summarize.connections import LlmConnections
 from lcm.summarize.llm import LlmClients
 from lcm.summarize.summarizer import Summarizer
 from lcm.turns import TurnGate
@@ -53,7 +54,7 @@ class Services:
         # (lcm/turns.py); a thread that takes no turn is not gated.
         self.turns = TurnGate(settings.worker_pass_slots)
         self._lock = threading.Lock()
-        self._llm: tuple[LlmClients | None, Summarizer] | None = None
+        self._llm: tuple[LlmConnections, Summarizer] | None = None
         self._jobs: dict[str, CompactionJobs] = {}
 
     @classmethod
@@ -72,17 +73,22 @@ class Services:
 
     @property
     def llm(self) -> LlmClients | None:
-        """The shared LLM connection; ``None`` offline (no API key: extractive summaries)."""
+        """The shared Anthropic connection; ``None`` without an Anthropic key."""
+        return self._llm_side()[0].anthropic
+
+    @property
+    def llms(self) -> LlmConnections:
+        """Every configured provider's shared connection (none offline: extractive summaries)."""
         return self._llm_side()[0]
 
     @property
     def summarizer(self) -> Summarizer:
         return self._llm_side()[1]
 
-    def _llm_side(self) -> tuple[LlmClients | None, Summarizer]:
+    def _llm_side(self) -> tuple[LlmConnections, Summarizer]:
         with self._lock:
             if self._llm is None:
-                llm = LlmClients.from_settings(self.settings, self.turns)
+                llm = LlmConnections.from_settings(self.settings, self.turns)
                 self._llm = (llm, Summarizer.from_settings(self.settings, llm))
             return self._llm
 

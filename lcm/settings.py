@@ -19,6 +19,7 @@ from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
 from lcm.override_rules import ModelOverride as ModelOverride
 from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
 from lcm.session_globs import session_pattern_problem
+from lcm.summary_rules import SummaryModelRule, SummaryProviderName
 from lcm.timezones import is_timezone
 
 
@@ -80,8 +81,24 @@ class CompactionSettings(BaseSettings):
     new_session_retain_depth: int = Field(-1, ge=-1, le=1_000)
     max_expand_tokens: int = Field(4_000, ge=1, le=MAX_TOKENS)
     compaction_mode: Literal["deferred", "inline"] = "deferred"
+    # Which provider writes summaries, and its models (primary, then fallbacks).
+    summary_provider: SummaryProviderName = "anthropic"
     summary_model: str = Field("claude-haiku-4-5", min_length=1, max_length=200)
     summary_fallback_models: list[str] = Field(default_factory=list, max_length=10)
+    # Cost-aware routing: other models for some depths (SummaryModelRule).
+    summary_model_rules: list[SummaryModelRule] = Field(default_factory=list, max_length=20)
+    # Large-file exploration summaries; unset: the summary provider and models.
+    large_file_summary_provider: SummaryProviderName | None = None
+    large_file_summary_model: str | None = Field(None, min_length=1, max_length=200)
+    large_file_summary_fallback_models: list[str] = Field(default_factory=list, max_length=10)
+    # The expand-query loop; unset: the summary provider and model.
+    expansion_provider: SummaryProviderName | None = None
+    expansion_model: str | None = Field(None, min_length=1, max_length=200)
+    # Extended thinking on summary calls: Anthropic's ``thinking`` with this
+    # budget; OpenAI-compatible models get ``reasoning_effort`` instead.
+    enable_summary_thinking: bool = False
+    summary_thinking_budget_tokens: int = Field(2_048, ge=1_024, le=100_000)
+    summary_reasoning_effort: Literal["minimal", "low", "medium", "high"] = "low"
     custom_instructions: str = Field("", max_length=20_000)
     # IANA zone of the times the model reads (summaries, summarizer input); API stays UTC.
     timezone: str = Field("UTC", min_length=1, max_length=64)
@@ -263,7 +280,6 @@ class Settings(TenantSettings):
     expand_token_cap_max: int = Field(100_000, ge=1)
     # One expand-query: the model, its reading budget (debited on the grant as
     # tool results are read), its turns, and how long the API waits for it.
-    expansion_model: str | None = None
     expand_query_token_cap: int = Field(24_000, ge=1)
     expand_query_max_turns: int = Field(8, ge=1)
     expand_query_timeout_seconds: float = Field(120.0, gt=0)
@@ -325,6 +341,14 @@ class Settings(TenantSettings):
     # The SDK's current API version refuses sampling parameters; sending the
     # escalation temperatures (0.2, then 0.1) means pinning the older version.
     llm_send_temperature: bool = False
+    # The OpenAI-compatible provider (hosted OpenAI, or vLLM, Ollama, llama.cpp
+    # server...): its endpoint (…/v1) and key. Either one set enables it; a
+    # local server without auth needs only the URL.
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    # Stream chat completions (a slow local model then never meets the read
+    # timeout while it writes); usage is asked for in the stream's last chunk.
+    openai_stream: bool = False
 
     # Large files and transcripts. Large files live outside the database, in
     # this directory (default: $LCM_HOME/files; shared by the API and workers).
@@ -344,7 +368,7 @@ class Settings(TenantSettings):
     # Flower and the metrics show the same jobs. Failures are logged either way.
     log_jobs: bool = False
 
-    @field_validator("anthropic_api_key", mode="before")
+    @field_validator("anthropic_api_key", "openai_api_key", "openai_base_url", mode="before")
     @classmethod
     def _blank_key_is_no_key(cls, value: object) -> object:
         # Compose passes ``ANTHROPIC_API_KEY=`` when the operator set none.
@@ -390,8 +414,13 @@ class Settings(TenantSettings):
         return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else ""
 
     @property
+    def openai_configured(self) -> bool:
+        """True when the OpenAI-compatible provider has a key or an endpoint."""
+        return self.openai_api_key is not None or self.openai_base_url is not None
+
+    @property
     def llm_available(self) -> bool:
-        return self.anthropic_api_key is not None
+        return self.anthropic_api_key is not None or self.openai_configured
 
 
 @lru_cache(maxsize=1)

@@ -85,8 +85,8 @@ def breaker_states() -> dict[str, BreakerState]:
     states: dict[str, BreakerState] = {}
     if current is not None and current.llm_available:
         states[current.summary_model] = BreakerState.CLOSED
-    if services is not None and services.llm is not None:
-        states.update(services.llm.breakers.states())
+    if services is not None:
+        states.update(services.llms.breaker_states())
     return states
 
 

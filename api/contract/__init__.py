@@ -98,6 +98,7 @@ from api.contract.tenant import (
     TenantSettingsOut,
     UsageLineOut,
     UsageOut,
+    UsagePurposeOut,
 )
 from api.contract.tools import (
     ConversationOutcome,
@@ -209,5 +210,6 @@ __all__ = [
     "Usage",
     "UsageLineOut",
     "UsageOut",
+    "UsagePurposeOut",
     "UtcDatetime",
 ]

@@ -38,11 +38,26 @@ class UsageLineOut(BaseModel):
     )
 
 
+class UsagePurposeOut(BaseModel):
+    """One purpose on one provider's model, over the whole window."""
+
+    purpose: str = Field(description="summary, file (large-file summaries) or expansion")
+    provider: str = Field(description="anthropic, openai or offline")
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int = Field(description="Thinking/reasoning tokens included")
+    estimated_cost_usd: float | None
+
+
 class UsageOut(BaseModel):
     """The tenant's usage since ``since``, by UTC day and model, and its totals."""
 
     since: datetime
     usage: list[UsageLineOut]
+    by_purpose: list[UsagePurposeOut] = Field(
+        default_factory=list, description="The same calls by purpose and provider/model"
+    )
     input_tokens: int
     output_tokens: int
     passes: int

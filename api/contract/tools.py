@@ -210,6 +210,7 @@ class Usage(BaseModel):
     model: str
     input_tokens: int
     output_tokens: int
+    provider: str = ""
 
 
 class OutcomeError(BaseModel):

@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
-from api.contract import TenantSettingsOut, UsageLineOut, UsageOut
+from api.contract import TenantSettingsOut, UsageLineOut, UsageOut, UsagePurposeOut
 from api.deps import AdminCaller, DatabaseDep, ReadSessionDep, ServicesDep, SessionDep, SettingsDep
 from api.openapi import error_responses
 from api.schemas import TenantSettingsPatch
@@ -69,11 +69,15 @@ def get_usage(
         Query(description="A date or timestamp (UTC when no offset); default: 30 days ago"),
     ] = None,
 ) -> UsageOut:
-    """LLM tokens, passes and estimated cost by UTC day and model, from ``since`` on."""
+    """LLM tokens, passes and estimated cost by UTC day and model, from ``since`` on.
+
+    ``by_purpose`` shows the same calls by purpose and provider/model.
+    """
     report = usage_report(session, caller.tenant_id, _since(since), settings.model_prices)
     return UsageOut(
         since=report.since,
         usage=[UsageLineOut(**asdict(line)) for line in report.lines],
+        by_purpose=[UsagePurposeOut(**asdict(line)) for line in report.by_purpose],
         input_tokens=report.input_tokens,
         output_tokens=report.output_tokens,
         passes=report.passes,

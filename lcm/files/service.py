@@ -23,9 +23,11 @@ from lcm.errors import NotFound
 from lcm.files.exploration import FileKind, classify, explore
 from lcm.files.repository import LargeFileRepository
 from lcm.files.storage import FileStorage
-from lcm.summarize.policy import SummaryPolicy
+from lcm.settings import CompactionSettings
+from lcm.summarize.policy import SummaryPolicy, thinking_of
+from lcm.summarize.routing import model_route
 from lcm.summarize.summarizer import CallUsage, Summarizer
-from lcm.tenants.service import stored_overrides
+from lcm.tenants.service import effective_settings, stored_overrides
 
 STRUCTURE_MODEL = "structure"
 PROSE_TARGET_TOKENS = 200
@@ -109,11 +111,15 @@ def summarize_file(
     storage: FileStorage,
     summarizer: Summarizer | None,
     file_id: str,
+    settings: CompactionSettings | None = None,
 ) -> FileSummaryOutcome | None:
     """Write a file's exploration summary; None when there is nothing to do.
 
     Safe to run twice: the summary is written only where none exists. No
     transaction is open while the file is read or the summarizer is called.
+    Given the deployment's ``settings``, the tenant's effective ones choose
+    the provider and models (``large_file_summary_*``) and thinking; without
+    them only the tenant's own summary models are read.
     """
     with transaction() as session:
         row = LargeFileRepository(session).get(file_id)
@@ -122,6 +128,7 @@ def summarize_file(
         tenant_id, conversation_id = row.tenant_id, row.conversation_id
         name, mime, ext, uri = row.name, row.mime, row.ext, row.storage_uri
         overrides = stored_overrides(session, tenant_id)
+        effective = None if settings is None else effective_settings(session, tenant_id, settings)
     if is_image(mime):
         # An image is not text: no summarizer call, a plain description.
         described = f"Image ({mime}{f', {name}' if name else ''}) taken out of a message."
@@ -134,12 +141,17 @@ def summarize_file(
     model = STRUCTURE_MODEL
     usage: tuple[CallUsage, ...] = ()
     if kind == "prose" and summarizer is not None:
+        instructions = file_instructions(name, len(text))
         result = summarizer.summarize(
             prose_sample(text),
             depth=0,
             target_tokens=PROSE_TARGET_TOKENS,
-            policy=SummaryPolicy.for_models(
-                _tenant_models(overrides), file_instructions(name, len(text))
+            policy=(
+                SummaryPolicy.for_models(_tenant_models(overrides), instructions)
+                if effective is None
+                else SummaryPolicy.for_route(
+                    model_route(effective, "file"), instructions, thinking_of(effective)
+                )
             ),
         )
         usage = result.usage

@@ -41,6 +41,7 @@ class Usage:
     model: str
     input_tokens: int
     output_tokens: int
+    provider: str = ""
 
 
 # A conversation's status in a multi-conversation answer's breakdown.

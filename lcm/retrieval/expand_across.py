@@ -30,7 +30,7 @@ from lcm.retrieval.answers import (
     OutcomeError,
     Usage,
 )
-from lcm.retrieval.expand_query import DeadlinePassed, ExpansionLlm, run_expand_query
+from lcm.retrieval.expand_query import DeadlinePassed, LoopLlm, run_expand_query
 from lcm.retrieval.expansion_plan import ExpansionPlan, PlannedConversation
 
 
@@ -45,7 +45,7 @@ class Loop:
     """What every conversation's loop shares, and where its usage goes."""
 
     request: ExpandQueryRequest
-    llm: ExpansionLlm | None
+    llm: LoopLlm | None
     limits: LoopLimits
     clock: Callable[[], float]
     spent: list[Usage]
@@ -55,7 +55,7 @@ def run_plan(
     tools_for: Callable[[int], GrantedTools],
     plan: ExpansionPlan,
     request: ExpandQueryRequest,
-    llm: ExpansionLlm | None,
+    llm: LoopLlm | None,
     limits: LoopLimits,
     clock: Callable[[], float] = time.time,
     spent: list[Usage] | None = None,
@@ -154,7 +154,7 @@ def _combine(
     outcomes: list[ConversationOutcome],
     truncated: bool,
     plan: ExpansionPlan,
-    llm: ExpansionLlm | None,
+    llm: LoopLlm | None,
     spent: list[Usage],
 ) -> ExpandQueryAnswer:
     answers = [a for _, a in answered]

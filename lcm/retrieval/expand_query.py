@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lcm.errors import LcmError, SummarizerError
 from lcm.retrieval.agent_tools import TOOLS, GrantedTools, ToolOutcome
@@ -46,12 +46,29 @@ class DeadlinePassed(LcmError):
     code = "deadline_passed"
 
 
+class LoopLlm(Protocol):
+    """One model the loop talks to, in Messages API shapes (replies with ``content`` blocks).
+
+    :class:`ExpansionLlm` (Anthropic) and
+    :class:`lcm.retrieval.expand_query_chat.ChatExpansionLlm` (chat completions).
+    """
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    def create(self, **kwargs: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class ExpansionLlm:
-    """The process's shared LLM connection and the model this loop uses (per tenant)."""
+    """The process's shared Anthropic connection and the model this loop uses (per tenant)."""
 
     llm: LlmClients
     model: str
+    provider: str = "anthropic"
 
     def create(self, **kwargs: Any) -> Any:
         import anthropic
@@ -73,7 +90,7 @@ class ExpansionLlm:
 def run_expand_query(
     tools: GrantedTools,
     request: ExpandQueryRequest,
-    llm: ExpansionLlm | None,
+    llm: LoopLlm | None,
     *,
     max_turns: int,
     budget: int,
@@ -90,7 +107,7 @@ def run_expand_query(
     fails part way still accounts for what it cost.
     """
     if llm is None:
-        log.info("no ANTHROPIC_API_KEY: expand-query answers OFFLINE from the best grep hits")
+        log.info("no LLM configured: expand-query answers OFFLINE from the best grep hits")
         return offline_answer(tools, request)
     messages: list[dict[str, Any]] = [{"role": "user", "content": _opening(request)}]
     system = SYSTEM_PROMPT.format(budget=budget, max_tokens=request.max_tokens)
@@ -112,7 +129,7 @@ def run_expand_query(
             tools=TOOLS,
             tool_choice={"type": "none"} if final else {"type": "auto"},
         )
-        usage.append(_usage(reply, llm.model))
+        usage.append(_usage(reply, llm.model, llm.provider))
         calls = [b for b in reply.content if getattr(b, "type", None) == "tool_use"]
         if not calls or final:
             return _answer(tools, request, reply, llm.model, turn, usage)
@@ -168,10 +185,11 @@ def _answer(
     )
 
 
-def _usage(reply: Any, model: str) -> Usage:
+def _usage(reply: Any, model: str, provider: str) -> Usage:
     usage = getattr(reply, "usage", None)
     return Usage(
         getattr(reply, "model", None) or model,
         int(getattr(usage, "input_tokens", 0) or 0),
         int(getattr(usage, "output_tokens", 0) or 0),
+        provider,
     )

@@ -22,11 +22,18 @@ from sqlalchemy.orm import Session
 
 from lcm.db.engine import Transaction
 from lcm.db.models import LlmUsage, Summary, utcnow
-from lcm.errors import DependencyUnavailable, InvalidInput, LlmBudgetExhausted, NotFound
+from lcm.errors import (
+    DependencyUnavailable,
+    InvalidInput,
+    LlmBudgetExhausted,
+    NotFound,
+    SummarizerError,
+)
 from lcm.retrieval.agent_tools import GrantedTools, GrantEnded, to_jsonable
 from lcm.retrieval.answers import ExpandQueryAnswer, ExpandQueryRequest, Usage
 from lcm.retrieval.expand_across import LoopLimits, run_plan
-from lcm.retrieval.expand_query import ExpansionLlm
+from lcm.retrieval.expand_query import ExpansionLlm, LoopLlm
+from lcm.retrieval.expand_query_chat import ChatExpansionLlm
 from lcm.retrieval.expansion_lease import caller_session, hold_session, release_session
 from lcm.retrieval.expansion_plan import (
     ExpansionPlan,
@@ -40,7 +47,7 @@ from lcm.retrieval.grep import GrepLimits
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.scope import ScopeSelector, conversation_ids
 from lcm.settings import Settings
-from lcm.summarize.llm import LlmClients
+from lcm.summarize import LlmClients, LlmConnections, model_route
 from lcm.tenants.service import effective_settings
 from lcm.tenants.spend import require_llm_budget
 from lcm.worker_link import WorkerLink
@@ -209,22 +216,21 @@ def execute_expand_query(
     tenant_id: str,
     request: ExpandQueryRequest | None,
     settings: Settings,
-    llm: LlmClients | None,
+    llm: LlmConnections | LlmClients | None,
 ) -> ExpandQueryAnswer:
     """Run the plan stored on the grant, then revoke the grant (always) and record usage.
 
     ``request`` may be ``None`` (the one stored on the grant). The tenant's
-    overrides apply per call: its ``summary_model`` (unless the deployment
-    names an ``expansion_model``) and its ``max_expand_tokens``. The client
-    and the per-model breakers stay the process's, shared by every tenant.
-    ``llm`` is ``None`` offline.
+    overrides apply per call: its ``expansion_provider`` and
+    ``expansion_model`` (else the summary provider and model,
+    :func:`expansion_llm`) and its ``max_expand_tokens``. The clients and the
+    per-model breakers stay the process's, shared by every tenant. ``llm``
+    holds no connection offline.
     """
     with transaction() as session:
         settings = effective_settings(session, tenant_id, settings)
         plan, stored = _stored_plan(session, grant_id, settings)
     request = request or ExpandQueryRequest.from_json(stored)
-    model = settings.expansion_model or settings.summary_model
-    loop_llm = None if llm is None else ExpansionLlm(llm, model)
     limits = grep_limits(settings)
 
     def tools_for(conversation_id: int) -> GrantedTools:
@@ -240,6 +246,8 @@ def execute_expand_query(
     spent: list[Usage] = []
     try:
         loop = LoopLimits(settings.expand_query_max_turns, settings.expand_query_token_cap)
+        # Inside the try: a provider the deployment lacks still revokes the grant.
+        loop_llm = expansion_llm(LlmConnections.of(llm), settings)
         return run_plan(tools_for, plan, request, loop_llm, loop, spent=spent)
     finally:
         # Revoked even when the loop failed: a grant never outlives its loop.
@@ -250,6 +258,25 @@ def execute_expand_query(
                 GrantRepository(session).record_usage(
                     LlmUsage.from_calls(tenant_id, None, "expansion", spent)
                 )
+
+
+def expansion_llm(connections: LlmConnections, settings: Settings) -> LoopLlm | None:
+    """The loop's model on its provider's connection; ``None`` offline (no provider at all).
+
+    :class:`SummarizerError` ``provider_not_configured`` when the tenant
+    chose a provider this deployment has no key or endpoint for.
+    """
+    if not connections.any:
+        return None
+    route = model_route(settings, "expansion")
+    if route.provider == "openai" and connections.openai is not None:
+        return ChatExpansionLlm(connections.openai, route.model)
+    if route.provider == "anthropic" and connections.anthropic is not None:
+        return ExpansionLlm(connections.anthropic, route.model)
+    raise SummarizerError(
+        f"expand-query provider {route.provider!r} is not configured on this deployment",
+        code="provider_not_configured",
+    )
 
 
 def _stored_plan(
@@ -278,7 +305,10 @@ def _public(answer: ExpandQueryAnswer) -> dict[str, Any]:
 
 
 def answer_granted_query(
-    transaction: Transaction, grant_id: str, settings: Settings, llm: LlmClients | None
+    transaction: Transaction,
+    grant_id: str,
+    settings: Settings,
+    llm: LlmConnections | LlmClients | None,
 ) -> tuple[str, ExpandQueryAnswer]:
     """The worker's side: run the request stored on the grant, store the answer on it.
 

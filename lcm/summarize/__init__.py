@@ -8,10 +8,13 @@ from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
     from lcm.summarize.breaker import BreakerState
+    from lcm.summarize.connections import LlmConnections
     from lcm.summarize.extractive import EXTRACTIVE_MODEL
     from lcm.summarize.llm import LlmClients
-    from lcm.summarize.policy import SummaryPolicy
+    from lcm.summarize.openai_llm import OpenAiClients, chat_completion
+    from lcm.summarize.policy import SummaryPolicy, thinking_of
     from lcm.summarize.provider import Completion, SummaryKind, SummaryProvider, SummaryRequest
+    from lcm.summarize.routing import ModelRoute, model_route
     from lcm.summarize.summarizer import (
         CallUsage,
         Escalation,
@@ -28,6 +31,9 @@ __all__ = [
     "Completion",
     "Escalation",
     "LlmClients",
+    "LlmConnections",
+    "ModelRoute",
+    "OpenAiClients",
     "Summarizer",
     "SummaryKind",
     "SummaryPolicy",
@@ -35,7 +41,10 @@ __all__ = [
     "SummaryRequest",
     "SummaryResult",
     "build_provider",
+    "chat_completion",
     "clip_to_tokens",
+    "model_route",
+    "thinking_of",
 ]
 
 __getattr__ = lazy_exports(
@@ -43,8 +52,11 @@ __getattr__ = lazy_exports(
     {
         "lcm.summarize.breaker": ("BreakerState",),
         "lcm.summarize.extractive": ("EXTRACTIVE_MODEL",),
+        "lcm.summarize.connections": ("LlmConnections",),
         "lcm.summarize.llm": ("LlmClients",),
-        "lcm.summarize.policy": ("SummaryPolicy",),
+        "lcm.summarize.openai_llm": ("OpenAiClients", "chat_completion"),
+        "lcm.summarize.policy": ("SummaryPolicy", "thinking_of"),
+        "lcm.summarize.routing": ("ModelRoute", "model_route"),
         "lcm.summarize.provider": (
             "Completion",
             "SummaryKind",

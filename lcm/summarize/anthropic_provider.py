@@ -126,13 +126,20 @@ class AnthropicProvider:
     def _call(self, model: str, request: SummaryRequest) -> Completion:
         prompt = build_prompt(request)
         extra: dict[str, Any] = {}
-        if self._llm.send_temperature:
+        max_tokens = prompt.max_output_tokens
+        if request.thinking is not None:
+            # The budget is part of max_tokens, so the summary keeps its own room;
+            # the API refuses a temperature other than 1 with thinking on.
+            budget = request.thinking.budget_tokens
+            extra["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            max_tokens += budget
+        elif self._llm.send_temperature:
             extra["extra_body"] = {"temperature": request.temperature}
             extra["extra_headers"] = {"anthropic-version": SAMPLING_API_VERSION}
         with self._llm.turns.step_aside():  # other passes work while this one waits
             message: object = self._llm.client.messages.create(
                 model=model,
-                max_tokens=prompt.max_output_tokens,
+                max_tokens=max_tokens,
                 system=prompt.system,
                 messages=[{"role": "user", "content": prompt.user}],
                 **extra,
@@ -150,6 +157,8 @@ def _to_completion(message: object, requested_model: str) -> Completion:
     if not isinstance(content, list) or usage is None:
         raise _MalformedResponse("message without content list or usage")
     texts = []
+    # Only text blocks: ``thinking`` (and ``redacted_thinking``) blocks are the
+    # model's reasoning, billed in output_tokens but never part of a summary.
     for block in content:
         if getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str):
             texts.append(block.text)
@@ -159,6 +168,7 @@ def _to_completion(message: object, requested_model: str) -> Completion:
         model=model if isinstance(model, str) and model else requested_model,
         input_tokens=_token_count(getattr(usage, "input_tokens", None)),
         output_tokens=_token_count(getattr(usage, "output_tokens", None)),
+        provider="anthropic",
     )
 
 

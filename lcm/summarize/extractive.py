@@ -175,6 +175,7 @@ class ExtractiveProvider:
             model=EXTRACTIVE_MODEL,
             input_tokens=input_tokens,
             output_tokens=estimate_tokens(text),
+            provider="offline",
         )
 
 

@@ -19,6 +19,20 @@ AGGRESSIVE_TEMPERATURE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
+class Thinking:
+    """Extended thinking asked for a summary call (``enable_summary_thinking``).
+
+    Anthropic gets ``budget_tokens`` of thinking on top of the summary's own
+    output; an OpenAI-compatible model gets ``effort`` as ``reasoning_effort``.
+    The thinking itself never becomes part of the summary; its tokens are
+    billed as output and counted so.
+    """
+
+    budget_tokens: int
+    effort: str = "low"
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryRequest:
     """Everything a backend needs to write one summary.
 
@@ -38,6 +52,9 @@ class SummaryRequest:
     # The tenant's model order (primary, then fallbacks); empty means the
     # provider's own configured models.
     models: tuple[str, ...] = ()
+    # The provider to ask ("anthropic", "openai"); None: the deployment's.
+    provider: str | None = None
+    thinking: Thinking | None = None
 
     def __post_init__(self) -> None:
         # These are programming errors in the compaction engine, not bad user input.
@@ -60,6 +77,7 @@ class Completion:
     model: str
     input_tokens: int
     output_tokens: int
+    provider: str = ""  # who answered: "anthropic", "openai", "offline"
 
 
 class SummaryProvider(Protocol):

@@ -15,6 +15,7 @@ from typing import Literal
 
 from lcm.errors import SummarizerError
 from lcm.settings import Settings
+from lcm.summarize.connections import LlmConnections, routed_provider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import ensure_footer
 from lcm.summarize.llm import LlmClients
@@ -25,6 +26,7 @@ from lcm.summarize.provider import (
     Completion,
     SummaryProvider,
     SummaryRequest,
+    Thinking,
 )
 from lcm.summarize.truncation import truncate_source
 from lcm.tokens import estimate_tokens
@@ -47,6 +49,7 @@ class CallUsage:
     input_tokens: int
     output_tokens: int
     escalation: Escalation
+    provider: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,8 @@ class SummaryCall:
     # every step), or less when the caller says what the summary replaces
     # costs less than its rendered input (``must_beat_tokens``).
     input_tokens: int
+    provider: str | None = None
+    thinking: Thinking | None = None
 
     def steps(self) -> tuple[tuple[Escalation, SummaryRequest], ...]:
         """normal, then aggressive: the requests escalation tries in order."""
@@ -96,6 +101,8 @@ class SummaryCall:
             "previous_context": self.previous_context,
             "custom_instructions": self.custom_instructions,
             "models": self.models,
+            "provider": self.provider,
+            "thinking": self.thinking,
         }
         normal = SummaryRequest(
             # Asking for more than the input holds invites an output that saves nothing.
@@ -138,7 +145,9 @@ class Summarizer:
         self._custom_instructions = custom_instructions
 
     @classmethod
-    def from_settings(cls, settings: Settings, llm: LlmClients | None) -> Summarizer:
+    def from_settings(
+        cls, settings: Settings, llm: LlmConnections | LlmClients | None
+    ) -> Summarizer:
         """A summarizer over :func:`build_provider` with the deployment's defaults."""
         return cls(
             build_provider(settings, llm),
@@ -176,6 +185,7 @@ class Summarizer:
         Truncation is clipped to it too.
         """
         input_tokens = estimate_tokens(source_text)
+        provider, models = policy.route(depth)
         truncate_to = policy.truncation_tokens or self._truncation_tokens
         if must_beat_tokens is not None:
             input_tokens = min(input_tokens, max(1, must_beat_tokens))
@@ -190,10 +200,12 @@ class Summarizer:
                 if policy.custom_instructions is None
                 else policy.custom_instructions
             ),
-            models=policy.models,
+            models=models,
             truncate_to=truncate_to,
             max_overage_factor=policy.max_overage_factor,
             input_tokens=input_tokens,
+            provider=provider,
+            thinking=policy.thinking,
         )
         if not source_text.strip():
             return _truncated(call, [], None)  # nothing an LLM could shorten
@@ -241,7 +253,11 @@ class Summarizer:
             return None
         usage.append(
             CallUsage(
-                completion.model, completion.input_tokens, completion.output_tokens, escalation
+                completion.model,
+                completion.input_tokens,
+                completion.output_tokens,
+                escalation,
+                completion.provider,
             )
         )
         return completion
@@ -254,19 +270,18 @@ def _truncated(call: SummaryCall, usage: list[CallUsage], degraded: str | None) 
     )
 
 
-def build_provider(settings: Settings, llm: LlmClients | None) -> SummaryProvider:
-    """The Anthropic provider over the process's ``llm``, or the offline one without it.
+def build_provider(settings: Settings, llm: LlmConnections | LlmClients | None) -> SummaryProvider:
+    """A provider routing between the process's connections, or the offline one without any.
 
-    ``llm`` is ``None`` exactly when no API key is set (:meth:`LlmClients.from_settings`).
+    ``llm`` holds no connection exactly when neither an Anthropic key nor an
+    OpenAI-compatible key or endpoint is set (:meth:`LlmConnections.from_settings`).
     """
-    if llm is not None:
-        # Imported here: the SDK takes over a second to import, a cost offline
-        # deployments and every importer of this package should not pay.
-        from lcm.summarize.anthropic_provider import AnthropicProvider
-
-        return AnthropicProvider.from_settings(settings, llm)
+    connections = LlmConnections.of(llm)
+    if connections.any:
+        return routed_provider(settings, connections)
     logger.warning(
-        "ANTHROPIC_API_KEY is not set: summaries use the OFFLINE EXTRACTIVE summarizer "
+        "no LLM is configured (ANTHROPIC_API_KEY, LCM_OPENAI_API_KEY, LCM_OPENAI_BASE_URL): "
+        "summaries use the OFFLINE EXTRACTIVE summarizer "
         "(no LLM; summaries are extracts and record model=%r)",
         "extractive",
     )

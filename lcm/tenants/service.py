@@ -15,7 +15,13 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound
-from lcm.settings import CompactionSettings, ModelOverride, SummaryModelOverride, TenantSettings
+from lcm.settings import (
+    CompactionSettings,
+    ModelOverride,
+    SummaryModelOverride,
+    SummaryModelRule,
+    TenantSettings,
+)
 from lcm.storable import check_storable
 from lcm.tenants.ceilings import CEILINGS, GRANTS, check_within, clamped
 from lcm.tenants.keys import IssuedKey, issue_key
@@ -143,6 +149,10 @@ def _decoded(values: dict[str, Any]) -> dict[str, Any]:
     if "summary_model_overrides" in update:
         update["summary_model_overrides"] = [
             SummaryModelOverride.model_validate(rule) for rule in update["summary_model_overrides"]
+        ]
+    if "summary_model_rules" in update:
+        update["summary_model_rules"] = [
+            SummaryModelRule.model_validate(rule) for rule in update["summary_model_rules"]
         ]
     return update
 

@@ -1,4 +1,5 @@
-"""A tenant's usage: LLM tokens, passes and an estimated cost, by UTC day and model."""
+"""A tenant's usage: LLM tokens, passes and an estimated cost, by UTC day and model,
+and by purpose (summaries, large files, expand-query) and provider."""
 
 from __future__ import annotations
 
@@ -24,9 +25,23 @@ class UsageLine:
 
 
 @dataclass(frozen=True, slots=True)
+class PurposeLine:
+    """The window's calls of one purpose on one provider's model."""
+
+    purpose: str  # summary | file | expansion
+    provider: str  # anthropic | openai | offline
+    model: str
+    calls: int
+    input_tokens: int  # output includes thinking/reasoning tokens (billed as output)
+    output_tokens: int
+    estimated_cost_usd: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReport:
     since: datetime
     lines: list[UsageLine]
+    by_purpose: list[PurposeLine]
     input_tokens: int
     output_tokens: int
     passes: int
@@ -77,10 +92,26 @@ def usage_report(
                 ),
             )
         )
+    by_purpose = [
+        PurposeLine(
+            r.purpose,
+            r.provider,
+            r.model,
+            r.calls,
+            r.input_tokens,
+            r.output_tokens,
+            estimate_cost(r.model, r.input_tokens, r.output_tokens, prices),
+        )
+        for r in sorted(
+            repo.tokens_by_purpose(tenant_id, since),
+            key=lambda r: (r.purpose, r.provider, r.model),
+        )
+    ]
     costs = [line.estimated_cost_usd for line in lines if line.estimated_cost_usd is not None]
     return UsageReport(
         since=since,
         lines=lines,
+        by_purpose=by_purpose,
         input_tokens=sum(line.input_tokens for line in lines),
         output_tokens=sum(line.output_tokens for line in lines),
         passes=sum(line.passes for line in lines),

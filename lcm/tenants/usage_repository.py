@@ -22,6 +22,16 @@ class TokenRow:
     output_tokens: int
 
 
+@dataclass(frozen=True, slots=True)
+class PurposeRow:
+    purpose: str  # summary | file | expansion
+    provider: str  # anthropic | openai | offline
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
 class UsageRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -41,6 +51,24 @@ class UsageRepository:
             .group_by(day, LlmUsage.model)
         )
         return [TokenRow(str(d), str(m), int(c), int(i), int(o)) for d, m, c, i, o in rows]
+
+    def tokens_by_purpose(self, tenant_id: str, since: datetime) -> list[PurposeRow]:
+        """One row per (purpose, provider, model) over the whole window."""
+        rows = self.session.execute(
+            select(
+                LlmUsage.purpose,
+                LlmUsage.provider,
+                LlmUsage.model,
+                func.count(),
+                func.coalesce(func.sum(LlmUsage.input_tokens), 0),
+                func.coalesce(func.sum(LlmUsage.output_tokens), 0),
+            )
+            .where(LlmUsage.tenant_id == tenant_id, LlmUsage.created_at >= since)
+            .group_by(LlmUsage.purpose, LlmUsage.provider, LlmUsage.model)
+        )
+        return [
+            PurposeRow(str(u), str(p), str(m), int(c), int(i), int(o)) for u, p, m, c, i, o in rows
+        ]
 
     def llm_tokens_since(self, tenant_id: str, since: datetime) -> int:
         """Input plus output tokens the tenant's LLM calls used from ``since`` on.

@@ -86,6 +86,7 @@ from lcm_client.models.tenant import (
     TenantSettingsOut,
     UsageLineOut,
     UsageOut,
+    UsagePurposeOut,
 )
 from lcm_client.models.tools import (
     ConversationOutcome,
@@ -197,5 +198,6 @@ __all__ = [
     "Usage",
     "UsageLineOut",
     "UsageOut",
+    "UsagePurposeOut",
     "UtcDatetime",
 ]

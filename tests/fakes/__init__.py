@@ -2,5 +2,6 @@
 
 from tests.fakes.anthropic_script import Behaviour, RecordedRequest
 from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.fakes.openai_server import FakeOpenAiServer
 
-__all__ = ["Behaviour", "FakeAnthropicServer", "RecordedRequest"]
+__all__ = ["Behaviour", "FakeAnthropicServer", "FakeOpenAiServer", "RecordedRequest"]

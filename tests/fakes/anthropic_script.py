@@ -89,7 +89,8 @@ class RecordedRequest:
 
 
 def message_text(message: Any) -> str:
-    content = message.get("content", "") if isinstance(message, dict) else ""
+    # A chat-completions assistant turn that only calls tools has "content": null.
+    content = (message.get("content") or "") if isinstance(message, dict) else ""
     if isinstance(content, str):
         return content
     return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
@@ -104,7 +105,25 @@ def validate(body: dict[str, Any], headers: dict[str, str]) -> str | None:
     for param in _SAMPLING_PARAMS:
         if param in body and version != _SAMPLING_API_VERSION:
             return f"{param}: Extra inputs are not permitted"
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= int(body["max_tokens"]):
+            return "`max_tokens` must be greater than `thinking.budget_tokens`"
+        if body.get("temperature", 1) != 1:
+            return "`temperature` may only be set to 1 when thinking is enabled"
     return None
+
+
+# What the fake "thinks" when asked to: a summary must never contain it.
+THOUGHT = "THOUGHT-7f3a: let me reason privately about the source before writing"
+
+
+def thinking_enabled(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
 
 
 def source_of(body: dict[str, Any]) -> str:

@@ -33,21 +33,26 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from lcm.tokens import estimate_tokens
 from tests.fakes.anthropic_script import (
     ERROR_TYPES,
+    THOUGHT,
     Behaviour,
     RecordedRequest,
     reply_text,
     source_of,
+    thinking_enabled,
     validate,
 )
 
 
 class FakeAnthropicServer:
     """The fake server; use as a context manager and point the SDK at :attr:`base_url`."""
+
+    route = "/v1/messages"
+    thread_name = "fake-anthropic"
 
     def __init__(self, *, retry_after: float = 0.01, default: str | Behaviour = "ok") -> None:
         self.retry_after = retry_after
@@ -146,13 +151,13 @@ class FakeAnthropicServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> FakeAnthropicServer:
+    def start(self) -> Self:
         self._httpd = _QuietServer(("127.0.0.1", 0), _make_handler(self))
         # A short poll interval keeps stop() (and so each test's teardown) quick.
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.02},
-            name="fake-anthropic",
+            name=self.thread_name,
             daemon=True,
         )
         self._thread.start()
@@ -170,7 +175,7 @@ class FakeAnthropicServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> FakeAnthropicServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -230,6 +235,9 @@ class FakeAnthropicServer:
             stop_reason = "tool_use"
         else:
             content = [{"type": "text", "text": reply_text(behaviour, source)}]
+        if thinking_enabled(body):
+            # As the API does: the thinking block first, billed as output.
+            content.insert(0, {"type": "thinking", "thinking": THOUGHT, "signature": "c2ln"})
         message = {
             "id": f"msg_fake_{number}",
             "type": "message",
@@ -343,7 +351,7 @@ def _make_handler(server: FakeAnthropicServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             headers = {k.lower(): v for k, v in self.headers.items()}
-            if self.path.split("?")[0] != "/v1/messages":
+            if self.path.split("?")[0] != server.route:
                 self._send(*server.error_reply(404, f"no route {self.path}"))
                 return
             try:

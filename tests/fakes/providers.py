@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from lcm.summarize.anthropic_provider import AnthropicProvider
 from lcm.summarize.llm import Breakers, LlmClients
+from lcm.summarize.openai_llm import OpenAiClients
+from lcm.summarize.openai_provider import OpenAiProvider
 from lcm.turns import TurnGate
 
 
@@ -31,3 +33,35 @@ def anthropic_provider(
         turns=turns,
     )
     return AnthropicProvider(llm, [model, *fallback_models])
+
+
+def openai_clients(
+    base_url: str,
+    *,
+    stream: bool = False,
+    max_retries: int = 0,
+    breakers: Breakers | None = None,
+    timeout_seconds: float = 5.0,
+) -> OpenAiClients:
+    return OpenAiClients.connect(
+        api_key="sk-test",
+        base_url=base_url,
+        timeout_seconds=timeout_seconds,
+        max_retries=max_retries,
+        breakers=breakers,
+        stream=stream,
+    )
+
+
+def openai_provider(
+    base_url: str,
+    model: str = "local-llama",
+    *,
+    fallback_models: Sequence[str] = (),
+    stream: bool = False,
+    max_retries: int = 0,
+    breakers: Breakers | None = None,
+) -> OpenAiProvider:
+    """The real OpenAI-compatible provider pointed at the fake chat-completions server."""
+    clients = openai_clients(base_url, stream=stream, max_retries=max_retries, breakers=breakers)
+    return OpenAiProvider(clients, [model, *fallback_models])

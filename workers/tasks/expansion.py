@@ -36,7 +36,7 @@ def query(grant_id: str) -> dict[str, Any]:
     services = runtime.services()
     try:
         tenant_id, answer = answer_granted_query(
-            services.database.transaction, grant_id, services.settings, services.llm
+            services.database.transaction, grant_id, services.settings, services.llms
         )
     except LcmError as exc:  # the grant ended, the model failed: the API's 503
         return {"error": {"code": exc.code, "message": exc.message}}

@@ -22,7 +22,11 @@ def summarize(file_id: str) -> str:
     """Write the file's exploration summary; "skipped" when it exists or the file is gone."""
     services = runtime.services()
     outcome = summarize_file(
-        services.database.transaction, services.storage, services.summarizer, file_id
+        services.database.transaction,
+        services.storage,
+        services.summarizer,
+        file_id,
+        services.settings,
     )
     return "skipped" if outcome is None else f"{outcome.kind}:{outcome.model}"
 

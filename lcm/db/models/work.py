@@ -96,6 +96,8 @@ class LlmUsage(Base):
     )
     model: Mapped[str] = mapped_column(String(100))
     purpose: Mapped[str] = mapped_column(String(32))  # summary | expansion | file
+    # anthropic | openai | offline; "" for a caller that did not say.
+    provider: Mapped[str] = mapped_column(String(32), default="")
     input_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
@@ -111,6 +113,7 @@ class LlmUsage(Base):
                 conversation_id=conversation_id,
                 model=c.model,
                 purpose=purpose,
+                provider=getattr(c, "provider", "") or "",
                 input_tokens=c.input_tokens,
                 output_tokens=c.output_tokens,
             )

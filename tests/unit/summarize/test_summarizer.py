@@ -9,6 +9,7 @@ import pytest
 
 from lcm.settings import Settings
 from lcm.summarize.anthropic_provider import AnthropicProvider
+from lcm.summarize.connections import RoutedProvider
 from lcm.summarize.extractive import ExtractiveProvider
 from lcm.summarize.footer import FOOTER_PREFIX, has_footer
 from lcm.summarize.llm import LlmClients
@@ -199,7 +200,9 @@ def test_build_provider_without_key_warns_and_goes_offline(
 def test_build_provider_with_key_uses_anthropic(fake_anthropic: FakeAnthropicServer) -> None:
     settings = Settings(ANTHROPIC_API_KEY="sk-x", anthropic_base_url=fake_anthropic.base_url)
     llm = LlmClients.from_settings(settings)
-    assert isinstance(build_provider(settings, llm), AnthropicProvider)
+    provider = build_provider(settings, llm)
+    assert isinstance(provider, RoutedProvider)
+    assert isinstance(provider.provider_for("anthropic"), AnthropicProvider)
     summarizer = Summarizer.from_settings(settings, llm)
     assert summarizer.summarize(SOURCE, depth=2, target_tokens=300).escalation == "normal"
     assert fake_anthropic.requests[0].model == settings.summary_model
