@@ -111,9 +111,9 @@ def ingest_messages(
     the database and replaced by references (``lcm.files.extraction``). Every
     new message and file byte is charged to the tenant's storage counters;
     past ``quota`` the whole batch is refused (``lcm.tenants.quota``). With
-    ``replay_limits``, a batch that looks like a replay is refused first.
-    With ``count_context_tokens``, the result holds the context's token total;
-    the secrets of the new messages and files are recorded as spans (``secrets``).
+    ``replay_limits``, a batch that looks like a replay is refused first. With
+    ``count_context_tokens``, the result holds the context's token total. The
+    new messages' and files' secrets are recorded as spans (``secrets``).
     ``host_cursor`` is stored on the conversation, even when the batch brings
     nothing new (a batch of duplicates or none), and only with the batch.
     """
@@ -135,9 +135,8 @@ def ingest_messages(
     first_seq, last_seq, ids, tokens = _write_rows(
         session, tenant_id, conversation.id, fresh, count_context_tokens
     )
-    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
-    texts = _texts(ids, fresh, file_ids, files)  # spans commit with their messages
-    record_secrets(session, tenant_id, conversation.id, texts, secrets)
+    cid = conversation.id
+    file_ids = _store_files_and_spans(session, tenant_id, cid, ids, fresh, files, secrets)
     # Last, so the tenant row lock it takes is held only until the commit.
     charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
     for file_id in file_ids:  # after commit: the rows exist when a worker looks
@@ -145,21 +144,29 @@ def ingest_messages(
     # SQLite indexes the batch for search after it commits (not under its write lock).
     request_indexing(session)
     written = (len(fresh), duplicates, first_seq, last_seq, tuple(file_ids))
-    return IngestResult(conversation.id, *written, *model, tokens)
+    return IngestResult(cid, *written, *model, tokens)
 
 
-def _texts(
+def _store_files_and_spans(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
     ids: Sequence[int],
     fresh: Sequence[PreparedMessage],
-    file_ids: Sequence[str],
     files: Sequence[PendingFile],
-) -> list[ScannedText]:
-    """What a batch stored as text: its messages' parts and its large files' contents."""
+    secrets: SecretScan,
+) -> list[str]:
+    """The batch's large file rows, then the spans of the secrets in its messages and files.
+
+    In the batch's transaction: a refused batch leaves neither. Returns the file ids.
+    """
+    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation_id, ids, files)
     texts = list(message_texts(ids, [m.parts for m in fresh]))
     for file_id, file in zip(file_ids, files, strict=True):
         if file.text:
             texts.append(ScannedText(file.text, file_id=file_id))
-    return texts
+    record_secrets(session, tenant_id, conversation_id, texts, secrets)
+    return file_ids
 
 
 def _new_messages(
