@@ -124,6 +124,8 @@ _NOT_SECRET_NAME = re.compile(
     r"|image|data|nonce|version|path|url|file|name)$",
     re.IGNORECASE,
 )
+# The lines of a PEM body after its header: base64, or ``Proc-Type:``-style headers.
+_PEM_BODY = re.compile(r"(?:\r?\n(?:[A-Za-z0-9+/=]{4,}|[A-Za-z-]+: [^\n]*))*")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_=+/.-]*")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 # Random base64 of 20-64 characters measures 0.85-0.95 of log2(length); words,
@@ -185,10 +187,15 @@ def _hand_findings(text: str) -> Iterator[Finding]:
     for match in PEM_BLOCK_RE.finditer(text):
         yield Finding(match.start(), match.end(), "private_key")
     if "PRIVATE KEY" in text or "PuTTY" in text:
-        # A header without its END line (a truncated paste) still hides the rest of it.
+        # A header without its END line (a truncated paste): the header and the
+        # key lines after it (the plugin flags the header's words only).
         for regex in PrivateKeyDetector.denylist:
             for match in regex.finditer(text):
-                yield Finding(match.start(), _line_end(text, match.end()), "private_key")
+                start = match.start()
+                if text[max(0, start - 5) : start] == "-----":
+                    start -= 5
+                end = _PEM_BODY.match(text, _line_end(text, match.end())).end()  # type: ignore[union-attr]
+                yield Finding(start, end, "private_key")
 
 
 def _line_end(text: str, at: int) -> int:
