@@ -9,18 +9,20 @@ secrets. Figures:
 * false positives by look-alike kind: the share of look-alike samples with
   any finding, and the findings in secret samples that cover no planted
   value;
-* throughput: ``lcm.secrets.detect`` over the corpus text in KB/s, and per
-  KB, next to the reference: one plain ``re`` pass of the hand-written
-  patterns over the same text (what a scan costs without the plugins).
+* throughput: ``lcm.secrets.detect`` in KB/s and µs per KB over the whole
+  corpus (dense with secrets and ``key = "value"`` lines, the worst case)
+  and over the look-alikes only (tool output without secrets), each next to
+  the reference: one plain ``re`` pass of the hand-written patterns over the
+  same text (what a scan costs without the plugins).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from bench.secrets_corpus import Sample, build_corpus
 from lcm.secrets.detector import Finding, detect
@@ -73,13 +75,20 @@ def _reference(text: str) -> int:
     return sum(1 for pattern, _ in HAND_PATTERNS for _ in pattern.finditer(text))
 
 
-def _kb_per_second(text: str, scan: object, repeat: int) -> float:
+def _kb_per_second(text: str, scan: Callable[[str], object], repeat: int) -> tuple[float, float]:
+    """(median, best) KB/s of ``scan`` over ``text``: the best shows the cost on a busy host."""
     runs = []
     for _ in range(repeat):
         began = time.perf_counter()
-        scan(text)  # type: ignore[operator]
+        scan(text)
         runs.append(time.perf_counter() - began)
-    return len(text.encode("utf-8")) / 1024 / statistics.median(runs)
+    kb = len(text.encode("utf-8")) / 1024
+    return kb / statistics.median(runs), kb / min(runs)
+
+
+def _figure(kb_per_second: tuple[float, float]) -> str:
+    median, best = kb_per_second
+    return f"{median:,.0f} KB/s ({1e6 / median:,.0f} µs/KB; best {1e6 / best:,.0f} µs/KB)"
 
 
 def run(args: argparse.Namespace) -> None:
@@ -97,20 +106,19 @@ def run(args: argparse.Namespace) -> None:
         print(f"  false positive {kind:<14} {hit:>3}/{total:<3} {hit / total:6.1%}")
     print(f"  false positives, look-alike samples {flagged}/{samples} {flagged / samples:6.1%}")
     print(f"  findings in secret samples covering no planted value: {strays}")
-    text = "\n\n".join(s.text for s in corpus) * 4
     repeat = max(1, args.repeat)
-    detector = _kb_per_second(text, detect, repeat)
-    reference = _kb_per_second(text, _reference, repeat)
-    print(
-        f"  throughput ({len(text) // 1024} KB, median of {repeat}): detector {detector:,.0f} KB/s "
-        f"({1e6 / detector:,.0f} µs/KB); reference (plain re, hand patterns) "
-        f"{reference:,.0f} KB/s ({1e6 / reference:,.1f} µs/KB)"
-    )
+    texts = {
+        "whole corpus": mixed_text(corpus) * 4,
+        "look-alikes only": mixed_text([s for s in corpus if not s.secrets]) * 8,
+    }
+    for name, text in texts.items():
+        detector = _kb_per_second(text, detect, repeat)
+        reference = _kb_per_second(text, _reference, repeat)
+        print(f"  throughput, {name} ({len(text) // 1024} KB, median of {repeat}):")
+        print(f"    detector {_figure(detector)}")
+        print(f"    reference (plain re, hand patterns) {_figure(reference)}")
 
 
 def mixed_text(corpus: list[Sample]) -> str:
     """The corpus as one text (what the tests scan to check offsets)."""
     return "\n\n".join(s.text for s in corpus)
-
-
-_ = re  # the reference is ``re`` through HAND_PATTERNS
