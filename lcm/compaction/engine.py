@@ -38,6 +38,8 @@ from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
+from lcm.secrets.masking import SecretSpan
+from lcm.secrets.service import content_masks
 from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
@@ -151,7 +153,7 @@ class CompactionEngine:
         started = time.perf_counter()
         result = self.summarize(
             tenant_id,
-            render_source(plan, settings.strip_injected_context_tags),
+            render_source(plan, settings.strip_injected_context_tags, self.secret_masks(plan)),
             # The summary's item must cost less than the range it replaces:
             # a pass never grows the context it compacts.
             must_beat_tokens=plan.source_tokens - wrapper_tokens(plan),
@@ -172,6 +174,18 @@ class CompactionEngine:
             if then is not None and outcome.entry is not None:
                 then(session, outcome.entry)
             return outcome
+
+    def secret_masks(self, plan: PassPlan) -> dict[int, list[SecretSpan]]:
+        """The spans of the secrets in ``plan``'s messages: the model never sees one.
+
+        One short read before the call (none for a condensed pass, which reads
+        summaries written from masked text).
+        """
+        ids = [e.message.id for e in plan.entries if e.message is not None]
+        if not ids:
+            return {}
+        with self.reads() as session:
+            return content_masks(session, ids)
 
     def summarize(
         self,

@@ -8,12 +8,20 @@ from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
     from lcm.secrets.detector import Finding, detect
-    from lcm.secrets.masking import SecretSpan, mask_message, mask_parts, mask_text, placeholder
+    from lcm.secrets.masking import (
+        SecretSpan,
+        content_spans,
+        mask_message,
+        mask_parts,
+        mask_text,
+        placeholder,
+    )
     from lcm.secrets.repository import SecretSpanRepository
     from lcm.secrets.service import (
         DEFAULT_SCAN,
         ScannedText,
         SecretScan,
+        content_masks,
         message_texts,
         record_secrets,
     )
@@ -25,6 +33,8 @@ __all__ = [
     "SecretScan",
     "SecretSpan",
     "SecretSpanRepository",
+    "content_masks",
+    "content_spans",
     "detect",
     "mask_message",
     "mask_parts",
@@ -40,6 +50,7 @@ __getattr__ = lazy_exports(
         "lcm.secrets.detector": ("Finding", "detect"),
         "lcm.secrets.masking": (
             "SecretSpan",
+            "content_spans",
             "mask_message",
             "mask_parts",
             "mask_text",
@@ -50,6 +61,7 @@ __getattr__ = lazy_exports(
             "DEFAULT_SCAN",
             "ScannedText",
             "SecretScan",
+            "content_masks",
             "message_texts",
             "record_secrets",
         ),

@@ -78,3 +78,24 @@ def mask_message(texts: Sequence[str], spans: Iterable[SecretSpan]) -> str:
     """
     masked = mask_parts(texts, spans)
     return "\n".join(m for m, t in zip(masked, texts, strict=True) if t)
+
+
+def content_spans(part_lengths: Sequence[int], spans: Iterable[SecretSpan]) -> list[SecretSpan]:
+    """A message's part spans moved onto its joined ``content`` (``part`` becomes None).
+
+    ``part_lengths[i]`` is the length (code points) of part ``i``'s text;
+    ``content`` joins the non-empty ones with a newline, so a part starts
+    after the earlier non-empty parts and one newline each. A span naming
+    no known part is dropped.
+    """
+    starts: dict[int, int] = {}
+    at = 0
+    for ordinal, length in enumerate(part_lengths):
+        if length:
+            starts[ordinal] = at
+            at += length + 1
+    return [
+        SecretSpan(None, starts[s.part] + s.offset, s.length, s.kind, s.ordinal)
+        for s in spans
+        if s.part in starts
+    ]

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session
 
+from lcm.db.models import MessagePart
 from lcm.db.models import SecretSpan as SecretSpanRow
 from lcm.secrets.masking import SecretSpan
 
@@ -63,6 +64,23 @@ class SecretSpanRepository:
                 assert row.message_id is not None
                 spans[row.message_id].append(_span(row))
         return dict(spans)
+
+    def part_lengths(self, message_ids: Collection[int]) -> dict[int, list[int]]:
+        """Each message's part text lengths in code points, by ordinal (SQL ``length``
+        counts characters on both databases)."""
+        lengths: dict[int, list[int]] = defaultdict(list)
+        ids = sorted(set(message_ids))
+        for start in range(0, len(ids), 500):
+            rows = self.session.execute(
+                select(MessagePart.message_id, MessagePart.ordinal, func.length(MessagePart.text))
+                .where(MessagePart.message_id.in_(ids[start : start + 500]))
+                .order_by(MessagePart.message_id, MessagePart.ordinal)
+            )
+            for message_id, ordinal, length in rows:
+                parts = lengths[int(message_id)]
+                parts.extend([0] * (int(ordinal) + 1 - len(parts)))
+                parts[int(ordinal)] = int(length or 0)
+        return dict(lengths)
 
     def file_spans(self, file_id: str) -> list[SecretSpan]:
         rows = self.session.execute(

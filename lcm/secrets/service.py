@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy.orm import Session
 
 from lcm.secrets.detector import detect
+from lcm.secrets.masking import SecretSpan, content_spans
 from lcm.secrets.repository import SecretSpanRepository
 from lcm.settings import Settings
 
@@ -135,3 +136,16 @@ def record_secrets(
         )
     repo.insert(rows)
     return len(rows)
+
+
+def content_masks(session: Session, message_ids: Collection[int]) -> dict[int, list[SecretSpan]]:
+    """The spans of each message's joined ``content``, for those with any (one query if none)."""
+    repo = SecretSpanRepository(session)
+    by_message = repo.message_spans(message_ids)
+    if not by_message:
+        return {}
+    lengths = repo.part_lengths(by_message)
+    return {
+        message_id: content_spans(lengths.get(message_id, []), spans)
+        for message_id, spans in by_message.items()
+    }

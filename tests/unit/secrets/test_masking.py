@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lcm.content import IncomingMessage, prepare_message
 from lcm.secrets.detector import detect
-from lcm.secrets.masking import SecretSpan, mask_message, mask_parts, mask_text
+from lcm.secrets.masking import SecretSpan, content_spans, mask_message, mask_parts, mask_text
 from lcm.secrets.service import SecretScan
 
 
@@ -92,3 +92,15 @@ def test_fingerprints_are_keyed_per_conversation_and_never_the_value() -> None:
     assert fp != unkeyed.fingerprint("t1", 8, "hunter22")  # nothing links two conversations
     assert fp != unkeyed.fingerprint("t2", 7, "hunter22")
     assert fp != keyed.fingerprint("t1", 7, "hunter22")
+
+
+def test_part_spans_move_onto_the_joined_content() -> None:
+    texts = ["see", "", "[image]", "a=SECRET", "tail SECRET"]
+    spans = [span(2, 6, "credential", 1, part=3), span(5, 6, "credential", 1, part=4)]
+    moved = content_spans([len(t) for t in texts], spans)
+    content = "\n".join(t for t in texts if t)
+    assert [content[s.offset : s.end] for s in moved] == ["SECRET", "SECRET"]
+    assert mask_text(content, moved) == mask_message(texts, spans)
+    assert {s.part for s in moved} == {None}
+    # A span naming a part the message lacks (or an empty one) is dropped.
+    assert content_spans([3, 0], [span(0, 2, part=1), span(0, 2, part=7)]) == []
