@@ -109,6 +109,10 @@ _PLUGINS: tuple[tuple[RegexBasedDetector, str, tuple[str, ...] | None], ...] = (
 GENERIC_KINDS = frozenset({"credential", "high_entropy", "bearer_token"})
 _KEYWORD = KeywordDetector()
 _ENTROPY = Base64HighEntropyString()
+# The gate before any pattern runs (``_may_hold_secret``). Artifactory keys the
+# plugin would take from 11 characters are 64+ in practice.
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
+_GATE_HINTS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "contrase")
 # A quoted value after an assignment: the only values the keyword plugin finds.
 _QUOTED_VALUE = re.compile(r"""(?:=|:|=>)[ \t]*["']""")
 # Names the keyword plugin's list starts with (a cheap test before its ~30 regexes).
@@ -148,10 +152,23 @@ class Finding:
 
 def detect(text: str) -> list[Finding]:
     """The secrets in ``text``, sorted by offset, none overlapping another."""
-    if len(text) < 8:
+    if len(text) < 8 or not _may_hold_secret(text):
         return []
     found = [*_plugin_findings(text), *_hand_findings(text), *_line_findings(text)]
     return _disjoint(found)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False when no pattern here can match: most short messages skip ~40 regex passes.
+
+    Every key, token and high-entropy value is a run of 16+ token characters;
+    a URL password needs ``://`` and ``@``; keyword, ``NAME=value``, header
+    and PEM findings need one of ``_GATE_HINTS`` in the text.
+    """
+    if _LONG_TOKEN.search(text) or ("://" in text and "@" in text):
+        return True
+    lowered = text.lower()
+    return any(hint in lowered for hint in _GATE_HINTS)
 
 
 def _plugin_findings(text: str) -> Iterator[Finding]:

@@ -49,6 +49,9 @@ def test_the_corpus_scores_full_recall_and_no_false_positive() -> None:
         ("redis://:Tr0ub4dor@cache:6379/0", "Tr0ub4dor", "password_in_url"),
         ("AWS_ACCESS_KEY_ID=AKIA" + "Q7" * 8, "AKIA" + "Q7" * 8, "aws_key"),
         ("PGPASSWORD=hunter22 psql -h db", "hunter22", "credential"),
+        # Short values with no long token: past the gate through the keyword hints.
+        ('DB_PASSWORD="p@ss w0rd!"', "p@ss w0rd!", "credential"),
+        ("curl -H 'Authorization: Basic dXNlcjpw'", "dXNlcjpw", "bearer_token"),
     ],
 )
 def test_the_value_is_the_span_not_its_surroundings(text: str, value: str, kind: str) -> None:
