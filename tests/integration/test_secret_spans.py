@@ -184,3 +184,31 @@ def test_an_import_is_scanned_and_an_erase_removes_the_spans(
     assert any(GITHUB in line.get("content", "") for line in lines)  # exports are NOT masked yet
     assert client.delete("/v1/conversations/copy", headers=auth(tenant)).status_code == 204
     assert spans(db) == []
+
+
+def test_concurrent_batches_number_each_value_once(db: Database, tenant: IssuedKey) -> None:
+    """Ordinals are max + 1 under the conversation's row lock: racing batches agree.
+
+    Six batches race into one conversation, each with the shared token and a
+    key of its own. Without the lock two batches could both take the same
+    next ordinal for different keys, or give the shared token two.
+    """
+    from lcm.content import IncomingMessage
+    from lcm.ingest.service import ingest_messages, prepare_batch
+    from tests.concurrency import race
+
+    def send(writer: int, text: str) -> None:
+        message = IncomingMessage("user", text, client_id=f"{writer}-{text[:8]}")
+        batch = prepare_batch([message], max_batch=10, max_chars=10_000)
+        with db.transaction() as session:
+            ingest_messages(session, tenant.tenant_id, "hot", None, batch)
+
+    send(99, "the conversation exists first")
+    raced = race(6, lambda w: send(w, f"push with {GITHUB} and AKIA{w:016d} now"))
+    assert raced.errors == []
+    found = spans(db)
+    assert len(found) == 12
+    by_value = {span_text(db, s): s.ordinal for s in found}
+    assert len(by_value) == 7  # the shared token and six keys, each with one ordinal
+    assert sorted(by_value.values()) == list(range(1, 8))
+    assert len({(s.fingerprint, s.ordinal) for s in found}) == 7
