@@ -212,3 +212,18 @@ def test_concurrent_batches_number_each_value_once(db: Database, tenant: IssuedK
     assert len(by_value) == 7  # the shared token and six keys, each with one ordinal
     assert sorted(by_value.values()) == list(range(1, 8))
     assert len({(s.fingerprint, s.ordinal) for s in found}) == 7
+
+
+def test_a_fork_records_the_copied_messages_spans_for_the_child(
+    db: Database, tenant: IssuedKey, client: TestClient
+) -> None:
+    base = "/v1/conversations"
+    r = client.post(f"{base}/parent/messages", headers=auth(tenant), json={"messages": MESSAGES})
+    assert r.status_code == 200, r.text
+    parent_spans = {(span_text(db, s), s.kind, s.ordinal) for s in spans(db)}
+    body = {"parent_session_key": "parent", "mode": "fork"}
+    out = client.post(f"{base}/child/fork", json=body, headers=auth(tenant))
+    assert out.status_code == 200, out.text
+    child = out.json()["conversation_id"]
+    copied = [s for s in spans(db) if s.conversation_id == child]
+    assert {(span_text(db, s), s.kind, s.ordinal) for s in copied} == parent_spans
