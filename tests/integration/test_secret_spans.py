@@ -227,3 +227,19 @@ def test_a_fork_records_the_copied_messages_spans_for_the_child(
     child = out.json()["conversation_id"]
     copied = [s for s in spans(db) if s.conversation_id == child]
     assert {(span_text(db, s), s.kind, s.ordinal) for s in copied} == parent_spans
+
+
+def test_a_bootstrap_records_the_transcripts_spans(
+    db: Database, tenant: IssuedKey, client: TestClient
+) -> None:
+    fixture = Path(__file__).parents[1] / "fixtures" / "transcripts" / "pi_v3_branches.jsonl"
+    stripe = "sk_live_" + "Pq8r" * 6
+    transcript = fixture.read_text(encoding="utf-8")
+    assert transcript.count("app = FastAPI()") == 1
+    # In the JSON string of a tool result: an escaped newline, then the key.
+    transcript = transcript.replace("app = FastAPI()", f"app = FastAPI()\\nSTRIPE_KEY={stripe}")
+    url = "/v1/conversations/agent%3Amain/bootstrap"
+    r = client.post(url, headers=auth(tenant), json={"transcript_jsonl": transcript})
+    assert r.status_code == 200, r.text
+    (found,) = spans(db)
+    assert (span_text(db, found), found.kind, found.ordinal) == (stripe, "stripe_key", 1)
