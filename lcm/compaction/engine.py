@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -39,11 +39,12 @@ from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.secrets.masking import SecretSpan
-from lcm.secrets.service import content_masks
+from lcm.secrets.service import content_masks, mask_detected
 from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 from lcm.tenants.spend import llm_budget_exhausted
+from lcm.tokens import estimate_tokens
 
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
@@ -207,7 +208,7 @@ class CompactionEngine:
         if isinstance(settings, TenantSettings) and settings.llm_daily_token_budget is not None:
             with self.transaction() as session:
                 offline = llm_budget_exhausted(session, tenant_id, settings, "summary")
-        return self.summarizer.summarize(
+        result = self.summarizer.summarize(
             source_text,
             depth=depth,
             target_tokens=target_tokens,
@@ -215,6 +216,11 @@ class CompactionEngine:
             must_beat_tokens=must_beat_tokens,
             policy=SummaryPolicy.of(settings, offline=offline),
         )
+        # The output too: a summary never holds a detected secret.
+        text = mask_detected(result.text)
+        if text == result.text:
+            return result
+        return replace(result, text=text, token_count=estimate_tokens(text))
 
     def _commit(
         self,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ScannedText,
         SecretScan,
         content_masks,
+        mask_detected,
         message_texts,
         record_secrets,
     )
@@ -36,6 +37,7 @@ __all__ = [
     "content_masks",
     "content_spans",
     "detect",
+    "mask_detected",
     "mask_message",
     "mask_parts",
     "mask_text",
@@ -62,6 +64,7 @@ __getattr__ = lazy_exports(
             "ScannedText",
             "SecretScan",
             "content_masks",
+            "mask_detected",
             "message_texts",
             "record_secrets",
         ),

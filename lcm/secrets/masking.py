@@ -32,7 +32,8 @@ class SecretSpan:
 
 
 def placeholder(kind: str, ordinal: int) -> str:
-    return f"[secret:{kind}#{ordinal}]"
+    """``[secret:kind#n]``; ``[secret:kind]`` for ordinal 0 (a value no span numbers)."""
+    return f"[secret:{kind}#{ordinal}]" if ordinal else f"[secret:{kind}]"
 
 
 def mask_text(text: str, spans: Iterable[SecretSpan]) -> str:

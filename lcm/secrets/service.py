@@ -18,7 +18,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from lcm.secrets.detector import detect
-from lcm.secrets.masking import SecretSpan, content_spans
+from lcm.secrets.masking import SecretSpan, content_spans, mask_text
 from lcm.secrets.repository import SecretSpanRepository
 from lcm.settings import Settings
 
@@ -149,3 +149,16 @@ def content_masks(session: Session, message_ids: Collection[int]) -> dict[int, l
         message_id: content_spans(lengths.get(message_id, []), spans)
         for message_id, spans in by_message.items()
     }
+
+
+def mask_detected(text: str) -> str:
+    """``text`` with whatever the detector finds in it masked, unnumbered (``[secret:kind]``).
+
+    For text no span describes: a model's output, checked before it is
+    stored, since a summary must never hold a secret (one quoted from a
+    summary written before masking, or one the model made up).
+    """
+    found = detect(text)
+    if not found:
+        return text
+    return mask_text(text, [SecretSpan(None, f.start, f.length, f.kind, 0) for f in found])

@@ -23,6 +23,7 @@ from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
 from tests.conftest import auth
 from tests.fakes import FakeAnthropicServer
+from tests.fakes.anthropic_script import Behaviour
 from tests.fakes.providers import anthropic_provider
 from tests.helpers import next_plan
 
@@ -101,3 +102,28 @@ def test_a_leaf_pass_sends_placeholders_never_the_secrets(
         (summary,) = s.scalars(select(Summary).where(Summary.conversation_id == cid)).all()
     assert "[secret:github_token#1]" in summary.content  # the fake quoted the masked start
     assert [secret for secret in SECRETS if secret in summary.content] == []
+
+
+def test_a_secret_in_the_models_output_is_masked_before_it_is_stored(
+    db: Database, tenant: IssuedKey, client: TestClient, llm: FakeAnthropicServer
+) -> None:
+    """An old summary written before masking, or an invented key: the output is checked too."""
+    r = client.post(
+        "/v1/conversations/agent%3Amain/messages",
+        headers=auth(tenant),
+        json={"messages": conversation()},
+    )
+    cid = r.json()["conversation_id"]
+    quoted = "sk-ant-api03-" + "Lk9_" * 23 + "AA"
+    llm.set_default(
+        Behaviour.reply(f"The user rotated {quoted} twice.\nExpand for details about: keys")
+    )
+    provider = anthropic_provider(llm.base_url, MODEL, breakers=Breakers(5, 30))
+    engine = CompactionEngine(db.transaction, Summarizer(provider))
+    plan = next_plan(engine, cid, SETTINGS, 1_000)
+    assert plan is not None
+    engine.run_pass(tenant.tenant_id, cid, plan, SETTINGS)
+    with db.read_session() as s:
+        (summary,) = s.scalars(select(Summary).where(Summary.conversation_id == cid)).all()
+    assert quoted not in summary.content
+    assert summary.content.startswith("The user rotated [secret:anthropic_key] twice.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lcm.content import IncomingMessage, prepare_message
 from lcm.secrets.detector import detect
 from lcm.secrets.masking import SecretSpan, content_spans, mask_message, mask_parts, mask_text
-from lcm.secrets.service import SecretScan
+from lcm.secrets.service import SecretScan, mask_detected
 
 
 def span(
@@ -104,3 +104,11 @@ def test_part_spans_move_onto_the_joined_content() -> None:
     assert {s.part for s in moved} == {None}
     # A span naming a part the message lacks (or an empty one) is dropped.
     assert content_spans([3, 0], [span(0, 2, part=1), span(0, 2, part=7)]) == []
+
+
+def test_text_no_span_describes_is_masked_by_detection_unnumbered() -> None:
+    key = "AKIA" + "K3" * 8
+    assert mask_detected(f"the key {key} leaked") == "the key [secret:aws_key] leaked"
+    assert mask_detected("nothing secret here, commit 3f2a9c1e8b7d") == (
+        "nothing secret here, commit 3f2a9c1e8b7d"
+    )
