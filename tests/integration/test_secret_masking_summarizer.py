@@ -37,7 +37,7 @@ SECRETS = (GITHUB, AWS_ID, PASSWORD, "MHcCAQEEIBkJ3xq9")
 
 
 def conversation() -> list[dict[str, Any]]:
-    first = [
+    first: list[dict[str, Any]] = [
         {"role": "user", "id": "m0", "content": f"🙂 token {GITHUB} then key {AWS_ID} please"},
         {
             "role": "assistant",
@@ -60,7 +60,7 @@ def conversation() -> list[dict[str, Any]]:
         },
         {"role": "assistant", "id": "m3", "content": f"Rotate {GITHUB} and the EC key."},
     ]
-    rest = [
+    rest: list[dict[str, Any]] = [
         {"role": "user" if i % 2 == 0 else "assistant", "id": f"n{i}", "content": f"step {i} done"}
         for i in range(20)
     ]

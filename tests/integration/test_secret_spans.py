@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from lcm.db.engine import Database
 from lcm.db.models import LargeFile, Message, MessagePart, SecretSpan
@@ -174,7 +174,7 @@ def test_an_import_is_scanned_and_an_erase_removes_the_spans(
     assert exported.status_code == 200
     before = {(span_text(db, s), s.kind, s.ordinal) for s in spans(db)}
     with db.transaction() as s:  # only the import can write the copy's spans
-        s.execute(SecretSpan.__table__.delete())
+        s.execute(delete(SecretSpan))
     r = client.post("/v1/conversations/copy/import", headers=auth(tenant), content=exported.content)
     assert r.status_code == 200, r.text
     copied = spans(db)
