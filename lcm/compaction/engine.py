@@ -154,7 +154,9 @@ class CompactionEngine:
         started = time.perf_counter()
         result = self.summarize(
             tenant_id,
-            render_source(plan, settings.strip_injected_context_tags, self.secret_masks(plan)),
+            render_source(
+                plan, settings.strip_injected_context_tags, self.secret_masks(tenant_id, plan)
+            ),
             # The summary's item must cost less than the range it replaces:
             # a pass never grows the context it compacts.
             must_beat_tokens=plan.source_tokens - wrapper_tokens(plan),
@@ -176,7 +178,7 @@ class CompactionEngine:
                 then(session, outcome.entry)
             return outcome
 
-    def secret_masks(self, plan: PassPlan) -> dict[int, list[SecretSpan]]:
+    def secret_masks(self, tenant_id: str, plan: PassPlan) -> dict[int, list[SecretSpan]]:
         """The spans of the secrets in ``plan``'s messages: the model never sees one.
 
         One short read before the call (none for a condensed pass, which reads
@@ -186,7 +188,7 @@ class CompactionEngine:
         if not ids:
             return {}
         with self.reads() as session:
-            return content_masks(session, ids)
+            return content_masks(session, tenant_id, ids)
 
     def summarize(
         self,

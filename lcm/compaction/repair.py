@@ -57,7 +57,7 @@ class SummaryRepair:
                 return None
             if summary.kind == "leaf":  # masked, as a pass's input is
                 messages = repo.source_messages(summary.id)
-                masks = content_masks(session, [m.id for m in messages])
+                masks = content_masks(session, summary.tenant_id, [m.id for m in messages])
                 text = render_messages(messages, masks=masks)
             else:
                 text = render_summaries(repo.source_summaries(summary.id))

@@ -111,10 +111,9 @@ def record_secrets(
     if not found:
         return 0
     repo = SecretSpanRepository(session)
-    ordinals = repo.ordinals(conversation_id, {fp for _, _, fp in found})
-    last = (
-        repo.last_ordinal(conversation_id) if len(ordinals) < len({fp for *_, fp in found}) else 0
-    )
+    fingerprints = {fp for _, _, fp in found}
+    ordinals = repo.ordinals(tenant_id, conversation_id, fingerprints)
+    last = repo.last_ordinal(tenant_id, conversation_id) if len(ordinals) < len(fingerprints) else 0
     rows = []
     for where, finding, fp in found:
         if fp not in ordinals:
@@ -138,13 +137,15 @@ def record_secrets(
     return len(rows)
 
 
-def content_masks(session: Session, message_ids: Collection[int]) -> dict[int, list[SecretSpan]]:
+def content_masks(
+    session: Session, tenant_id: str, message_ids: Collection[int]
+) -> dict[int, list[SecretSpan]]:
     """The spans of each message's joined ``content``, for those with any (one query if none)."""
     repo = SecretSpanRepository(session)
-    by_message = repo.message_spans(message_ids)
+    by_message = repo.message_spans(tenant_id, message_ids)
     if not by_message:
         return {}
-    lengths = repo.part_lengths(by_message)
+    lengths = repo.part_lengths(tenant_id, by_message)
     return {
         message_id: content_spans(lengths.get(message_id, []), spans)
         for message_id, spans in by_message.items()
