@@ -18,11 +18,11 @@ plugin's own entropy measure.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from detect_secrets.filters.heuristic import (
     is_potential_uuid,
@@ -269,13 +269,20 @@ def _high_entropy(name: str, value: str) -> bool:
 
 
 def _disjoint(found: list[Finding]) -> list[Finding]:
-    """Overlapping findings resolved: a specific kind beats a generic one, then the longer."""
+    """Overlapping findings resolved: a specific kind beats a generic one, then the longer.
 
-    def rank(f: Finding) -> tuple[Any, ...]:
-        return (f.kind in GENERIC_KINDS, -f.length, f.start)
-
-    kept: list[Finding] = []
-    for finding in sorted(set(found), key=rank):
-        if all(finding.end <= k.start or finding.start >= k.end for k in kept):
-            kept.append(finding)
-    return sorted(kept, key=lambda f: f.start)
+    The kept findings are disjoint, so a candidate need only be checked
+    against its neighbours by start (bisect): n log n, for texts with
+    hundreds of findings.
+    """
+    starts: list[int] = []
+    kept: list[Finding] = []  # in start order, like ``starts``
+    for finding in sorted(set(found), key=lambda f: (f.kind in GENERIC_KINDS, -f.length, f.start)):
+        at = bisect.bisect_left(starts, finding.start)
+        if at > 0 and kept[at - 1].end > finding.start:
+            continue
+        if at < len(kept) and kept[at].start < finding.end:
+            continue
+        starts.insert(at, finding.start)
+        kept.insert(at, finding)
+    return kept
