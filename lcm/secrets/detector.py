@@ -112,11 +112,11 @@ _ENTROPY = Base64HighEntropyString()
 # The gate before any pattern runs (``_may_hold_secret``). Artifactory keys the
 # plugin would take from 11 characters are 64+ in practice.
 _LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
-_GATE_HINTS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "contrase")
+# Words the keyword plugin's names contain (``api_?key``, ``passwd``, ``contraseña``…),
+# with ``token``, ``auth`` and ``credential`` for the hand-written name rules.
+_HINTS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "contrase")
 # A quoted value after an assignment: the only values the keyword plugin finds.
 _QUOTED_VALUE = re.compile(r"""(?:=|:|=>)[ \t]*["']""")
-# Names the keyword plugin's list starts with (a cheap test before its ~30 regexes).
-_KEYWORD_HINTS = ("pass", "pwd", "secret", "key", "token", "auth", "contrase", "credential")
 # An opaque value after ``=`` or ``:``, possibly quoted: a high-entropy candidate.
 _OPAQUE_VALUE = re.compile(r"""[:=][ \t]*["']?([A-Za-z0-9+/_=.~-]{20,512})(?![A-Za-z0-9+/_=.~-])""")
 # The name an assignment ends with, matched on the reversed text before its sign
@@ -124,8 +124,8 @@ _OPAQUE_VALUE = re.compile(r"""[:=][ \t]*["']?([A-Za-z0-9+/_=.~-]{20,512})(?![A-
 _NAME_BEFORE_REVERSED = re.compile(r"""[ \t]*["']?([A-Za-z0-9_.-]{1,61})""")
 # Names whose values are identifiers or digests, never secrets, however random they look.
 _NOT_SECRET_NAME = re.compile(
-    r"(hash|sha\d*|md5|digest|checksum|integrity|etag|commit|rev|revision|uuid|_id|^id"
-    r"|image|data|nonce|version|path|url|file|name)$",
+    r"(hash|sha\d*|md5|digest|checksum|integrity|etag|commit|rev|revision|uuid|guid|ids?"
+    r"|image|data|nonce|version|path|url|uri|file|name|ref|tag|branch)$",
     re.IGNORECASE,
 )
 # The lines of a PEM body after its header: base64, or ``Proc-Type:``-style headers.
@@ -163,12 +163,12 @@ def _may_hold_secret(text: str) -> bool:
 
     Every key, token and high-entropy value is a run of 16+ token characters;
     a URL password needs ``://`` and ``@``; keyword, ``NAME=value``, header
-    and PEM findings need one of ``_GATE_HINTS`` in the text.
+    and PEM findings need one of ``_HINTS`` in the text.
     """
     if _LONG_TOKEN.search(text) or ("://" in text and "@" in text):
         return True
     lowered = text.lower()
-    return any(hint in lowered for hint in _GATE_HINTS)
+    return any(hint in lowered for hint in _HINTS)
 
 
 def _plugin_findings(text: str) -> Iterator[Finding]:
@@ -235,7 +235,7 @@ def _line_findings(text: str) -> Iterator[Finding]:
     keyword_lines: set[int] = set()
     for match in _QUOTED_VALUE.finditer(text):
         name = _name_before(text, match.start()).lower()
-        if any(hint in name for hint in _KEYWORD_HINTS):
+        if any(hint in name for hint in _HINTS):  # a cheap test before its ~30 regexes
             keyword_lines.add(text.rfind("\n", 0, match.start()) + 1)
     for at in sorted(keyword_lines):
         line = text[at : _line_end(text, at)]

@@ -89,3 +89,11 @@ def test_short_and_plain_texts_have_no_findings() -> None:
     assert detect("") == []
     assert detect("ok") == []
     assert detect("The password is in the vault; ask for the token.") == []
+
+
+def test_random_values_of_identifier_names_are_not_flagged() -> None:
+    value = "q8Xv2LmN9pRt4Wz7KbYc1HdFgJs6Ae3U"
+    for name in ("sessionId", "request_id", "traceIds", "commit", "etag", "image_data"):
+        assert detect(f'{{"{name}": "{value}"}}') == [], name
+    (finding,) = detect(f'{{"signing_salt": "{value}"}}')
+    assert finding.kind == "high_entropy"
