@@ -54,7 +54,9 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from lcm.secrets.patterns import (
     HAND_PATTERNS,
-    PEM_BLOCK_RE,
+    PEM_BEGIN_RE,
+    PEM_END_RE,
+    PEM_MAX_CHARS,
     SECRET_NAME_RE,
     UNQUOTED_VALUE_RE,
 )
@@ -117,8 +119,10 @@ _LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
 _HINTS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "contrase")
 # A quoted value after an assignment: the only values the keyword plugin finds.
 _QUOTED_VALUE = re.compile(r"""(?:=|:|=>)[ \t]*["']""")
-# An opaque value after ``=`` or ``:``, possibly quoted: a high-entropy candidate.
-_OPAQUE_VALUE = re.compile(r"""[:=][ \t]*["']?([A-Za-z0-9+/_=.~-]{20,512})(?![A-Za-z0-9+/_=.~-])""")
+# An opaque value after ``=`` or ``:``, possibly quoted: a high-entropy candidate
+# when the run of value characters from there is 20-512 long (``_opaque_values``).
+_SIGN = re.compile(r"""[:=][ \t]*["']?""")
+_VALUE_RUN = re.compile(r"[A-Za-z0-9+/_=.~-]+")
 # The name an assignment ends with, matched on the reversed text before its sign
 # (a forward search ending at the sign would try every start in the window).
 _NAME_BEFORE_REVERSED = re.compile(r"""[ \t]*["']?([A-Za-z0-9_.-]{1,61})""")
@@ -201,8 +205,7 @@ def _hand_findings(text: str) -> Iterator[Finding]:
         for match in pattern.finditer(text):
             start, end = match.span(1) if pattern.groups else match.span()
             yield Finding(start, end, kind)
-    for match in PEM_BLOCK_RE.finditer(text):
-        yield Finding(match.start(), match.end(), "private_key")
+    yield from _pem_blocks(text)
     if "PRIVATE KEY" in text or "PuTTY" in text:
         # A header without its END line (a truncated paste): the header and the
         # key lines after it (the plugin flags the header's words only).
@@ -213,6 +216,23 @@ def _hand_findings(text: str) -> Iterator[Finding]:
                     start -= 5
                 end = _PEM_BODY.match(text, _line_end(text, match.end())).end()  # type: ignore[union-attr]
                 yield Finding(start, end, "private_key")
+
+
+def _pem_blocks(text: str) -> Iterator[Finding]:
+    """Whole PEM private key blocks, header to end line.
+
+    The end is looked for with ``str.find`` within ``PEM_MAX_CHARS`` of the
+    header: a lazy pattern would walk that window character by character
+    for every header without an end.
+    """
+    at = 0
+    while (begin := PEM_BEGIN_RE.search(text, at)) is not None:
+        at = begin.end()
+        cut = text.find("-----END ", at, at + PEM_MAX_CHARS)
+        end = PEM_END_RE.match(text, cut) if cut >= 0 else None
+        if end is not None:
+            yield Finding(begin.start(), end.end(), "private_key")
+            at = end.end()
 
 
 def _line_end(text: str, at: int) -> int:
@@ -247,9 +267,27 @@ def _line_findings(text: str) -> Iterator[Finding]:
     for match in UNQUOTED_VALUE_RE.finditer(text):
         if SECRET_NAME_RE.search(_name_before(text, match.start()).upper()):
             yield Finding(match.start(1), match.end(1), "credential")
-    for match in _OPAQUE_VALUE.finditer(text):
-        if _high_entropy(_name_before(text, match.start()), match.group(1)):
-            yield Finding(match.start(1), match.end(1), "high_entropy")
+    for sign, start, end in _opaque_values(text):
+        if _high_entropy(_name_before(text, sign), text[start:end]):
+            yield Finding(start, end, "high_entropy")
+
+
+def _opaque_values(text: str) -> Iterator[tuple[int, int, int]]:
+    """(sign, start, end) of each run of 20-512 value characters after ``=`` or ``:``.
+
+    Linear: a sign inside a run already measured shares its end (a pattern
+    retried from every ``=`` of ``a=a=a=…`` took 1 s for 200 KB).
+    """
+    run_end = -1
+    for sign in _SIGN.finditer(text):
+        start = sign.end()
+        if start >= run_end:
+            run = _VALUE_RUN.match(text, start)
+            if run is None:
+                continue
+            run_end = run.end()
+        if 20 <= run_end - start <= 512:
+            yield sign.start(), start, run_end
 
 
 def _high_entropy(name: str, value: str) -> bool:

@@ -46,10 +46,10 @@ SECRET_NAME_RE = re.compile(
     r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL"
 )
 
-# A whole PEM private key block. The plugin flags the ``BEGIN`` line only; the
-# key is the body. ``[\s\S]`` also takes a block written on one line with
-# ``\n`` escapes (a JSON string). Bounded so a header without an end stays cheap.
-PEM_BLOCK_RE = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]{0,20000}?"
-    r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-)
+# A PEM private key's header and end lines. The plugin flags the ``BEGIN`` line
+# only; the key is the body between them, found by ``lcm.secrets.detector``
+# (a header without an end within ``PEM_MAX_CHARS`` is masked to its last key
+# line). Both match the lines written with ``\n`` escapes in a JSON string too.
+PEM_BEGIN_RE = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+PEM_END_RE = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+PEM_MAX_CHARS = 20_000
