@@ -23,6 +23,7 @@ from bench import (
     pooler,
     search_cost,
     search_lock,
+    secrets,
     transcripts,
     waits,
 )
@@ -47,6 +48,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "plugin": plugin.run,
     "body_memory": body_memory.run,
     "isolation": isolation.run,
+    "secrets": secrets.run,
 }
 
 

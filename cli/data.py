@@ -164,6 +164,7 @@ def import_command(
 ) -> None:
     """Write an export into a new or empty conversation of KEY (session id: the export's)."""
     from lcm.retrieval.search_backlog import index_search_backlog
+    from lcm.secrets.service import SecretScan
     from lcm.transfer.service import import_conversation, parse_export
 
     with open_services() as services:
@@ -180,6 +181,7 @@ def import_command(
                 key,
                 target_session,
                 export,
+                secrets=SecretScan.of(services.settings),
             ),
         )
         # No worker here: index for search now, after the import committed (SQLite).

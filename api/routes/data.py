@@ -29,6 +29,7 @@ from lcm.db.engine import Database
 from lcm.erasure.service import erase_in_family, erase_then_release
 from lcm.errors import InvalidInput
 from lcm.files.storage import FileStorage
+from lcm.secrets.service import SecretScan
 from lcm.tenants.quota import StorageQuota
 from lcm.transfer.export import export_lines
 from lcm.transfer.service import import_export, parse_export
@@ -153,6 +154,7 @@ async def post_import(
             SessionAddress(caller.tenant_id, key, target_session),
             export,
             StorageQuota.of(caller.settings),
+            SecretScan.of(caller.settings),
         )
         return ImportOut(**vars(imported))
 

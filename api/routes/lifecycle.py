@@ -33,6 +33,7 @@ from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.lifecycle.gateway import TurnInput, commit_host_turn
 from lcm.policy.overrides import ModelInfo
+from lcm.secrets.service import SecretScan
 from lcm.tenants.quota import StorageQuota
 
 router = APIRouter(prefix="/v1/conversations", tags=["lifecycle"])
@@ -109,6 +110,7 @@ def post_fork(
         body.ttl_seconds,
         settings.max_message_chars,
         StorageQuota.of(caller.settings),
+        SecretScan.of(caller.settings),
     )
     return ForkOut(
         conversation_id=result.child_conversation_id,

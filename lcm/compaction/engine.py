@@ -38,10 +38,13 @@ from lcm.db.engine import Transaction
 from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
+from lcm.secrets.masking import SecretSpan
+from lcm.secrets.service import content_masks, mask_detected
 from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
 from lcm.tenants.spend import llm_budget_exhausted
+from lcm.tokens import estimate_tokens
 
 FenceCheck = Callable[[Session], None]
 """Raises ``StaleLease`` inside the commit transaction if the caller's lease is gone."""
@@ -151,7 +154,12 @@ class CompactionEngine:
         started = time.perf_counter()
         result = self.summarize(
             tenant_id,
-            render_source(plan, settings.strip_injected_context_tags, settings.timezone),
+            render_source(
+                plan,
+                settings.strip_injected_context_tags,
+                settings.timezone,
+                self.secret_masks(tenant_id, plan),
+            ),
             # The summary's item must cost less than the range it replaces:
             # a pass never grows the context it compacts.
             must_beat_tokens=plan.source_tokens - wrapper_tokens(plan),
@@ -172,6 +180,18 @@ class CompactionEngine:
             if then is not None and outcome.entry is not None:
                 then(session, outcome.entry)
             return outcome
+
+    def secret_masks(self, tenant_id: str, plan: PassPlan) -> dict[int, list[SecretSpan]]:
+        """The spans of the secrets in ``plan``'s messages: the model never sees one.
+
+        One short read before the call (none for a condensed pass, which reads
+        summaries written from masked text).
+        """
+        ids = [e.message.id for e in plan.entries if e.message is not None]
+        if not ids:
+            return {}
+        with self.reads() as session:
+            return content_masks(session, tenant_id, ids)
 
     def summarize(
         self,
@@ -199,7 +219,7 @@ class CompactionEngine:
         if instructions and instructions.strip():
             own = policy.custom_instructions or ""
             policy = replace(policy, custom_instructions=f"{own}\n\n{instructions}".strip())
-        return self.summarizer.summarize(
+        result = self.summarizer.summarize(
             source_text,
             depth=depth,
             target_tokens=target_tokens,
@@ -207,6 +227,11 @@ class CompactionEngine:
             must_beat_tokens=must_beat_tokens,
             policy=policy,
         )
+        # The output too: a summary never holds a detected secret.
+        text = mask_detected(result.text)
+        if text == result.text:
+            return result
+        return replace(result, text=text, token_count=estimate_tokens(text))
 
     def _commit(
         self,

@@ -28,6 +28,7 @@ from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.source import render_messages, render_summaries
 from lcm.context_store.repository import summary_view
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
+from lcm.secrets.service import content_masks
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import SummaryResult
 from lcm.timezones import DEFAULT_TIMEZONE
@@ -57,8 +58,10 @@ class SummaryRepair:
             summary = repo.next_to_repair(conversation_id)
             if summary is None:
                 return None
-            if summary.kind == "leaf":
-                text = render_messages(repo.source_messages(summary.id), timezone=timezone)
+            if summary.kind == "leaf":  # masked, as a pass's input is
+                messages = repo.source_messages(summary.id)
+                masks = content_masks(session, summary.tenant_id, [m.id for m in messages])
+                text = render_messages(messages, timezone=timezone, masks=masks)
             else:
                 text = render_summaries(repo.source_summaries(summary.id), timezone)
             return RepairTarget(

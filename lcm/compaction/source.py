@@ -10,7 +10,7 @@ a pass can tell the summarizer what it must come in under
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from lcm.assembly import summary_context_tokens
@@ -18,6 +18,7 @@ from lcm.compaction.hygiene import strip_injected_context
 from lcm.compaction.planning import PassPlan
 from lcm.context import MessageView, SummaryView
 from lcm.policy.timestamps import format_timestamp
+from lcm.secrets.masking import SecretSpan, mask_text
 from lcm.timezones import DEFAULT_TIMEZONE
 
 
@@ -26,17 +27,22 @@ def new_summary_id() -> str:
 
 
 def render_source(
-    plan: PassPlan, strip_tags: Sequence[str] = (), timezone: str = DEFAULT_TIMEZONE
+    plan: PassPlan,
+    strip_tags: Sequence[str] = (),
+    timezone: str = DEFAULT_TIMEZONE,
+    masks: Mapping[int, Sequence[SecretSpan]] | None = None,
 ) -> str:
     """The summarizer's input: messages with timestamps, or child summaries with spans.
 
     Blocks of ``strip_tags`` (injected plugin context) are left out of message
-    text; times are written in ``timezone``.
+    text, times written in ``timezone``, and the secrets of ``masks`` (message
+    id -> content spans) replaced by their placeholders: the text leaves for a
+    third-party model.
     """
     messages = [e.message for e in plan.entries if e.message is not None]
     summaries = [e.summary for e in plan.entries if e.summary is not None]
     if messages:
-        return render_messages(messages, strip_tags, timezone)
+        return render_messages(messages, strip_tags, timezone, masks)
     return render_summaries(summaries, timezone)
 
 
@@ -44,11 +50,17 @@ def render_messages(
     messages: Sequence[MessageView],
     strip_tags: Sequence[str] = (),
     timezone: str = DEFAULT_TIMEZONE,
+    masks: Mapping[int, Sequence[SecretSpan]] | None = None,
 ) -> str:
-    """A leaf's input: each message with its time, role and sequence number."""
+    """A leaf's input: each message with its time, role and sequence number.
+
+    Masked before the injected context is stripped: the spans count offsets
+    in the stored content.
+    """
+    masks = masks or {}
     return "\n\n".join(
         f"[{format_timestamp(m.created_at, timezone)}] {m.role} (#{m.seq}): "
-        f"{strip_injected_context(m.content, strip_tags)}"
+        f"{strip_injected_context(mask_text(m.content, masks.get(m.id, ())), strip_tags)}"
         for m in messages
     )
 

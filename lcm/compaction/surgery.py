@@ -38,6 +38,7 @@ from lcm.compaction.sweep import ChainPosition
 from lcm.context_store.repository import summary_view
 from lcm.db.models import ContextItem, Summary, SummaryOperation, utcnow
 from lcm.errors import ContextChanged, StaleLease
+from lcm.secrets.service import content_masks
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import SummaryResult
 from lcm.timezones import DEFAULT_TIMEZONE
@@ -131,8 +132,10 @@ class SummarySurgery:
             text = ""
             if operation.action == "rewrite":
                 sources = RepairRepository(session)
-                if summary.kind == "leaf":
-                    text = render_messages(sources.source_messages(summary.id), timezone=timezone)
+                if summary.kind == "leaf":  # masked, as a pass's input is
+                    messages = sources.source_messages(summary.id)
+                    masks = content_masks(session, summary.tenant_id, [m.id for m in messages])
+                    text = render_messages(messages, timezone=timezone, masks=masks)
                 else:
                     text = render_summaries(sources.source_summaries(summary.id), timezone)
             return SurgeryTarget(

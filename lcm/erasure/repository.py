@@ -29,6 +29,7 @@ from lcm.db.models import (
     LlmUsage,
     Message,
     MessagePart,
+    SecretSpan,
     Summary,
     SummaryMessage,
     SummaryOperation,
@@ -50,6 +51,7 @@ OWNED_THROUGH: tuple[tuple[Attribute, Attribute, Attribute], ...] = (
     (ContextItem.conversation_id, Conversation.id, Conversation.tenant_id),
     (SummaryMessage.summary_id, Summary.id, Summary.tenant_id),
     (SummaryParent.summary_id, Summary.id, Summary.tenant_id),
+    (SecretSpan.conversation_id, Conversation.id, Conversation.tenant_id),
 )
 
 
@@ -209,6 +211,7 @@ class ErasureRepository:
             delete(SummaryMessage).where(SummaryMessage.summary_id.in_(summaries)),
             delete(SummaryMessage).where(SummaryMessage.message_id.in_(messages)),
             delete(Summary).where(Summary.conversation_id.in_(ids)),
+            delete(SecretSpan).where(SecretSpan.conversation_id.in_(ids)),
             delete(LargeFile).where(LargeFile.conversation_id.in_(ids)),
             delete(MessagePart).where(MessagePart.message_id.in_(messages)),
             delete(Message).where(Message.conversation_id.in_(ids)),

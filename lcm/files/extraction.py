@@ -28,7 +28,7 @@ import mimetypes
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lcm.content import IMAGE_TOKEN_ESTIMATE, IncomingMessage, PreparedMessage, prepare_message
@@ -59,6 +59,8 @@ class PendingFile:
     token_count: int
     sha256: str
     storage_uri: str
+    # The text stored (None for binary payloads): scanned for secrets with the batch.
+    text: str | None = field(default=None, repr=False)
 
 
 def file_reference(pending: PendingFile) -> str:
@@ -133,9 +135,10 @@ class LargeFileExtractor:
     def stash(
         self, tenant_id: str, index: int, text: str, name: str | None, mime: str | None
     ) -> PendingFile:
-        return self.stash_bytes(
+        stored = self.stash_bytes(
             tenant_id, index, text.encode("utf-8"), name, mime, estimate_tokens(text)
         )
+        return replace(stored, text=text)
 
     def stash_bytes(
         self,

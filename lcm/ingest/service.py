@@ -20,6 +20,7 @@ from lcm.files.repository import LargeFileRepository
 from lcm.ingest.repository import MessageRepository, NewPart
 from lcm.outbox import SummarizeFile, request_job
 from lcm.retrieval.search_backlog import request_indexing
+from lcm.secrets.service import DEFAULT_SCAN, ScannedText, SecretScan, message_texts, record_secrets
 from lcm.settings import CompactionSettings
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 
@@ -97,6 +98,7 @@ def ingest_messages(
     replay_limits: ReplayFloodLimits | None = None,
     count_context_tokens: bool = False,
     host_cursor: str | None = None,
+    secrets: SecretScan = DEFAULT_SCAN,
 ) -> IngestResult:
     """Append ``batch`` to the conversation; the caller commits.
 
@@ -109,8 +111,9 @@ def ingest_messages(
     the database and replaced by references (``lcm.files.extraction``). Every
     new message and file byte is charged to the tenant's storage counters;
     past ``quota`` the whole batch is refused (``lcm.tenants.quota``). With
-    ``replay_limits``, a batch that looks like a replay is refused first.
-    With ``count_context_tokens``, the result holds the context's token total.
+    ``replay_limits``, a batch that looks like a replay is refused first. With
+    ``count_context_tokens``, the result holds the context's token total. The
+    new messages' and files' secrets are recorded as spans (``secrets``).
     ``host_cursor`` is stored on the conversation, even when the batch brings
     nothing new (a batch of duplicates or none), and only with the batch.
     """
@@ -122,8 +125,7 @@ def ingest_messages(
     if host_cursor is not None:  # in the batch's transaction: a refused batch leaves it
         ConversationRepository(session).store_host_cursor(conversation.id, host_cursor)
     model = (conversation.model_id, conversation.context_window)
-    messages = MessageRepository(session)
-    fresh = _new_messages(messages, conversation.id, batch)
+    fresh = _new_messages(MessageRepository(session), conversation.id, batch)
     duplicates = len(batch) - len(fresh)
     if not fresh:
         return IngestResult(conversation.id, 0, duplicates, None, None, (), *model)
@@ -133,15 +135,38 @@ def ingest_messages(
     first_seq, last_seq, ids, tokens = _write_rows(
         session, tenant_id, conversation.id, fresh, count_context_tokens
     )
-    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation.id, ids, files)
+    cid = conversation.id
+    file_ids = _store_files_and_spans(session, tenant_id, cid, ids, fresh, files, secrets)
     # Last, so the tenant row lock it takes is held only until the commit.
     charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
     for file_id in file_ids:  # after commit: the rows exist when a worker looks
         request_job(session, SummarizeFile(file_id))
     # SQLite indexes the batch for search after it commits (not under its write lock).
     request_indexing(session)
-    written = (first_seq, last_seq, tuple(file_ids))
-    return IngestResult(conversation.id, len(fresh), duplicates, *written, *model, tokens)
+    written = (len(fresh), duplicates, first_seq, last_seq, tuple(file_ids))
+    return IngestResult(cid, *written, *model, tokens)
+
+
+def _store_files_and_spans(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    ids: Sequence[int],
+    fresh: Sequence[PreparedMessage],
+    files: Sequence[PendingFile],
+    secrets: SecretScan,
+) -> list[str]:
+    """The batch's large file rows, then the spans of the secrets in its messages and files.
+
+    In the batch's transaction: a refused batch leaves neither. Returns the file ids.
+    """
+    file_ids = LargeFileRepository(session).insert_pending(tenant_id, conversation_id, ids, files)
+    texts = list(message_texts(ids, [m.parts for m in fresh]))
+    for file_id, file in zip(file_ids, files, strict=True):
+        if file.text:
+            texts.append(ScannedText(file.text, file_id=file_id))
+    record_secrets(session, tenant_id, conversation_id, texts, secrets)
+    return file_ids
 
 
 def _new_messages(

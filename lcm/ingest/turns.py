@@ -18,6 +18,7 @@ from lcm.files.storage import FileStorage
 from lcm.ingest.service import IngestResult, ReplayFloodLimits, ingest_messages
 from lcm.policy.overrides import ModelInfo, for_model
 from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
+from lcm.secrets.service import SecretScan
 from lcm.settings import Settings
 from lcm.tenants.quota import StorageQuota
 
@@ -84,6 +85,7 @@ def store_messages(
             quota=StorageQuota.of(settings),
             replay_limits=ReplayFloodLimits.of(settings),
             host_cursor=host_cursor,
+            secrets=SecretScan.of(settings),
         )
 
 
@@ -141,6 +143,7 @@ def record_turn(
         quota=StorageQuota.of(settings),
         replay_limits=ReplayFloodLimits.of(settings),
         count_context_tokens=True,
+        secrets=SecretScan.of(settings),
     )
     conversation_id = ingest.conversation_id
     # What this turn named, else what an earlier one did: the sweep uses the same.

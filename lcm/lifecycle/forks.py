@@ -32,6 +32,7 @@ from lcm.db.models import ConversationFork, utcnow
 from lcm.errors import Conflict, NotFound
 from lcm.ingest.service import ingest_messages
 from lcm.lifecycle.repository import LifecycleRepository
+from lcm.secrets.service import DEFAULT_SCAN, SecretScan
 from lcm.tenants.quota import UNLIMITED, StorageQuota
 
 ForkMode = Literal["fork", "isolated"]
@@ -67,10 +68,12 @@ def prepare_fork(
     ttl_seconds: float | None,
     max_message_chars: int,
     quota: StorageQuota = UNLIMITED,
+    secrets: SecretScan = DEFAULT_SCAN,
 ) -> ForkResult:
     """Create the child conversation from the parent's context; the caller commits.
 
-    Copied messages are stored again: they count against ``quota``.
+    Copied messages are stored again: they count against ``quota``, and their
+    secrets are recorded for the child as at ingest (``secrets``).
     """
     parent = resolve_for_read(session, tenant_id, parent_key, parent_session_id)
     # Locks the child row for the transaction: two racing preparations of one
@@ -97,6 +100,7 @@ def prepare_fork(
             parent.id,
             max_message_chars,
             quota,
+            secrets,
         )
     now = utcnow()
     repo.add_fork(
@@ -122,6 +126,7 @@ def _copy_context(
     parent_id: int,
     max_message_chars: int,
     quota: StorageQuota,
+    secrets: SecretScan,
 ) -> tuple[int, int]:
     """Append the parent's context to the child in order; return (summaries, messages)."""
     entries = CompactionRepository(session).load_entries(parent_id)
@@ -153,7 +158,7 @@ def _copy_context(
             )
             batch.append(prepare_message(incoming, f"parent message {i}", max_message_chars))
         copied += ingest_messages(
-            session, tenant_id, child_key, child_session_id, batch, quota=quota
+            session, tenant_id, child_key, child_session_id, batch, quota=quota, secrets=secrets
         ).ingested
     return shared, copied
 

@@ -36,6 +36,7 @@ from lcm.errors import Conflict
 from lcm.files.extraction import LargeFileExtractor
 from lcm.files.storage import FileStorage
 from lcm.ingest.service import ingest_messages
+from lcm.secrets.service import DEFAULT_SCAN, SecretScan
 from lcm.settings import Settings
 from lcm.tenants.quota import UNLIMITED, StorageQuota
 from lcm.transcripts.anchor import (
@@ -71,6 +72,7 @@ class BootstrapOptions:
     quota: StorageQuota = UNLIMITED
     chunk_messages: int = CHUNK_MESSAGES
     chunk_chars: int = CHUNK_CHARS
+    secrets: SecretScan = DEFAULT_SCAN
 
     @classmethod
     def from_settings(
@@ -93,6 +95,7 @@ class BootstrapOptions:
             else LargeFileExtractor.for_settings(storage, settings),
             new_session_retain_depth=settings.new_session_retain_depth,
             quota=StorageQuota.of(settings),
+            secrets=SecretScan.of(settings),
         )
 
 
@@ -253,6 +256,7 @@ class _ImportRun:
                 large_files=options.large_files,
                 new_session_retain_depth=options.new_session_retain_depth,
                 quota=options.quota,
+                secrets=options.secrets,
             )
             if result.conversation_id != self.conversation_id:
                 # A new session id rotated the family between two chunks.

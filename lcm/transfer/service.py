@@ -43,6 +43,7 @@ from lcm.db.models import (
 from lcm.errors import Conflict, InvalidInput
 from lcm.files.storage import FileStorage
 from lcm.retrieval.search_backlog import request_indexing
+from lcm.secrets.service import DEFAULT_SCAN, ScannedText, SecretScan, message_texts, record_secrets
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 from lcm.transfer.records import (
     ConversationRecord,
@@ -72,6 +73,7 @@ def import_export(
     address: SessionAddress,
     export: ParsedExport,
     quota: StorageQuota | None = None,
+    secrets: SecretScan = DEFAULT_SCAN,
 ) -> Imported:
     """:func:`import_conversation` in a unit of work of its own (committed when it returns)."""
     with transaction() as session:
@@ -83,6 +85,7 @@ def import_export(
             address.session_id,
             export,
             quota,
+            secrets,
         )
 
 
@@ -94,11 +97,14 @@ def import_conversation(
     session_id: str | None,
     export: ParsedExport,
     quota: StorageQuota | None = None,
+    secrets: SecretScan = DEFAULT_SCAN,
 ) -> Imported:
     """Write ``export`` into the (new or empty) conversation ``session_key``/``session_id``.
 
     The messages and file bytes are charged to the tenant's storage quota like
-    any ingest (refused whole when over it).
+    any ingest (refused whole when over it). Secrets in the messages' parts and
+    the text files are recorded as spans, as at ingest (the conversation row
+    is locked or new, so no other writer numbers its secrets meanwhile).
     """
     repo = TransferRepository(session)
     _check_outside_refs(repo, tenant_id, export)
@@ -108,6 +114,7 @@ def import_conversation(
     request_indexing(session)  # SQLite: search indexing after commit
     file_bytes = _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
     renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
+    record_secrets(session, tenant_id, cid, _stored_texts(export, seq_to_id), secrets)
     _import_context(repo, tenant_id, cid, export, seq_to_id, renamed)
     charge_storage(session, tenant_id, len(export.messages), file_bytes, quota or UNLIMITED)
     conversation.last_seq = max((m.seq for m in export.messages), default=0)
@@ -158,6 +165,14 @@ def _import_messages(
         ],
     )
     return seq_to_id
+
+
+def _stored_texts(export: ParsedExport, seq_to_id: dict[int, int]) -> list[ScannedText]:
+    """The imported messages' part texts and text files' contents, to scan for secrets."""
+    messages = export.messages
+    texts = list(message_texts([seq_to_id[m.seq] for m in messages], [m.parts for m in messages]))
+    texts += [ScannedText(f.content, file_id=f.id) for f in export.files if f.encoding == "utf-8"]
+    return texts
 
 
 def _import_context(

@@ -1,0 +1,326 @@
+"""Finding secrets in text: ``detect-secrets``' plugins, located to the character.
+
+The regex plugins of ``detect-secrets`` run over the whole text (their
+patterns stay inside one line), so each match comes with its offsets. A
+plugin's capturing group names the value when it captures it (the password
+of a URL, an AWS secret key in quotes); a group that only captures a prefix
+(``ghp``) is ignored and the whole match is the value. The keyword plugin
+runs per line, on lines naming a secret-like key, and its value is located
+in the line. Offsets are in code points (Python ``str`` indices), end
+exclusive.
+
+Plugins left out: ``IPPublicDetector`` (an address is not a secret),
+``HexHighEntropyString`` (in agent transcripts a hex string is a hash or a
+commit id) and ``Base64HighEntropyString``'s eager mode, which flags every
+word; high entropy is judged here on assignment values only, with the
+plugin's own entropy measure.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from detect_secrets.filters.heuristic import (
+    is_potential_uuid,
+    is_sequential_string,
+    is_templated_secret,
+)
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import KeywordDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from lcm.secrets.patterns import (
+    HAND_PATTERNS,
+    PEM_BEGIN_RE,
+    PEM_END_RE,
+    PEM_MAX_CHARS,
+    SECRET_NAME_RE,
+    UNQUOTED_VALUE_RE,
+)
+
+# Each regex plugin, the kind its findings get (the placeholder's word), and
+# substrings one of which every match holds: a text holding none skips the
+# plugin (``None``: always run). Only for plugins whose patterns start with a
+# class, where ``re`` tries every position (~10 ms for 40 KB each).
+_PLUGINS: tuple[tuple[RegexBasedDetector, str, tuple[str, ...] | None], ...] = (
+    (AWSKeyDetector(), "aws_key", None),
+    (
+        ArtifactoryDetector(),
+        "artifactory_token",
+        (
+            "AKC",
+            "AP0",
+            "AP1",
+            "AP2",
+            "AP3",
+            "AP4",
+            "AP5",
+            "AP6",
+            "AP7",
+            "AP8",
+            "AP9",
+            "APA",
+            "APB",
+            "APC",
+            "APD",
+            "APE",
+            "APF",
+        ),
+    ),
+    (AzureStorageKeyDetector(), "azure_storage_key", None),
+    (BasicAuthDetector(), "password_in_url", ("://",)),
+    (DiscordBotTokenDetector(), "discord_token", None),
+    (GitHubTokenDetector(), "github_token", None),
+    (GitLabTokenDetector(), "gitlab_token", None),
+    (JwtTokenDetector(), "jwt", ("eyJ",)),
+    (MailchimpDetector(), "mailchimp_key", ("-us",)),
+    (NpmDetector(), "npm_token", ("_authToken",)),
+    (OpenAIDetector(), "openai_key", ("T3BlbkFJ",)),
+    (PypiTokenDetector(), "pypi_token", ("pypi-",)),
+    (SendGridDetector(), "sendgrid_key", None),
+    (SlackDetector(), "slack_token", None),
+    (SquareOAuthDetector(), "square_token", None),
+    (StripeDetector(), "stripe_key", None),
+    (TelegramBotTokenDetector(), "telegram_token", (":",)),
+    (TwilioKeyDetector(), "twilio_key", None),
+)
+# Kinds a more specific finding wins over when two overlap.
+GENERIC_KINDS = frozenset({"credential", "high_entropy", "bearer_token"})
+_KEYWORD = KeywordDetector()
+_ENTROPY = Base64HighEntropyString()
+# The gate before any pattern runs (``_may_hold_secret``). Artifactory keys the
+# plugin would take from 11 characters are 64+ in practice.
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
+# Words the keyword plugin's names contain (``api_?key``, ``passwd``, ``contraseña``…),
+# with ``token``, ``auth`` and ``credential`` for the hand-written name rules.
+_HINTS = ("pass", "pwd", "secret", "key", "token", "auth", "credential", "contrase")
+# A quoted value after an assignment: the only values the keyword plugin finds.
+_QUOTED_VALUE = re.compile(r"""(?:=|:|=>)[ \t]*["']""")
+# An opaque value after ``=`` or ``:``, possibly quoted: a high-entropy candidate
+# when the run of value characters from there is 20-512 long (``_opaque_values``).
+_SIGN = re.compile(r"""[:=][ \t]*["']?""")
+_VALUE_RUN = re.compile(r"[A-Za-z0-9+/_=.~-]+")
+# The name an assignment ends with, matched on the reversed text before its sign
+# (a forward search ending at the sign would try every start in the window).
+_NAME_BEFORE_REVERSED = re.compile(r"""[ \t]*["']?([A-Za-z0-9_.-]{1,61})""")
+# Names whose values are identifiers or digests, never secrets, however random they look.
+_NOT_SECRET_NAME = re.compile(
+    r"(hash|sha\d*|md5|digest|checksum|integrity|etag|commit|rev|revision|uuid|guid|ids?"
+    r"|image|data|nonce|version|path|url|uri|file|name|ref|tag|branch)$",
+    re.IGNORECASE,
+)
+# The lines of a PEM body after its header: base64, or ``Proc-Type:``-style headers.
+_PEM_BODY = re.compile(r"(?:\r?\n(?:[A-Za-z0-9+/=]{4,}|[A-Za-z-]+: [^\n]*))*")
+_JWT_TAIL = re.compile(r"[A-Za-z0-9_=+/.-]*")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+# Random base64 of 20-64 characters measures 0.85-0.95 of log2(length); words,
+# paths and version strings measure less and rarely mix all three classes.
+_ENTROPY_SHARE = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One secret in a text: ``text[start:end]`` is its value (code points)."""
+
+    start: int
+    end: int
+    kind: str
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+def detect(text: str) -> list[Finding]:
+    """The secrets in ``text``, sorted by offset, none overlapping another."""
+    if len(text) < 8 or not _may_hold_secret(text):
+        return []
+    found = [*_plugin_findings(text), *_hand_findings(text), *_line_findings(text)]
+    return _disjoint(found)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False when no pattern here can match: most short messages skip ~40 regex passes.
+
+    Every key, token and high-entropy value is a run of 16+ token characters;
+    a URL password needs ``://`` and ``@``; keyword, ``NAME=value``, header
+    and PEM findings need one of ``_HINTS`` in the text.
+    """
+    if _LONG_TOKEN.search(text) or ("://" in text and "@" in text):
+        return True
+    lowered = text.lower()
+    return any(hint in lowered for hint in _HINTS)
+
+
+def _plugin_findings(text: str) -> Iterator[Finding]:
+    for plugin, kind, hints in _PLUGINS:
+        if hints is not None and not any(hint in text for hint in hints):
+            continue
+        for regex in plugin.denylist:
+            for match in regex.finditer(text):
+                start, end = _value_span(match, kind)
+                if kind == "jwt":
+                    # The plugin's pattern ends lazily, before the signature: take it whole.
+                    end = _JWT_TAIL.match(text, end).end()  # type: ignore[union-attr]
+                if end > start:
+                    yield Finding(start, end, kind)
+
+
+def _value_span(match: re.Match[str], kind: str) -> tuple[int, int]:
+    """The value's span: the longest group when it captures the value, else the match."""
+    groups = [i for i in range(1, (match.re.groups or 0) + 1) if match.group(i)]
+    if groups:
+        longest = max(groups, key=lambda i: match.end(i) - match.start(i))
+        # A group of a few characters is a prefix alternation (``(ghp|gho)_…``).
+        if kind == "password_in_url" or match.end(longest) - match.start(longest) >= 8:
+            return match.start(longest), match.end(longest)
+    return match.start(), match.end()
+
+
+def _hand_findings(text: str) -> Iterator[Finding]:
+    for pattern, kind in HAND_PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span(1) if pattern.groups else match.span()
+            yield Finding(start, end, kind)
+    yield from _pem_blocks(text)
+    if "PRIVATE KEY" in text or "PuTTY" in text:
+        # A header without its END line (a truncated paste): the header and the
+        # key lines after it (the plugin flags the header's words only).
+        for regex in PrivateKeyDetector.denylist:
+            for match in regex.finditer(text):
+                start = match.start()
+                if text[max(0, start - 5) : start] == "-----":
+                    start -= 5
+                end = _PEM_BODY.match(text, _line_end(text, match.end())).end()  # type: ignore[union-attr]
+                yield Finding(start, end, "private_key")
+
+
+def _pem_blocks(text: str) -> Iterator[Finding]:
+    """Whole PEM private key blocks, header to end line.
+
+    The end is looked for with ``str.find`` within ``PEM_MAX_CHARS`` of the
+    header: a lazy pattern would walk that window character by character
+    for every header without an end.
+    """
+    at = 0
+    while (begin := PEM_BEGIN_RE.search(text, at)) is not None:
+        at = begin.end()
+        cut = text.find("-----END ", at, at + PEM_MAX_CHARS)
+        end = PEM_END_RE.match(text, cut) if cut >= 0 else None
+        if end is not None:
+            yield Finding(begin.start(), end.end(), "private_key")
+            at = end.end()
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
+
+
+def _name_before(text: str, at: int) -> str:
+    """The name of the assignment whose ``=``/``:`` is at ``at`` ("" when none)."""
+    match = _NAME_BEFORE_REVERSED.match(text[max(0, at - 70) : at][::-1])
+    return match.group(1)[::-1] if match else ""
+
+
+def _line_findings(text: str) -> Iterator[Finding]:
+    """Assignments: the keyword plugin's quoted values, unquoted secret settings, opaque values.
+
+    Each pass finds the assignment's sign first and reads the name back
+    from it, so the name is never tried at every position of the text.
+    """
+    keyword_lines: set[int] = set()
+    for match in _QUOTED_VALUE.finditer(text):
+        name = _name_before(text, match.start()).lower()
+        if any(hint in name for hint in _HINTS):  # a cheap test before its ~30 regexes
+            keyword_lines.add(text.rfind("\n", 0, match.start()) + 1)
+    for at in sorted(keyword_lines):
+        line = text[at : _line_end(text, at)]
+        for secret in _KEYWORD.analyze_line(filename="message", line=line):
+            value = str(secret.secret_value or "")
+            index = line.find(value) if value else -1
+            if index >= 0:
+                yield Finding(at + index, at + index + len(value), "credential")
+    for match in UNQUOTED_VALUE_RE.finditer(text):
+        if SECRET_NAME_RE.search(_name_before(text, match.start()).upper()):
+            yield Finding(match.start(1), match.end(1), "credential")
+    for sign, start, end in _opaque_values(text):
+        if _high_entropy(_name_before(text, sign), text[start:end]):
+            yield Finding(start, end, "high_entropy")
+
+
+def _opaque_values(text: str) -> Iterator[tuple[int, int, int]]:
+    """(sign, start, end) of each run of 20-512 value characters after ``=`` or ``:``.
+
+    Linear: a sign inside a run already measured shares its end (a pattern
+    retried from every ``=`` of ``a=a=a=…`` took 1 s for 200 KB).
+    """
+    run_end = -1
+    for sign in _SIGN.finditer(text):
+        start = sign.end()
+        if start >= run_end:
+            run = _VALUE_RUN.match(text, start)
+            if run is None:
+                continue
+            run_end = run.end()
+        if 20 <= run_end - start <= 512:
+            yield sign.start(), start, run_end
+
+
+def _high_entropy(name: str, value: str) -> bool:
+    """Whether an assignment's value looks like a random secret (and not an id or digest)."""
+    if _NOT_SECRET_NAME.search(name) or _HEX.fullmatch(value):
+        return False
+    if value.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
+        return False  # subresource/npm integrity digests
+    if is_potential_uuid(value) or is_sequential_string(value) or is_templated_secret(value):
+        return False
+    classes = sum(
+        1 for test in (str.isupper, str.islower, str.isdigit) if any(test(c) for c in value)
+    )
+    # The most a string of n characters can reach is log2(n): the bar is a share of it.
+    limit = _ENTROPY_SHARE * math.log2(min(len(value), 64))
+    return classes >= 3 and _ENTROPY.calculate_shannon_entropy(value) > limit
+
+
+def _disjoint(found: list[Finding]) -> list[Finding]:
+    """Overlapping findings resolved: a specific kind beats a generic one, then the longer.
+
+    The kept findings are disjoint, so a candidate need only be checked
+    against its neighbours by start (bisect): n log n, for texts with
+    hundreds of findings.
+    """
+    starts: list[int] = []
+    kept: list[Finding] = []  # in start order, like ``starts``
+    for finding in sorted(set(found), key=lambda f: (f.kind in GENERIC_KINDS, -f.length, f.start)):
+        at = bisect.bisect_left(starts, finding.start)
+        if at > 0 and kept[at - 1].end > finding.start:
+            continue
+        if at < len(kept) and kept[at].start < finding.end:
+            continue
+        starts.insert(at, finding.start)
+        kept.insert(at, finding)
+    return kept
