@@ -15,6 +15,7 @@ conversation at a 20k budget too.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -49,6 +50,21 @@ def _p50(call: Callable[[], object], n: int = REQUESTS) -> float:
     return statistics.median(times)
 
 
+def _cpu_ms(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user + system), in ms (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def _server_p50(call: Callable[[], object], pid: int) -> tuple[float, float]:
+    """p50 over HTTP and the server's mean CPU per request: on a busy machine the
+    CPU time says what wall time, spent waiting for a core, does not."""
+    call()
+    before = _cpu_ms(pid)
+    p50 = _p50(call)
+    return p50, (_cpu_ms(pid) - before) / (REQUESTS + 1)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embedded",
@@ -69,17 +85,19 @@ def _conversations(db: Database, tenant_id: str) -> tuple[int, int, int]:
     return raw, compacted, items
 
 
-def _measure(base: str, key: str, db: Database, cases: list[Case], repeat: int) -> None:
-    """Each case over HTTP and in-process, with ``GET /healthz`` in the same run."""
+def _measure(base: str, key: str, db: Database, cases: list[Case], repeat: int, pid: int) -> None:
+    """Each case over HTTP (the server's CPU per request too) and in-process, with
+    ``GET /healthz`` in the same run."""
     with LcmClient(base, key) as lcm, httpx.Client(base_url=base) as plain:
-        floor = _p50(lambda: plain.get("/healthz"))
+        floor, floor_cpu = _server_p50(lambda: plain.get("/healthz"), pid)
         for session_key, cid, budget, label in cases:
             body = AssembleIn(token_budget=budget)
-            over_http = _p50(partial(lcm.assemble, session_key, body))
+            over_http, cpu = _server_p50(partial(lcm.assemble, session_key, body), pid)
             in_process = statistics.median(_assembly(db, db.settings, cid, budget, repeat * 4))
             print(
-                f"  {label}: over HTTP p50 {over_http:5.1f} ms; in-process "
-                f"{in_process:5.1f} ms; GET /healthz p50 {floor:4.1f} ms",
+                f"  {label}: over HTTP p50 {over_http:5.1f} ms (server CPU {cpu:4.1f} ms); "
+                f"in-process {in_process:5.1f} ms; GET /healthz p50 {floor:4.1f} ms "
+                f"(server CPU {floor_cpu:3.1f} ms)",
                 flush=True,
             )
 
@@ -110,7 +128,7 @@ def run(args: argparse.Namespace) -> None:
                 ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
                 ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
             ]
-            _measure(base, issued.api_key, db, cases, args.repeat)
+            _measure(base, issued.api_key, db, cases, args.repeat, api.pid)
         finally:
             api.terminate()
             api.wait(20)
@@ -140,7 +158,7 @@ def _run_embedded(args: argparse.Namespace) -> None:
                 ("raw-20k", raw, 20_000, "20,000 raw messages, budget 20,000"),
                 ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
             ]
-            _measure(serve.base_url, issued.api_key, db, cases, args.repeat)
+            _measure(serve.base_url, issued.api_key, db, cases, args.repeat, serve.process.pid)
         finally:
             serve.stop()
     finally:
