@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin.add_arguments(parser)
     body_memory.add_arguments(parser)
     isolation.add_arguments(parser)
+    hot_paths.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

@@ -6,11 +6,16 @@ a compacted one (~100 context items) at 200k, one request at a time through
 ``lcm_client``. In the same run: the same assembly called in-process (what
 HTTP, auth and JSON add is the difference) and ``GET /healthz`` (the HTTP
 round trip's floor).
+
+``--embedded``: the same against a fresh ``lcm serve`` (SQLite file,
+in-process worker) once its search backlog is indexed, with the raw
+conversation at a 20k budget too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -24,6 +29,8 @@ from bench.deployment import spawn, wait_ready
 from bench.servers import postgres
 from lcm.compaction.repository import CompactionRepository
 from lcm.db.engine import Database
+from lcm.db.migrate import upgrade
+from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 from lcm_client import LcmClient
@@ -43,16 +50,68 @@ def _p50(call: Callable[[], object], n: int = REQUESTS) -> float:
     return statistics.median(times)
 
 
+def _cpu_ms(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user + system), in ms (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def _server_p50(call: Callable[[], object], pid: int) -> tuple[float, float]:
+    """p50 over HTTP and the server's mean CPU per request: on a busy machine the
+    CPU time says what wall time, spent waiting for a core, does not."""
+    call()
+    before = _cpu_ms(pid)
+    p50 = _p50(call)
+    return p50, (_cpu_ms(pid) - before) / (REQUESTS + 1)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="hot_paths against a fresh lcm serve (SQLite) instead of lcm api on Postgres",
+    )
+
+
+Case = tuple[str, int, int, str]  # session key, conversation id, budget, label
+
+
+def _conversations(db: Database, tenant_id: str) -> tuple[int, int, int]:
+    """The raw 20,000-message conversation, the compacted one and its item count."""
+    raw = _raw_conversation(db, tenant_id, 20_000)
+    compacted = build_history(db, tenant_id, "compacted", 4_000, raw_tail=92)
+    with db.session() as s:
+        items = len(CompactionRepository(s).load_entries(compacted))
+    return raw, compacted, items
+
+
+def _measure(base: str, key: str, db: Database, cases: list[Case], repeat: int, pid: int) -> None:
+    """Each case over HTTP (the server's CPU per request too) and in-process, with
+    ``GET /healthz`` in the same run."""
+    with LcmClient(base, key) as lcm, httpx.Client(base_url=base) as plain:
+        floor, floor_cpu = _server_p50(lambda: plain.get("/healthz"), pid)
+        for session_key, cid, budget, label in cases:
+            body = AssembleIn(token_budget=budget)
+            over_http, cpu = _server_p50(partial(lcm.assemble, session_key, body), pid)
+            in_process = statistics.median(_assembly(db, db.settings, cid, budget, repeat * 4))
+            print(
+                f"  {label}: over HTTP p50 {over_http:5.1f} ms (server CPU {cpu:4.1f} ms); "
+                f"in-process {in_process:5.1f} ms; GET /healthz p50 {floor:4.1f} ms "
+                f"(server CPU {floor_cpu:3.1f} ms)",
+                flush=True,
+            )
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.embedded:
+        _run_embedded(args)
+        return
     with postgres() as url:
         settings = Settings(database_url=url)
         db = Database(settings)
         with db.transaction() as s:
             issued = create_tenant(s, "bench")
-        raw = _raw_conversation(db, issued.tenant_id, 20_000)
-        compacted = build_history(db, issued.tenant_id, "compacted", 4_000, raw_tail=92)
-        with db.session() as s:
-            items = len(CompactionRepository(s).load_entries(compacted))
+        raw, compacted, items = _conversations(db, issued.tenant_id)
         port = servers.free_port()
         log = Path(servers.make_workdir()) / "api.log"
         api = spawn(
@@ -65,24 +124,42 @@ def run(args: argparse.Namespace) -> None:
         try:
             # No broker here: alive is enough (``/readyz`` also asks for one).
             wait_ready(base, [api], log, "/healthz")
-            with LcmClient(base, issued.api_key) as lcm, httpx.Client(base_url=base) as plain:
-                floor = _p50(lambda: plain.get("/healthz"))
-                cases = (
-                    ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
-                    ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
-                )
-                for key, cid, budget, label in cases:
-                    body = AssembleIn(token_budget=budget)
-                    over_http = _p50(partial(lcm.assemble, key, body))
-                    in_process = statistics.median(
-                        _assembly(db, settings, cid, budget, args.repeat * 4)
-                    )
-                    print(
-                        f"  {label}: over HTTP p50 {over_http:5.1f} ms; in-process "
-                        f"{in_process:5.1f} ms; GET /healthz p50 {floor:4.1f} ms",
-                        flush=True,
-                    )
+            cases = [
+                ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
+                ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
+            ]
+            _measure(base, issued.api_key, db, cases, args.repeat, api.pid)
         finally:
             api.terminate()
             api.wait(20)
             db.dispose()
+
+
+def _run_embedded(args: argparse.Namespace) -> None:
+    """A fresh ``lcm serve`` on a SQLite home the conversations were written into."""
+    workdir = Path(servers.make_workdir())
+    home = workdir / "home"
+    home.mkdir()
+    url = f"sqlite:///{home / 'lcm.db'}"
+    upgrade(url)
+    db = Database(Settings(database_url=url, broker_url="memory://"))
+    try:
+        with db.transaction() as s:
+            issued = create_tenant(s, "bench")
+        raw, compacted, items = _conversations(db, issued.tenant_id)
+        index_search_backlog(db.transaction)  # what the fresh server would do first
+        serve = servers.start_serve(
+            {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"},
+            log=workdir / "serve.log",
+        )
+        try:
+            cases = [
+                ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
+                ("raw-20k", raw, 20_000, "20,000 raw messages, budget 20,000"),
+                ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
+            ]
+            _measure(serve.base_url, issued.api_key, db, cases, args.repeat, serve.process.pid)
+        finally:
+            serve.stop()
+    finally:
+        db.dispose()

@@ -1,16 +1,16 @@
 """A process's views of stored messages by id, for a database that never reuses an id.
 
 A stored message never changes (nothing updates ``messages`` or
-``message_parts``: a message is only ever inserted or erased), and on
-Postgres its id comes from a sequence, so an id names one message for good.
+``message_parts``: a message is only ever inserted or erased), and its
+id is never given twice (a Postgres sequence; SQLite's ``AUTOINCREMENT``,
+migration 0026), so an id names one message for good.
 Assembly reads the same newest messages turn after turn; their views (the
 block payloads decoded from JSON, the parts, the view objects) are built once
 per process and kept here, least recently used first out. The context items
 that refer to them are still read every time, under the caller's tenant, so
 the cache is only ever asked for ids the caller may see.
 
-SQLite may give a deleted row's id to the next insert, so embedded mode runs
-without it. An erased message's view stays until it is evicted, but nothing
+An erased message's view stays until it is evicted, but nothing
 can ask for it again: no context item refers to it any more. The erasing
 process forgets its conversations' views at once (:meth:`forget_conversations`).
 

@@ -262,7 +262,7 @@ class Settings(TenantSettings):
     # pages are read, so an idle connection costs little (lcm/db/engine.py).
     sqlite_cache_mb: int = Field(32, ge=0, le=65_536)
     statement_timeout_ms: int = Field(5_000, ge=1)
-    # Message views a process keeps (lcm/message_cache.py; Postgres only; 0: none).
+    # Message views a process keeps (lcm/message_cache.py; 0: none).
     message_cache_size: int = Field(20_000, ge=0)
 
     # Heavy requests (grep, export; bootstrap, import) each API process runs

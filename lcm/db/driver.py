@@ -26,9 +26,12 @@ SQLAlchemy would have applied around the call:
   rest, via ``DBAPIError.instance``), the connection invalidated when the
   error says it is gone.
 
-Rows come back as plain tuples (index them; no attribute access). Elsewhere
-(SQLite, embedded mode, where one process serves a few users and the write
-lock dominates) it is ``Connection.execute``, whose ``Result`` has the same
+Rows come back as plain tuples (index them; no attribute access). On SQLite
+(embedded mode) a ``SELECT`` whose compiled form takes no ``IN`` list runs
+on the ``sqlite3`` connection the same way (its parameters in order, no
+binary format): assembly's window reads up to a thousand rows, and
+SQLAlchemy's per-row processing was a fifth of its time. Any other
+statement there is ``Connection.execute``, whose ``Result`` has the same
 methods used here.
 
 Only statements whose compiled form the driver can run as is are accepted:
@@ -145,6 +148,7 @@ class _Plan:
     generated: tuple[tuple[str, Callable[[], Any]], ...]  # an INSERT's callable defaults
     binds: tuple[tuple[str, Processor], ...]  # only parameters whose type processes them
     results: tuple[tuple[int, Processor], ...]  # only columns whose type processes them
+    order: tuple[str, ...] = ()  # SQLite: the parameters' names, one per ``?``
 
 
 class DriverStatement:
@@ -165,6 +169,10 @@ class DriverStatement:
         self.elsewhere = statement if elsewhere is None else elsewhere
         self.column_keys = None if column_keys is None else list(column_keys)
         self._plans: dict[str, _Plan] = {}
+        # SQLite: the plan of ``elsewhere`` when it can run on the driver
+        # (a SELECT with no IN list), None when not; unset until first run.
+        self._sqlite: _Plan | None = None
+        self._sqlite_known = False
         self._lock = threading.Lock()
         _BUILT.add(self)
 
@@ -173,16 +181,25 @@ class DriverStatement:
         connection = session.connection()
         dialect = connection.dialect
         if dialect.name != "postgresql":
-            return connection.execute(self.elsewhere, params)
+            lite = self._sqlite if self._sqlite_known else self._sqlite_plan(dialect)
+            if lite is None:
+                return connection.execute(self.elsewhere, params)
+            values = _values(lite, params)
+            return _execute_sqlite(connection, lite, tuple(values[name] for name in lite.order))
         plan = self._plans.get(dialect.name) or self.compiled(dialect)
-        values = dict(plan.defaults)
-        for name, generate in plan.generated:  # columns the parameters do not give
-            values[name] = generate()
-        if params:
-            values.update(params)
-        for name, process in plan.binds:
-            values[name] = process(values.get(name))
-        return _execute(connection, plan, values)
+        return _execute(connection, plan, _values(plan, params))
+
+    def _sqlite_plan(self, dialect: Dialect) -> _Plan | None:
+        """``elsewhere`` compiled for SQLite when it is a SELECT taking no IN list, else None."""
+        with self._lock:
+            if not self._sqlite_known:
+                if getattr(self.elsewhere, "is_select", False):
+                    try:
+                        self._sqlite = _compile(self.elsewhere, dialect, None)
+                    except ValueError:  # an IN list: Connection.execute expands it
+                        self._sqlite = None
+                self._sqlite_known = True
+            return self._sqlite
 
     def compiled(self, dialect: Dialect) -> _Plan:
         """The statement's plan for ``dialect``, compiled on first use.
@@ -194,50 +211,77 @@ class DriverStatement:
         with self._lock:
             plan = self._plans.get(dialect.name)
             if plan is None:
-                plan = self._plans[dialect.name] = self._compile(dialect)
+                plan = self._plans[dialect.name] = _compile(
+                    self.statement, dialect, self.column_keys
+                )
             return plan
 
-    def _compile(self, dialect: Dialect) -> _Plan:
-        compile: Any = self.statement.compile  # type: ignore[attr-defined]
-        compiled = compile(dialect=dialect, column_keys=self.column_keys)
-        assert isinstance(compiled, SQLCompiler)
-        if compiled.literal_execute_params or compiled.post_compile_params:
-            raise ValueError("a driver statement cannot expand IN lists: use = ANY(array)")
-        if compiled.update_prefetch:
-            raise ValueError("a driver statement cannot fill in onupdate values")
-        if compiled.escaped_bind_names:
-            raise ValueError("a driver statement's parameter names must need no escaping")
-        named = {name: bind for bind, name in compiled.bind_names.items()}
-        defaults = {name: bind.effective_value for name, bind in named.items() if not bind.required}
-        # An INSERT of the columns in ``column_keys``: the table's other
-        # columns get their Python-side defaults, as SQLAlchemy gives them.
-        generated: list[tuple[str, Callable[[], Any]]] = []
-        for column in compiled.insert_prefetch:
-            default: Any = column.default
-            if default is None or not (default.is_scalar or default.is_callable):
-                raise ValueError(f"{column.key}: a driver statement fills in plain defaults only")
-            if default.is_scalar:
-                defaults[column.key] = default.arg
-            else:  # SQLAlchemy wraps a default function to take an execution context
-                generated.append((column.key, partial(default.arg, None)))
-        binds = []
-        for name, bind in named.items():
-            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            if process is not None:
-                binds.append((name, process))
-        columns = getattr(self.statement, "exported_columns", ())  # a text() statement: none
-        results = []
-        for index, column in enumerate(columns):
-            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
-            if process is not None:
-                results.append((index, process))
-        # Every parameter in binary (``%(name)b``): psycopg dumps a list in
-        # text format by default, quoting each element in Python (a batch's
-        # contents cost ~40 µs a kilobyte), where the binary dump copies them.
-        sql = compiled.string
-        for name in named:
-            sql = sql.replace(f"%({name})s", f"%({name})b")
-        return _Plan(sql, defaults, tuple(generated), tuple(binds), tuple(results))
+
+def _values(plan: _Plan, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The statement's parameters by name, defaults filled in, each as its type sends it."""
+    values = dict(plan.defaults)
+    for name, generate in plan.generated:  # columns the parameters do not give
+        values[name] = generate()
+    if params:
+        values.update(params)
+    for name, process in plan.binds:
+        values[name] = process(values.get(name))
+    return values
+
+
+def _compile(statement: Executable, dialect: Dialect, column_keys: list[str] | None) -> _Plan:
+    """``statement``'s plan for ``dialect`` (raises ValueError if the driver cannot run it)."""
+    compile: Any = statement.compile  # type: ignore[attr-defined]
+    compiled = compile(dialect=dialect, column_keys=column_keys)
+    assert isinstance(compiled, SQLCompiler)
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        raise ValueError("a driver statement cannot expand IN lists: use = ANY(array)")
+    if compiled.update_prefetch:
+        raise ValueError("a driver statement cannot fill in onupdate values")
+    if compiled.escaped_bind_names:
+        raise ValueError("a driver statement's parameter names must need no escaping")
+    named = {name: bind for bind, name in compiled.bind_names.items()}
+    defaults = {name: bind.effective_value for name, bind in named.items() if not bind.required}
+    # An INSERT of the columns in ``column_keys``: the table's other
+    # columns get their Python-side defaults, as SQLAlchemy gives them.
+    generated: list[tuple[str, Callable[[], Any]]] = []
+    for column in compiled.insert_prefetch:
+        default: Any = column.default
+        if default is None or not (default.is_scalar or default.is_callable):
+            raise ValueError(f"{column.key}: a driver statement fills in plain defaults only")
+        if default.is_scalar:
+            defaults[column.key] = default.arg
+        else:  # SQLAlchemy wraps a default function to take an execution context
+            generated.append((column.key, partial(default.arg, None)))
+    binds, results = _processors(statement, named, dialect)
+    sql = compiled.string
+    if dialect.name != "postgresql":  # SQLite's ``?`` in order
+        order = tuple(compiled.positiontup or ())
+        return _Plan(sql, defaults, tuple(generated), binds, results, order)
+    # Every parameter in binary (``%(name)b``): psycopg dumps a list in
+    # text format by default, quoting each element in Python (a batch's
+    # contents cost ~40 µs a kilobyte), where the binary dump copies them.
+    for name in named:
+        sql = sql.replace(f"%({name})s", f"%({name})b")
+    return _Plan(sql, defaults, tuple(generated), binds, results)
+
+
+def _processors(
+    statement: Executable, named: Mapping[str, Any], dialect: Dialect
+) -> tuple[tuple[tuple[str, Processor], ...], tuple[tuple[int, Processor], ...]]:
+    """The parameters and the result columns whose types process them, with how."""
+    binds = []
+    for name, bind in named.items():
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            binds.append((name, process))
+    columns = getattr(statement, "exported_columns", ())  # a text() statement: none
+    results = []
+    for index, column in enumerate(columns):
+        process = column.type.dialect_impl(dialect).result_processor(dialect, None)
+        if process is not None:
+            results.append((index, process))
+    return tuple(binds), tuple(results)
 
 
 def _execute(connection: Connection, plan: _Plan, params: dict[str, Any]) -> DriverRows:
@@ -263,6 +307,25 @@ def _execute(connection: Connection, plan: _Plan, params: dict[str, Any]) -> Dri
     return DriverRows(rows, cursor.rowcount)
 
 
+def _execute_sqlite(connection: Connection, plan: _Plan, params: tuple[Any, ...]) -> DriverRows:
+    """``plan`` (a SELECT) on the session connection's ``sqlite3`` connection, in its
+    transaction, with the events and errors of :func:`_execute`."""
+    raw: Any = connection.connection.driver_connection
+    cursor = raw.cursor()  # cheap on sqlite3 (no server-side state to keep)
+    dispatch = connection.dispatch
+    if dispatch.before_cursor_execute:
+        dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, False)
+    try:
+        rows = cursor.execute(plan.sql, params).fetchall()
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise _wrapped(connection, cursor, plan.sql, params, error) from error
+    if dispatch.after_cursor_execute:
+        dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
+    if plan.results:
+        rows = [_processed(row, plan.results) for row in rows]
+    return DriverRows(rows, -1)
+
+
 def _processed(
     row: tuple[Any, ...], processors: tuple[tuple[int, Processor], ...]
 ) -> tuple[Any, ...]:
@@ -275,7 +338,7 @@ def _processed(
 
 
 def _wrapped(
-    connection: Connection, cursor: Any, sql: str, params: dict[str, Any], error: Exception
+    connection: Connection, cursor: Any, sql: str, params: Any, error: Exception
 ) -> DBAPIError:
     """The driver's error as SQLAlchemy raises it; a dead connection is invalidated first."""
     dialect = connection.dialect

@@ -221,12 +221,10 @@ class Database:
         self.settings = settings
         self.sender = sender
         self.engine = make_engine(settings)
-        # Postgres never gives an id twice; SQLite may reuse a deleted row's
-        # id, so a view cached by id could be another message's there.
+        # Views are cached by message id: neither backend gives an id twice
+        # (a Postgres sequence; AUTOINCREMENT on SQLite, migration 0026).
         self.message_cache = (
-            MessageCache(settings.message_cache_size)
-            if self.engine.dialect.name == "postgresql" and settings.message_cache_size > 0
-            else None
+            MessageCache(settings.message_cache_size) if settings.message_cache_size > 0 else None
         )
         info = {MESSAGE_CACHE: self.message_cache} if self.message_cache is not None else {}
         self._sessions = sessionmaker(

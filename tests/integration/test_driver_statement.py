@@ -103,27 +103,44 @@ def test_a_statement_takes_part_in_the_session_transaction(pg_db: Database) -> N
     assert version() == before + 1
 
 
-def test_cursor_events_see_every_statement(pg_db: Database) -> None:
-    _, cid = stored_conversation(pg_db)
-    seen: list[tuple[str, str, Any]] = []
+def test_cursor_events_see_every_statement(db: Database) -> None:
+    _, cid = stored_conversation(db)
+    seen: list[tuple[str, str, Any, Any]] = []
 
-    def before(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
-        seen.append(("before", statement, params))
+    def before(conn: Any, cursor: Any, statement: str, params: Any, context: Any, _: Any) -> None:
+        seen.append(("before", statement, params, context))
 
-    def after(conn: Any, cursor: Any, statement: str, params: Any, *args: Any) -> None:
-        seen.append(("after", statement, params))
+    def after(conn: Any, cursor: Any, statement: str, params: Any, context: Any, _: Any) -> None:
+        seen.append(("after", statement, params, context))
 
-    event.listen(pg_db.engine, "before_cursor_execute", before)
-    event.listen(pg_db.engine, "after_cursor_execute", after)
+    event.listen(db.engine, "before_cursor_execute", before)
+    event.listen(db.engine, "after_cursor_execute", after)
     try:
-        with pg_db.session() as session:
+        with db.session() as session:
             DriverStatement(MESSAGE_ROWS).run(session, {"cid": cid})
     finally:
-        event.remove(pg_db.engine, "before_cursor_execute", before)
-        event.remove(pg_db.engine, "after_cursor_execute", after)
-    assert [when for when, _, _ in seen] == ["before", "after"]
-    assert "FROM messages JOIN message_parts" in seen[0][1]
-    assert seen[0][2] == {"cid": cid}
+        event.remove(db.engine, "before_cursor_execute", before)
+        event.remove(db.engine, "after_cursor_execute", after)
+    assert [when for when, *_ in seen[-2:]] == ["before", "after"]
+    assert "FROM messages JOIN message_parts" in seen[-1][1]
+    # On the driver on both (no SQLAlchemy execution context): SQLite's ``?`` take a tuple.
+    assert seen[-1][2] == ({"cid": cid} if db.dialect == "postgresql" else (cid,))
+    assert seen[-1][3] is None
+
+
+def test_a_select_on_sqlite_reads_the_read_session_s_snapshot(sqlite_db: Database) -> None:
+    """Run on the sqlite3 connection, it is in the session's transaction: a message
+    committed meanwhile by another connection stays out of a read session begun before."""
+    tenant_id, cid = stored_conversation(sqlite_db)
+    statement = DriverStatement(MESSAGE_ROWS)
+    with sqlite_db.read_session() as session:
+        first = statement.run(session, {"cid": cid}).all()
+        batch = prepare_batch([IncomingMessage("user", "later")], max_batch=1, max_chars=100)
+        with sqlite_db.transaction() as writer:
+            ingest_messages(writer, tenant_id, "k", None, batch)
+        assert statement.run(session, {"cid": cid}).all() == first
+    with sqlite_db.read_session() as session:
+        assert len(statement.run(session, {"cid": cid}).all()) == len(first) + 1
 
 
 def test_a_constraint_violation_is_sqlalchemys_integrity_error(pg_db: Database) -> None:

@@ -52,13 +52,18 @@ def selects_from(db: Database, table: str) -> Iterator[list[Read]]:
 
 
 @pytest.fixture
-def part_reads(pg_db: Database) -> Iterator[list[Read]]:
-    yield from selects_from(pg_db, "message_parts")
+def part_reads(db: Database) -> Iterator[list[Read]]:
+    yield from selects_from(db, "message_parts")
 
 
 @pytest.fixture
-def parent_reads(pg_db: Database) -> Iterator[list[Read]]:
-    yield from selects_from(pg_db, "summary_parents")
+def parent_reads(db: Database) -> Iterator[list[Read]]:
+    yield from selects_from(db, "summary_parents")
+
+
+def read_ids(params: Any) -> list[int]:
+    """The ids a read by id was given: one array on Postgres, an IN list on SQLite."""
+    return sorted(params["ids"] if isinstance(params, dict) else params)
 
 
 def fresh_read(db: Database, cid: int, from_ordinal: int | None = None) -> list[Any]:
@@ -72,75 +77,73 @@ def fresh_read(db: Database, cid: int, from_ordinal: int | None = None) -> list[
         uncached.dispose()
 
 
-def test_a_window_read_twice_builds_its_messages_once(
-    pg_db: Database, part_reads: list[Read]
-) -> None:
-    tenant = new_tenant(pg_db)
-    cid = ingest(pg_db, tenant.tenant_id, "agent", history(30))
-    assert pg_db.message_cache is not None
-    with pg_db.read_session() as session:
+def test_a_window_read_twice_builds_its_messages_once(db: Database, part_reads: list[Read]) -> None:
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", history(30))
+    assert db.message_cache is not None
+    with db.read_session() as session:
         first = load_context(session, cid, from_ordinal=10)
     assert len(part_reads) == 1
-    assert len(pg_db.message_cache) == 21
+    assert len(db.message_cache) == 21
     part_reads.clear()
-    with pg_db.read_session() as session:
+    with db.read_session() as session:
         second = load_context(session, cid, from_ordinal=10)
     assert part_reads == []  # every block message's view came from the cache
-    assert second == first == fresh_read(pg_db, cid, 10)
+    assert second == first == fresh_read(db, cid, 10)
     for a, b in zip(first, second, strict=True):
         assert a.message is b.message  # the same view, not rebuilt
 
 
 def test_a_longer_window_reads_only_the_messages_not_yet_cached(
-    pg_db: Database, part_reads: list[Read]
+    db: Database, part_reads: list[Read]
 ) -> None:
-    tenant = new_tenant(pg_db)
-    cid = ingest(pg_db, tenant.tenant_id, "agent", history(30))
-    with pg_db.read_session() as session:
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", history(30))
+    with db.read_session() as session:
         load_context(session, cid, from_ordinal=20)
     part_reads.clear()
-    with pg_db.read_session() as session:
+    with db.read_session() as session:
         wider = load_context(session, cid)
     # One read by id for the block messages below ordinal 20, none above.
     below = [e.message.id for e in wider[:19] if e.message and e.message.content_shape == "blocks"]
     assert len(below) == 6
-    assert [sorted(params["ids"]) for _, params in part_reads] == [sorted(below)]
-    assert wider == fresh_read(pg_db, cid)
+    assert [read_ids(params) for _, params in part_reads] == [sorted(below)]
+    assert wider == fresh_read(db, cid)
     assert len(wider) == 30
 
 
 def test_a_compacted_context_reads_the_same_with_and_without_cached_views(
-    pg_db: Database,
+    db: Database,
 ) -> None:
-    tenant = new_tenant(pg_db)
-    cid = ingest(pg_db, tenant.tenant_id, "agent", history(40))
-    with pg_db.read_session() as session:
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", history(40))
+    with db.read_session() as session:
         load_context(session, cid)  # every message cached before the compaction
-    compact(pg_db, tenant.tenant_id, cid)
-    with pg_db.read_session() as session:
+    compact(db, tenant.tenant_id, cid)
+    with db.read_session() as session:
         cached = load_context(session, cid)
     assert any(e.is_summary for e in cached)
-    assert cached == fresh_read(pg_db, cid)
+    assert cached == fresh_read(db, cid)
 
 
 def test_condensed_summaries_read_their_parents_once(
-    pg_db: Database, parent_reads: list[Read]
+    db: Database, parent_reads: list[Read]
 ) -> None:
-    tenant = new_tenant(pg_db)
-    cid = ingest(pg_db, tenant.tenant_id, "agent", history(60, pad=20))
-    compact(pg_db, tenant.tenant_id, cid)
-    assert pg_db.message_cache is not None
-    pg_db.message_cache.forget_conversations([cid])  # what the compaction's reads cached
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", history(60, pad=20))
+    compact(db, tenant.tenant_id, cid)
+    assert db.message_cache is not None
+    db.message_cache.forget_conversations([cid])  # what the compaction's reads cached
     parent_reads.clear()
-    with pg_db.read_session() as session:
+    with db.read_session() as session:
         first = load_context(session, cid)
     assert any(e.summary is not None and e.summary.parent_ids for e in first)
     assert len(parent_reads) == 1
     parent_reads.clear()
-    with pg_db.read_session() as session:
+    with db.read_session() as session:
         second = load_context(session, cid)
     assert parent_reads == []  # a summary's parents never change: kept by summary id
-    assert second == first == fresh_read(pg_db, cid)
+    assert second == first == fresh_read(db, cid)
 
 
 def window_read(db: Database, cid: int, budget: int) -> tuple[list[Any], list[Any]]:
@@ -166,24 +169,19 @@ def test_window_entries_are_the_context_from_the_window_on(db: Database, budget:
         assert any(e.summary is not None and e.summary.parent_ids for e in entries)
 
 
-def test_erasing_a_conversation_forgets_its_views(pg_db: Database) -> None:
-    tenant = new_tenant(pg_db)
-    kept = ingest(pg_db, tenant.tenant_id, "kept", history(5))
-    erased = ingest(pg_db, tenant.tenant_id, "erased", history(7))
-    cache = pg_db.message_cache
+def test_erasing_a_conversation_forgets_its_views(db: Database) -> None:
+    tenant = new_tenant(db)
+    kept = ingest(db, tenant.tenant_id, "kept", history(5))
+    erased = ingest(db, tenant.tenant_id, "erased", history(7))
+    cache = db.message_cache
     assert cache is not None
-    with pg_db.read_session() as session:
+    with db.read_session() as session:
         load_context(session, kept)
         load_context(session, erased)
     assert len(cache) == 12
-    with pg_db.transaction() as session:
+    with db.transaction() as session:
         erase_conversation(session, tenant.tenant_id, erased)
     assert len(cache) == 5
-
-
-def test_sqlite_keeps_no_views(sqlite_db: Database) -> None:
-    # SQLite may give an erased message's id to the next one.
-    assert sqlite_db.message_cache is None
 
 
 def view(message_id: int) -> MessageView:

@@ -35,6 +35,9 @@ class Message(Base):
         UniqueConstraint("conversation_id", "seq"),
         UniqueConstraint("conversation_id", "client_id"),
         Index("ix_messages_tenant_created", "tenant_id", "created_at"),
+        # SQLite gives an id once only (migration 0026): views are cached by
+        # id (lcm/message_cache.py).
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
