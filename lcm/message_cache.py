@@ -3,7 +3,7 @@
 A stored message never changes (nothing updates ``messages`` or
 ``message_parts``: a message is only ever inserted or erased), and its
 id is never given twice (a Postgres sequence; SQLite's ``AUTOINCREMENT``,
-migration 0026), so an id names one message for good.
+migration 0024), so an id names one message for good.
 Assembly reads the same newest messages turn after turn; their views (the
 block payloads decoded from JSON, the parts, the view objects) are built once
 per process and kept here, least recently used first out. The context items

@@ -222,7 +222,7 @@ class Database:
         self.sender = sender
         self.engine = make_engine(settings)
         # Views are cached by message id: neither backend gives an id twice
-        # (a Postgres sequence; AUTOINCREMENT on SQLite, migration 0026).
+        # (a Postgres sequence; AUTOINCREMENT on SQLite, migration 0024).
         self.message_cache = (
             MessageCache(settings.message_cache_size) if settings.message_cache_size > 0 else None
         )

@@ -1,4 +1,4 @@
-"""SQLite never gives a message id twice (migration 0026), so embedded mode caches views.
+"""SQLite never gives a message id twice (migration 0024), so embedded mode caches views.
 
 Without it an erased newest message's id went to the next message stored,
 and a process that had cached the erased one's view (any process but the

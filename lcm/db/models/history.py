@@ -35,7 +35,7 @@ class Message(Base):
         UniqueConstraint("conversation_id", "seq"),
         UniqueConstraint("conversation_id", "client_id"),
         Index("ix_messages_tenant_created", "tenant_id", "created_at"),
-        # SQLite gives an id once only (migration 0026): views are cached by
+        # SQLite gives an id once only (migration 0024): views are cached by
         # id (lcm/message_cache.py).
         {"sqlite_autoincrement": True},
     )

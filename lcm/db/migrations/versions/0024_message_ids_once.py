@@ -14,8 +14,8 @@ valid), and the search triggers on ``messages`` (0010), dropped with the old
 table, are created again from their stored text. Postgres is untouched: its
 ids come from a sequence already.
 
-Revision ID: 0026_message_ids_once
-Revises: 0018_conversation_host_cursor
+Revision ID: 0024_message_ids_once
+Revises: 0023_secret_spans
 Create Date: 2026-11-28
 """
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 from alembic import op
 from sqlalchemy import text
 
-revision = "0026_message_ids_once"
-down_revision = "0018_conversation_host_cursor"
+revision = "0024_message_ids_once"
+down_revision = "0023_secret_spans"
 branch_labels = None
 depends_on = None
 
