@@ -29,7 +29,7 @@ from tests.integration.test_message_cache import fresh_read, history
 from tests.integration.test_retrieval_grep import run
 from tests.integration.test_search_backlog import index_is_sound
 
-BEFORE = "0018_conversation_host_cursor"
+BEFORE = "0023_secret_spans"  # the revision before 0024
 
 
 def ids_and_contents(db: Database) -> list[tuple[int, str]]:
