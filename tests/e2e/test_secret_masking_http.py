@@ -1,0 +1,265 @@
+"""Secrets never leave: every surface that shows stored text masks what was detected.
+
+A conversation full of the corpus's secrets (``bench/secrets_corpus.py``) goes
+in over HTTP: in user text, in ``tool_result`` blocks and in a ``tool_use``
+input. Compaction runs through the real Anthropic SDK against the fake
+server; then each surface is read and no original secret may appear in what
+it returns (every string of the JSON, so an escaped newline hides nothing),
+while the placeholders do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from bench.secrets_corpus import build_corpus
+from lcm.db.engine import Database
+from lcm.db.models import ContextItem, Summary
+from lcm.retrieval.answers import ExpandQueryRequest
+from lcm.retrieval.expansion import execute_expand_query, start_expand_query
+from lcm.retrieval.scope import ScopeSelector
+from lcm.settings import CompactionSettings
+from lcm.summarize.llm import Breakers, LlmClients
+from lcm.summarize.summarizer import Summarizer
+from lcm.tenants.service import IssuedKey
+from tests.conftest import auth
+from tests.fakes import Behaviour, FakeAnthropicServer
+from tests.fakes.providers import anthropic_provider
+from tests.helpers import compact
+
+KEY = "agent:vault"
+BASE = "/v1/conversations/agent%3Avault"
+MODEL = "claude-test"
+SAMPLES = [s for s in build_corpus(copies=1) if s.secrets]
+TOKEN = "ghp_" + "Zx8w" * 9  # sent in every tool call's input
+SECRETS = sorted({v for s in SAMPLES for v in s.secrets} | {TOKEN})
+SETTINGS = CompactionSettings(
+    fresh_tail_count=8,
+    leaf_chunk_tokens=3_000,
+    leaf_min_fanout=4,
+    condensed_min_fanout=2,
+    sweep_max_depth=1,
+    summary_model=MODEL,
+)
+
+
+def conversation() -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for i, sample in enumerate(SAMPLES):
+        command = f'curl -H "Authorization: Bearer {TOKEN}" https://api.example.com/{i}'
+        messages += [
+            {"role": "user", "id": f"u{i}", "content": f"step {i}, look:\n{sample.text}"},
+            {
+                "role": "assistant",
+                "id": f"a{i}",
+                "content": [
+                    {"type": "text", "text": f"Checking step {i}."},
+                    {
+                        "type": "tool_use",
+                        "id": f"t{i}",
+                        "name": "bash",
+                        "input": {"command": command},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "id": f"r{i}",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"t{i}", "content": sample.text}
+                ],
+            },
+            {"role": "assistant", "id": f"d{i}", "content": f"Done with step {i}."},
+        ]
+    return messages
+
+
+def strings(value: Any) -> str:
+    """Every string in a JSON value, joined: what a reader of the response sees."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "\n".join(strings(k) + "\n" + strings(v) for k, v in value.items())
+    if isinstance(value, list):
+        return "\n".join(strings(v) for v in value)
+    return str(value)
+
+
+def leaks(value: Any) -> list[str]:
+    text = strings(value)
+    return [secret for secret in SECRETS if secret in text]
+
+
+def ingest(client: TestClient, tenant: IssuedKey) -> int:
+    r = client.post(f"{BASE}/messages", headers=auth(tenant), json={"messages": conversation()})
+    assert r.status_code == 200, r.text
+    return int(r.json()["conversation_id"])
+
+
+def assemble(client: TestClient, tenant: IssuedKey) -> Any:
+    r = client.post(f"{BASE}/assemble", headers=auth(tenant), json={"token_budget": 1_000_000})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.fixture
+def compacted(db: Database, tenant: IssuedKey, client: TestClient, llm: FakeAnthropicServer) -> int:
+    """The conversation, compacted by the fake model into leaves and a condensed summary."""
+    cid = ingest(client, tenant)
+    provider = anthropic_provider(llm.base_url, MODEL, breakers=Breakers(5, 30))
+    compact(db, tenant.tenant_id, cid, SETTINGS, 4_000, summarizer=Summarizer(provider))
+    with db.read_session() as s:
+        assert s.scalars(select(Summary.id).where(Summary.conversation_id == cid)).first()
+    return cid
+
+
+def test_assemble_masks_by_default_and_passes_when_the_tenant_says(
+    client: TestClient, tenant: IssuedKey
+) -> None:
+    ingest(client, tenant)
+    masked = assemble(client, tenant)
+    assert leaks(masked["messages"]) == []
+    text = strings(masked["messages"])
+    assert "[secret:aws_key#" in text
+    calls = [
+        b
+        for m in masked["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert len(calls) == len(SAMPLES)
+    assert calls[0]["input"]["command"].startswith(
+        'curl -H "Authorization: Bearer [secret:github_token#'
+    )
+    results = [
+        b
+        for m in masked["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert all("[secret:" in strings(b["content"]) for b in results)
+
+    bad = client.patch(
+        "/v1/tenant/settings", headers=auth(tenant), json={"assemble_secrets": "hide"}
+    )
+    assert bad.status_code in (400, 422), bad.text
+    assert "error" in bad.json()
+    ok = client.patch(
+        "/v1/tenant/settings", headers=auth(tenant), json={"assemble_secrets": "pass"}
+    )
+    assert ok.status_code == 200, ok.text
+    passed = assemble(client, tenant)
+    assert leaks(passed["messages"]) == SECRETS  # the stored text, every secret in it
+    assert "[secret:" not in strings(passed["messages"])
+
+
+def test_grep_describe_and_expand_show_placeholders(
+    client: TestClient, tenant: IssuedKey, db: Database, compacted: int, llm: FakeAnthropicServer
+) -> None:
+    for request in llm.requests:  # the summarizer's input was masked already
+        assert leaks(request.body) == []
+    for pattern, mode in (("AKIA", "regex"), ("Bearer", "regex"), ("step look", "full_text")):
+        body = {"pattern": pattern, "mode": mode, "session_key": KEY, "limit": 200}
+        r = client.post("/v1/grep", headers=auth(tenant), json=body)
+        assert r.status_code == 200, r.text
+        matches = r.json()["matches"]
+        assert matches, pattern
+        assert leaks(matches) == [], pattern
+    aws = client.post(
+        "/v1/grep", headers=auth(tenant), json={"pattern": "AKIA", "session_key": KEY}
+    ).json()["matches"]
+    assert any("[secret:aws_key#" in m["snippet"] for m in aws)
+
+    with db.read_session() as s:
+        summary_ids = list(
+            s.scalars(select(Summary.id).where(Summary.conversation_id == compacted))
+        )
+    for summary_id in summary_ids:
+        described = client.get(f"/v1/summaries/{summary_id}", headers=auth(tenant))
+        assert described.status_code == 200, described.text
+        assert leaks(described.json()) == []
+    expanded = client.post(
+        "/v1/expand", headers=auth(tenant), json={"summary_ids": summary_ids, "token_cap": 100_000}
+    )
+    assert expanded.status_code == 200, expanded.text
+    out = expanded.json()
+    assert len(out["messages"]) > 20
+    assert leaks(out) == []
+    assert "[secret:github_token#" in strings(out["messages"])
+
+
+@pytest.fixture
+def expander(db: Database, llm: FakeAnthropicServer) -> LlmClients:
+    settings = db.settings.model_copy(
+        update={
+            "anthropic_api_key": SecretStr("sk-test"),
+            "anthropic_base_url": llm.base_url,
+            "expansion_model": "claude-expander",
+            "llm_max_retries": 0,
+        }
+    )
+    clients = LlmClients.from_settings(settings)
+    assert clients is not None
+    return clients
+
+
+def test_expand_query_never_sends_a_secret_to_the_model(
+    db: Database,
+    tenant: IssuedKey,
+    compacted: int,
+    llm: FakeAnthropicServer,
+    expander: LlmClients,
+    client: TestClient,
+) -> None:
+    """The end-to-end leak check: compaction, then an expand-query reading every tool."""
+    with db.read_session() as s:
+        leaves = list(
+            s.scalars(
+                select(Summary.id).where(Summary.conversation_id == compacted, Summary.depth == 0)
+            )
+        )
+        top = s.scalar(
+            select(ContextItem.summary_id)
+            .where(ContextItem.conversation_id == compacted, ContextItem.summary_id.is_not(None))
+            .order_by(ContextItem.ordinal)
+        )
+    assert leaves
+    assert top
+    llm.script(
+        [
+            Behaviour.tool_use("grep", {"pattern": "AKIA|ghp_|sk-|BEGIN", "mode": "regex"}),
+            Behaviour.tool_use("grep", {"pattern": "Bearer token", "mode": "full_text"}),
+            Behaviour.tool_use("describe", {"id": str(top)}),
+            Behaviour.tool_use("expand", {"summary_ids": leaves[:3], "token_cap": 4_000}),
+            Behaviour.reply("The keys were rotated."),
+        ],
+        model="claude-expander",
+    )
+    settings = db.settings.model_copy(
+        update={"expansion_model": "claude-expander", "max_expand_tokens": 8_000}
+    )
+    request = ExpandQueryRequest("Which keys did we use?", "keys", max_tokens=500)
+    with db.transaction() as s:
+        grant = start_expand_query(s, tenant.tenant_id, ScopeSelector(KEY), request, settings)
+    answer = execute_expand_query(
+        db.transaction, grant.id, tenant.tenant_id, request, settings, expander
+    )
+    assert answer.turns == 5
+    asked = llm.requests_for("claude-expander")
+    assert len(asked) == 5
+    results = strings([r.body["messages"] for r in asked])
+    assert "[secret:aws_key#" in results  # the tools did read the secrets' messages
+    assert "[secret:github_token#" in results
+    for request_seen in llm.requests:  # the summarizer's and the loop's, every one
+        assert leaks(request_seen.body) == []
+    with db.read_session() as s:
+        summaries = list(s.scalars(select(Summary.content)))
+    assert leaks(summaries) == []
+    assert leaks(assemble(client, tenant)) == []
