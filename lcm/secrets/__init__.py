@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lcm.secrets.views import (
         conversation_has_spans,
         file_spans,
+        mask_stored,
         mask_values,
         mask_view,
         masked_views,
@@ -53,6 +54,7 @@ __all__ = [
     "mask_message",
     "mask_parts",
     "mask_ranges",
+    "mask_stored",
     "mask_text",
     "mask_values",
     "mask_view",
@@ -93,6 +95,7 @@ __getattr__ = lazy_exports(
             "conversation_has_spans",
             "file_spans",
             "file_spans",
+            "mask_stored",
             "mask_values",
             "mask_view",
             "masked_views",

@@ -55,23 +55,34 @@ def mask_view(view: MessageView, spans: Sequence[SecretSpan]) -> MessageView:
     """A copy of ``view`` with its content, part texts and payloads masked."""
     if not spans:
         return view
-    values = secret_values([p.text for p in view.parts], spans)
+    content, texts, payloads = mask_stored(
+        view.content, [p.text for p in view.parts], [p.payload for p in view.parts], spans
+    )
+    parts = tuple(
+        dataclasses.replace(part, text=text, payload=payload)
+        for part, text, payload in zip(view.parts, texts, payloads, strict=True)
+    )
+    return dataclasses.replace(view, content=content, parts=parts)
+
+
+def mask_stored(
+    content: str, texts: Sequence[str], payloads: Sequence[Any], spans: Sequence[SecretSpan]
+) -> tuple[str, list[str], list[Any]]:
+    """A stored message's ``content``, part texts and part payloads, masked."""
+    values = secret_values(texts, spans)
     by_part: dict[int, list[SecretSpan]] = {}
     for span in spans:
         if span.part is not None:
             by_part.setdefault(span.part, []).append(span)
-    parts = tuple(
-        dataclasses.replace(
-            part,
-            text=mask_text(part.text, by_part.get(i, ())),
-            payload=mask_values(part.payload, values),
-        )
-        for i, part in enumerate(view.parts)
-    )
-    on_content = content_spans([len(p.text) for p in view.parts], spans)
-    content = mask_text(view.content, on_content) if on_content else view.content
+    masked_texts = [mask_text(text, by_part.get(i, ())) for i, text in enumerate(texts)]
+    on_content = content_spans([len(t) for t in texts], spans)
+    masked = mask_text(content, on_content) if on_content else content
     # A text-shaped message is sent as its content, so the values are masked there too.
-    return dataclasses.replace(view, content=mask_values(content, values), parts=parts)
+    return (
+        mask_values(masked, values),
+        masked_texts,
+        [mask_values(payload, values) for payload in payloads],
+    )
 
 
 def secret_values(texts: Sequence[str], spans: Sequence[SecretSpan]) -> dict[str, str]:
@@ -114,6 +125,7 @@ def mask_values(value: Any, values: Mapping[str, str]) -> Any:
 __all__ = [
     "conversation_has_spans",
     "file_spans",
+    "mask_stored",
     "mask_values",
     "mask_view",
     "masked_views",

@@ -10,6 +10,8 @@ while the placeholders do.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +20,10 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from bench.secrets_corpus import build_corpus
+from lcm.content import IncomingMessage
 from lcm.db.engine import Database
-from lcm.db.models import ContextItem, Summary
+from lcm.db.models import ContextItem, Message, Summary, Tenant
+from lcm.ingest.service import ingest_messages, prepare_batch
 from lcm.retrieval.answers import ExpandQueryRequest
 from lcm.retrieval.expansion import execute_expand_query, start_expand_query
 from lcm.retrieval.scope import ScopeSelector
@@ -27,13 +31,16 @@ from lcm.settings import CompactionSettings
 from lcm.summarize.llm import Breakers, LlmClients
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
-from tests.conftest import auth
+from tests.conftest import auth, settings_for
 from tests.fakes import Behaviour, FakeAnthropicServer
 from tests.fakes.providers import anthropic_provider
 from tests.helpers import compact
+from tests.servers import embedded_home
+from tests.servers import run_lcm as lcm
 
 KEY = "agent:vault"
 BASE = "/v1/conversations/agent%3Avault"
+KEYS = "/v1/tenant/keys"
 MODEL = "claude-test"
 SAMPLES = [s for s in build_corpus(copies=1) if s.secrets]
 TOKEN = "ghp_" + "Zx8w" * 9  # sent in every tool call's input
@@ -263,3 +270,75 @@ def test_expand_query_never_sends_a_secret_to_the_model(
         summaries = list(s.scalars(select(Summary.content)))
     assert leaks(summaries) == []
     assert leaks(assemble(client, tenant)) == []
+    r, exported = export(client, auth(tenant))
+    assert r.status_code == 200, r.text
+    assert leaks(exported) == []
+
+
+def export(client: TestClient, headers: dict[str, str], **params: Any) -> Any:
+    r = client.get(f"{BASE}/export", headers=headers, params=params)
+    return r, [json.loads(line) for line in r.text.splitlines() if r.status_code == 200]
+
+
+def test_exports_are_masked_unless_an_admin_asks_for_the_secrets(
+    client: TestClient, tenant: IssuedKey, compacted: int, db: Database
+) -> None:
+    r, masked = export(client, auth(tenant))
+    assert r.status_code == 200, r.text
+    assert leaks(masked) == []
+    messages = [line for line in masked if line["type"] == "message"]
+    assert len(messages) == 4 * len(SAMPLES)
+    assert "[secret:github_token#" in strings(messages[1]["parts"][1]["payload"]["input"])
+    assert "[secret:" in messages[2]["parts"][0]["text"]
+    r, whole = export(client, auth(tenant), with_secrets="true")
+    assert r.status_code == 200, r.text
+    assert leaks(whole) == SECRETS
+
+    reader = client.post(KEYS, headers=auth(tenant), json={"name": "ro", "scopes": ["read"]})
+    assert reader.status_code == 201, reader.text
+    headers = {"Authorization": f"Bearer {reader.json()['api_key']}"}
+    for params in ({}, {"with_secrets": "true"}):
+        refused, _ = export(client, headers, **params)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"]
+
+    # An import of a masked export stores the placeholders: the secrets are gone for good.
+    body = "".join(json.dumps(line) + "\n" for line in masked)
+    r = client.post(
+        "/v1/conversations/agent%3Acopy/import",
+        headers={**auth(tenant), "Content-Type": "application/x-ndjson"},
+        content=body,
+    )
+    assert r.status_code == 200, r.text
+    copy_id = r.json()["conversation_id"]
+    with db.read_session() as s:
+        stored = list(s.scalars(select(Message.content).where(Message.conversation_id == copy_id)))
+    assert len(stored) == 4 * len(SAMPLES)
+    assert leaks(stored) == []
+    assert "[secret:aws_key#" in strings(stored)
+
+
+def test_cli_export_masks_unless_with_secrets(tmp_path: Path) -> None:
+    url, _key = embedded_home(tmp_path / "home", "acme")
+    env = {"LCM_DATABASE_URL": url, "LCM_FILES_DIR": str(tmp_path / "files")}
+    database = Database(settings_for(url))
+    with database.transaction() as session:
+        tenant_id = session.scalars(select(Tenant.id)).one()
+        batch = prepare_batch(
+            [IncomingMessage("user", sample.text) for sample in SAMPLES],
+            max_batch=100,
+            max_chars=10_000,
+        )
+        ingest_messages(session, tenant_id, KEY, "s1", batch)
+    args = ("conversation", "export", KEY, "--tenant", "acme", "-o")
+    masked, whole = tmp_path / "masked.jsonl", tmp_path / "whole.jsonl"
+    done = lcm(*args, str(masked), env=env)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in masked.read_text().splitlines()]
+    assert len([line for line in lines if line["type"] == "message"]) == len(SAMPLES)
+    assert leaks(lines) == []
+    assert "[secret:aws_key#" in strings(lines)
+    done = lcm(*args, str(whole), "--with-secrets", env=env)
+    assert done.returncode == 0, done.stderr
+    expected = sorted({v for s in SAMPLES for v in s.secrets})
+    assert leaks([json.loads(line) for line in whole.read_text().splitlines()]) == expected
