@@ -10,7 +10,9 @@ while the placeholders do.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +344,30 @@ def test_cli_export_masks_unless_with_secrets(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     expected = sorted({v for s in SAMPLES for v in s.secrets})
     assert leaks([json.loads(line) for line in whole.read_text().splitlines()]) == expected
+
+
+def test_console_pages_show_placeholders(
+    client: TestClient, tenant: IssuedKey, compacted: int, db: Database
+) -> None:
+    page = client.get("/console/login")
+    token = re.search(r'name="login_token" value="([^"]+)"', page.text)
+    assert token is not None
+    form = {"api_key": tenant.api_key, "login_token": token.group(1)}
+    signed_in = client.post("/console/login", data=form, follow_redirects=False)
+    assert signed_in.status_code == 303, signed_in.text
+    shown: list[str] = []
+    for start in range(1, 4 * len(SAMPLES) + 1, 20):
+        r = client.get(f"/console/conversations/{compacted}/messages", params={"start": start})
+        assert r.status_code == 200, r.text
+        shown.append(html.unescape(r.text))
+    with db.read_session() as s:
+        summary_ids = list(
+            s.scalars(select(Summary.id).where(Summary.conversation_id == compacted))
+        )
+    for summary_id in summary_ids:
+        r = client.get(f"/console/summaries/{summary_id}")
+        assert r.status_code == 200, r.text
+        shown.append(html.unescape(r.text))
+    assert leaks(shown) == []
+    assert "[secret:aws_key#" in strings(shown)
+    assert "Authorization: Bearer [secret:github_token#" in strings(shown)
