@@ -320,7 +320,7 @@ def test_exports_are_masked_unless_an_admin_asks_for_the_secrets(
     assert "[secret:aws_key#" in strings(stored)
 
 
-def test_cli_export_masks_unless_with_secrets(tmp_path: Path) -> None:
+def test_cli_export_and_messages_mask_unless_with_secrets(tmp_path: Path) -> None:
     url, _key = embedded_home(tmp_path / "home", "acme")
     env = {"LCM_DATABASE_URL": url, "LCM_FILES_DIR": str(tmp_path / "files")}
     database = Database(settings_for(url))
@@ -344,6 +344,12 @@ def test_cli_export_masks_unless_with_secrets(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     expected = sorted({v for s in SAMPLES for v in s.secrets})
     assert leaks([json.loads(line) for line in whole.read_text().splitlines()]) == expected
+    listed = lcm("messages", KEY, "--tenant", "acme", "--json", env=env)  # `lcm messages` too
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["messages"]
+    assert len(rows) == len(SAMPLES)
+    assert leaks(rows) == []
+    assert "[secret:aws_key#" in strings(rows)
 
 
 def test_console_pages_show_placeholders(
