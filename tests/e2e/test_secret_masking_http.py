@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from bench.secrets_corpus import build_corpus
 from lcm.content import IncomingMessage
@@ -377,3 +377,33 @@ def test_console_pages_show_placeholders(
     assert leaks(shown) == []
     assert "[secret:aws_key#" in strings(shown)
     assert "Authorization: Bearer [secret:github_token#" in strings(shown)
+
+
+def test_assemble_reads_spans_only_for_a_conversation_that_has_some(
+    client: TestClient, tenant: IssuedKey, db: Database
+) -> None:
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: object) -> None:
+        if "secret_spans" in statement:
+            seen.append(statement)
+
+    plain = [{"role": "user", "content": f"plain message {i}"} for i in range(30)]
+    r = client.post(
+        "/v1/conversations/plain/messages", headers=auth(tenant), json={"messages": plain}
+    )
+    assert r.status_code == 200, r.text
+    ingest(client, tenant)
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        for key in ("plain", "agent%3Avault"):
+            seen.clear()
+            body = {"token_budget": 1_000_000}
+            r = client.post(f"/v1/conversations/{key}/assemble", headers=auth(tenant), json=body)
+            assert r.status_code == 200, r.text
+            if key == "plain":
+                assert len(seen) == 1  # the probe: no span anywhere in the conversation
+            else:
+                assert len(seen) == 2  # the probe, then the spans of the messages shown
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
