@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import event, select
 
+from api.app import create_app
 from bench.secrets_corpus import build_corpus
 from lcm.content import IncomingMessage
 from lcm.db.engine import Database
@@ -33,12 +35,13 @@ from lcm.settings import CompactionSettings
 from lcm.summarize.llm import Breakers, LlmClients
 from lcm.summarize.summarizer import Summarizer
 from lcm.tenants.service import IssuedKey
-from tests.conftest import auth, settings_for
+from tests.conftest import RecordingSender, auth, settings_for
 from tests.fakes import Behaviour, FakeAnthropicServer
 from tests.fakes.providers import anthropic_provider
 from tests.helpers import compact
 from tests.servers import embedded_home
 from tests.servers import run_lcm as lcm
+from workers.link import CeleryLink
 
 KEY = "agent:vault"
 BASE = "/v1/conversations/agent%3Avault"
@@ -407,3 +410,53 @@ def test_assemble_reads_spans_only_for_a_conversation_that_has_some(
                 assert len(seen) == 2  # the probe, then the spans of the messages shown
     finally:
         event.remove(db.engine, "before_cursor_execute", record)
+
+
+@pytest.fixture
+def files_client(db: Database, tmp_path: Path, sender: RecordingSender) -> Iterator[TestClient]:
+    settings = db.settings.model_copy(update={"files_dir": tmp_path / "files"})
+    app = create_app(
+        settings, link=CeleryLink(), database=db, broker_ping=lambda: True, sender=sender
+    )
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_a_large_files_grep_lines_pages_and_export_are_masked(
+    files_client: TestClient, tenant: IssuedKey
+) -> None:
+    pem = next(s for s in SAMPLES if "PRIVATE KEY" in s.text)
+    filler = "\n".join(f"LINE_{i}=value number {i}" for i in range(12_000))
+    body = f"{filler}\n{pem.text}\nAWS_ACCESS_KEY_ID={SAMPLES[0].secrets[0]}\n"
+    text = f'Here is my env\n<file name="prod.env">{body}</file>\nthat was it'
+    r = files_client.post(
+        f"{BASE}/messages",
+        headers=auth(tenant),
+        json={"messages": [{"role": "user", "content": text, "id": "m1"}]},
+    )
+    assert r.status_code == 200, r.text
+    secrets = [*pem.secrets, SAMPLES[0].secrets[0]]
+    pem_line = next(line for line in pem.secrets[0].splitlines() if len(line) > 20)
+    body_json = {"pattern": f"AKIA|{pem_line[:12]}", "scope": "files", "session_key": KEY}
+    r = files_client.post("/v1/grep", headers=auth(tenant), json=body_json)
+    assert r.status_code == 200, r.text
+    matches = r.json()["matches"]
+    assert len(matches) >= 2  # the key's line and a line inside the PEM block
+    shown = strings(matches)
+    assert [s for s in secrets if s in shown] == []
+    assert pem_line not in shown
+    assert "[secret:aws_key#" in shown
+    assert "[secret:private_key#" in shown
+    file_id = matches[0]["id"]
+    page = files_client.get(
+        f"/v1/files/{file_id}", headers=auth(tenant), params={"offset": len(filler) - 10}
+    )
+    assert page.status_code == 200, page.text
+    content = strings(page.json())
+    assert [s for s in secrets if s in content] == []
+    assert pem_line not in content
+    assert "[secret:aws_key#" in content
+    exported = files_client.get(f"{BASE}/export", headers=auth(tenant)).text
+    lines = strings([json.loads(line) for line in exported.splitlines()])
+    assert [s for s in secrets if s in lines] == []
+    assert pem_line not in lines
