@@ -132,8 +132,18 @@ def export_command(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="File (default stdout).")
     ] = None,
+    with_secrets: Annotated[
+        bool,
+        typer.Option(
+            "--with-secrets", help="Write detected secrets as stored (default: placeholders)."
+        ),
+    ] = False,
 ) -> None:
-    """Write a conversation (default: the family's latest) as JSONL."""
+    """Write a conversation (default: the family's latest) as JSONL.
+
+    Detected secrets are written as placeholders (``[secret:aws_key#1]``)
+    unless ``--with-secrets``; importing such an export stores the placeholders.
+    """
     from lcm.transfer.export import export_lines
 
     with (
@@ -146,7 +156,9 @@ def export_command(
     ):
         tenant_id = tenant_id_for(session, tenant)
         target = _target(session, tenant_id, key, session_id, conversation_id)
-        lines = export_lines(session, services.storage, tenant_id, target, on_progress)
+        lines = export_lines(
+            session, services.storage, tenant_id, target, on_progress, with_secrets=with_secrets
+        )
         if output is None:
             sys.stdout.writelines(lines)
             return

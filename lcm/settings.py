@@ -139,6 +139,9 @@ class CompactionSettings(BaseSettings):
     # merely recent ones. Off by default: the kept prefix then changes with
     # every prompt, which costs the provider's prompt cache.
     prompt_aware_eviction: bool = False
+    # Assembled messages carry placeholders (``[secret:aws_key#1]``) where a
+    # secret was detected; ``pass`` sends the stored text (docs/secrets.md).
+    assemble_secrets: Literal["mask", "pass"] = "mask"
     # Identifiers a prompt names (CONSTANT_CASE, paths, ticket ids) that the
     # assembled window does not show are looked up in the raw history; at most
     # this many matching snippets are added when they fit the budget (0: off).

@@ -238,10 +238,18 @@ class AsyncLcmClient:
         await self.send(calls.erase(key, session_id, conversation_id))
 
     async def export(
-        self, key: str, *, session_id: str | None = None, conversation_id: int | None = None
+        self,
+        key: str,
+        *,
+        session_id: str | None = None,
+        conversation_id: int | None = None,
+        with_secrets: bool = False,
     ) -> str:
-        """The conversation (default: the family's latest) as JSONL text."""
-        return (await self.send(calls.export(key, session_id, conversation_id))).jsonl
+        """The conversation (default: the family's latest) as JSONL text.
+
+        Detected secrets come as placeholders unless ``with_secrets`` (admin scope).
+        """
+        return (await self.send(calls.export(key, session_id, conversation_id, with_secrets))).jsonl
 
     async def import_conversation(
         self, key: str, jsonl: str, *, session_id: str | None = None

@@ -311,8 +311,12 @@ def erase(key: str, session_id: str | None, conversation_id: int | None) -> Call
     return Call("DELETE", path, NoContent, params=params, answers=frozenset({204}), read="none")
 
 
-def export(key: str, session_id: str | None, conversation_id: int | None) -> Call[ExportOut]:
+def export(
+    key: str, session_id: str | None, conversation_id: int | None, with_secrets: bool = False
+) -> Call[ExportOut]:
     params = _one_of(session_id, conversation_id)
+    if with_secrets:
+        params = {**params, "with_secrets": "true"}
     return Call("GET", conversation_path(key, "export"), ExportOut, params=params, read="text")
 
 

@@ -239,10 +239,18 @@ class LcmClient:
         self.send(calls.erase(key, session_id, conversation_id))
 
     def export(
-        self, key: str, *, session_id: str | None = None, conversation_id: int | None = None
+        self,
+        key: str,
+        *,
+        session_id: str | None = None,
+        conversation_id: int | None = None,
+        with_secrets: bool = False,
     ) -> str:
-        """The conversation (default: the family's latest) as JSONL text."""
-        return self.send(calls.export(key, session_id, conversation_id)).jsonl
+        """The conversation (default: the family's latest) as JSONL text.
+
+        Detected secrets come as placeholders unless ``with_secrets`` (admin scope).
+        """
+        return self.send(calls.export(key, session_id, conversation_id, with_secrets)).jsonl
 
     def import_conversation(
         self, key: str, jsonl: str, *, session_id: str | None = None

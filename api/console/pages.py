@@ -102,7 +102,9 @@ def summary(
 ) -> HTMLResponse:
     described = describe_summary(session, console.principal.tenant_id, summary_id)
     sources, source_total = (
-        leaf_sources(session, summary_id, offset) if described.kind == "leaf" else ([], 0)
+        leaf_sources(session, console.principal.tenant_id, summary_id, offset)
+        if described.kind == "leaf"
+        else ([], 0)
     )
     return render(
         request,

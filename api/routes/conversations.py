@@ -143,6 +143,7 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             times=body.include_times,
             replay_to=ReplayTarget(body.provider, body.model),
             cue=cue,
+            tenant_id=caller.tenant_id,
         )
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
     # Built from the domain's typed result: not validated again (see model_response).

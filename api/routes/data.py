@@ -101,24 +101,34 @@ def get_export(
     services: ServicesDep,
     session_id: Annotated[SessionIdText | None, Query()] = None,
     conversation_id: ConversationIdQuery = None,
+    with_secrets: Annotated[bool, Query()] = False,
 ) -> StreamingResponse:
-    """The conversation (default: the family's latest) as JSONL, streamed."""
+    """The conversation (default: the family's latest) as JSONL, streamed.
+
+    Detected secrets are written as placeholders unless ``with_secrets``.
+    """
     if session_id is None and conversation_id is None:
         target = resolve_for_read(session, caller.tenant_id, key)
     else:
         target = conversation_in_family(session, caller.tenant_id, key, session_id, conversation_id)
     return StreamingResponse(
-        _stream(database, services.storage, caller.tenant_id, target.id),
+        _stream(database, services.storage, caller.tenant_id, target.id, with_secrets),
         media_type="application/x-ndjson",
     )
 
 
 def _stream(
-    database: Database, storage: FileStorage, tenant_id: str, conversation_id: int
+    database: Database,
+    storage: FileStorage,
+    tenant_id: str,
+    conversation_id: int,
+    with_secrets: bool,
 ) -> Iterator[str]:
     # Its own session: the response streams after the route's session closed.
     with database.snapshot_session() as session:
-        yield from export_lines(session, storage, tenant_id, conversation_id)
+        yield from export_lines(
+            session, storage, tenant_id, conversation_id, with_secrets=with_secrets
+        )
 
 
 @router.post(

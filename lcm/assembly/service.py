@@ -7,7 +7,8 @@ this module reads only the entries that can matter from the database.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from sqlalchemy.orm import Session
@@ -18,6 +19,7 @@ from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
 from lcm.assembly.repository import AssemblyRepository, Window
 from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, window_entries
+from lcm.secrets import conversation_has_spans, mask_detected, mask_view, message_spans
 from lcm.settings import CompactionSettings
 
 
@@ -47,6 +49,7 @@ def assemble(
     times: bool = False,
     replay_to: ReplayTarget = ReplayTarget(),
     cue: PromptCue | None = None,
+    tenant_id: str | None = None,
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
@@ -58,8 +61,11 @@ def assemble(
     item, every item is read (an old one may be the relevant one) and the
     cue's relevance chooses; a cue's recalled snippets are added when they fit.
     Signed reasoning reaches only the model that wrote it when ``replay_to``
-    names one (:mod:`lcm.assembly.replay`).
+    names one (:mod:`lcm.assembly.replay`). Given the ``tenant_id``, the
+    messages' detected secrets are masked unless ``assemble_secrets`` is
+    ``pass`` (:func:`secret_masking`).
     """
+    mask = secret_masking(session, tenant_id, conversation_id, settings)
     window = AssemblyRepository(session).window(
         conversation_id, token_budget, settings.fresh_tail_count + 1
     )
@@ -68,11 +74,11 @@ def assemble(
     forced = not window.whole or sum(i.token_count for i in window.items) > token_budget
     if cue is None or not (cue.ranks and forced):
         entries, assembled = _from_window(
-            session, conversation_id, window, token_budget, settings, times, replay_to
+            session, conversation_id, window, token_budget, settings, times, replay_to, mask
         )
         relevance = None
     else:
-        entries = without_foreign_reasoning(load_context(session, conversation_id), replay_to)
+        entries = mask(without_foreign_reasoning(load_context(session, conversation_id), replay_to))
         relevance = cue.relevance(entries)
         assembled = assemble_context(
             entries, token_budget, settings, times=times, relevance=relevance
@@ -82,6 +88,9 @@ def assemble(
     recalled = cue.recall(assembled)
     if not recalled:
         return assembled
+    if mask is not _as_stored:
+        # A recalled sentence is cut from a message's content: what it shows is detected again.
+        recalled = [replace(r, text=mask_detected(r.text)) for r in recalled]
     return assemble_context(
         entries, token_budget, settings, times=times, relevance=relevance, recalled=recalled
     )
@@ -95,13 +104,14 @@ def _from_window(
     settings: CompactionSettings,
     times: bool,
     replay_to: ReplayTarget,
+    mask: Masking,
 ) -> tuple[Sequence[ContextEntry], AssembledContext]:
     """Assembled from the window, read further back only when the tail needs it."""
     if not window.items:
         return [], assemble_context([], token_budget, settings, times=times)
     start = window.items[0].ordinal
-    entries = without_foreign_reasoning(
-        window_entries(session, conversation_id, window.items), replay_to
+    entries = mask(
+        without_foreign_reasoning(window_entries(session, conversation_id, window.items), replay_to)
     )
     if window.whole:
         return entries, assemble_context(entries, token_budget, settings, times=times)
@@ -111,13 +121,17 @@ def _from_window(
         # than the whole budget.
         turn = AssemblyRepository(session).latest_turn_start(conversation_id, before=start)
         if turn is not None:
-            entries = without_foreign_reasoning(
-                load_context(session, conversation_id, from_ordinal=turn), replay_to
+            entries = mask(
+                without_foreign_reasoning(
+                    load_context(session, conversation_id, from_ordinal=turn), replay_to
+                )
             )
     assembled = assemble_context(entries, token_budget, settings, times=times)
     if assembled.fresh_tail_count == len(entries):
         # The whole window is fresh tail: it may go on before the window.
-        everything = without_foreign_reasoning(load_context(session, conversation_id), replay_to)
+        everything = mask(
+            without_foreign_reasoning(load_context(session, conversation_id), replay_to)
+        )
         return everything, assemble_context(everything, token_budget, settings, times=times)
     return entries, assembled
 
@@ -125,3 +139,41 @@ def _from_window(
 def _bounds_the_tail(entry: ContextEntry) -> bool:
     """A summary or a turn-starting user message: the fresh tail cannot reach past it."""
     return entry.message is None or entry.message.starts_user_turn
+
+
+Masking = Callable[[Sequence[ContextEntry]], Sequence[ContextEntry]]
+
+
+def _as_stored(entries: Sequence[ContextEntry]) -> Sequence[ContextEntry]:
+    return entries
+
+
+def secret_masking(
+    session: Session, tenant_id: str | None, conversation_id: int, settings: CompactionSettings
+) -> Masking:
+    """What assembly applies to the entries it reads: their messages' secrets masked.
+
+    The entries are never changed (their views are shared through the
+    message cache): a message with spans is replaced by a masked copy. A
+    conversation without any span costs one indexed probe and nothing else.
+    """
+    if (
+        tenant_id is None
+        or settings.assemble_secrets == "pass"
+        or not conversation_has_spans(session, tenant_id, conversation_id)
+    ):
+        return _as_stored
+
+    def masked(entries: Sequence[ContextEntry]) -> Sequence[ContextEntry]:
+        views = [e.message for e in entries if e.message is not None]
+        spans = message_spans(session, tenant_id, [v.id for v in views])
+        if not spans:
+            return entries
+        return [
+            replace(e, message=mask_view(e.message, spans[e.message.id]))
+            if e.message is not None and e.message.id in spans
+            else e
+            for e in entries
+        ]
+
+    return masked

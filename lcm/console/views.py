@@ -27,6 +27,7 @@ from lcm.db.models import Conversation
 from lcm.errors import NotFound
 from lcm.policy.threshold import evaluate_threshold
 from lcm.retrieval.repository import HistoryRepository
+from lcm.secrets import masked_views
 from lcm.settings import CompactionSettings, ModelPrice
 from lcm.tenants.usage import estimate_cost
 
@@ -206,13 +207,18 @@ def message_page(
     last = min(total, first + PAGE_SIZE - 1)
     ids = ConsoleRepository(session).message_ids(conversation.id, first, last)
     views = HistoryRepository(session).message_views(ids)
-    return MessagePage([views[i] for i in ids if i in views], first, last, total, around)
+    # Shown with their detected secrets masked, as every other surface shows them.
+    shown = masked_views(session, conversation.tenant_id, [views[i] for i in ids if i in views])
+    return MessagePage(shown, first, last, total, around)
 
 
-def leaf_sources(session: Session, summary_id: str, offset: int) -> tuple[list[MessageView], int]:
-    """A page of a leaf summary's original messages (with their parts), and how many it has."""
+def leaf_sources(
+    session: Session, tenant_id: str, summary_id: str, offset: int
+) -> tuple[list[MessageView], int]:
+    """A page of a leaf summary's original messages (with their parts, secrets masked), and
+    how many it has."""
     repo = HistoryRepository(session)
     sizes = repo.leaf_messages([summary_id]).get(summary_id, [])
     ids = [m.id for m in sizes[offset : offset + PAGE_SIZE]]
     views = repo.message_views(ids)
-    return [views[i] for i in ids if i in views], len(sizes)
+    return masked_views(session, tenant_id, [views[i] for i in ids if i in views]), len(sizes)

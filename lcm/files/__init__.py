@@ -9,7 +9,7 @@ from lcm.exports import lazy_exports
 if TYPE_CHECKING:
     from lcm.files.extraction import FILE_ID_RE, LargeFileExtractor, PendingFile
     from lcm.files.repository import LargeFileRepository
-    from lcm.files.service import StoredFile, grep_files, load_file, summarize_file
+    from lcm.files.service import FileMatch, StoredFile, grep_files, load_file, summarize_file
     from lcm.files.storage import (
         LOCAL_SCHEME,
         FileStorage,
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FILE_ID_RE",
     "LOCAL_SCHEME",
+    "FileMatch",
     "FileStorage",
     "LargeFileExtractor",
     "LargeFileRepository",
@@ -39,7 +40,13 @@ __getattr__ = lazy_exports(
     {
         "lcm.files.extraction": ("FILE_ID_RE", "LargeFileExtractor", "PendingFile"),
         "lcm.files.repository": ("LargeFileRepository",),
-        "lcm.files.service": ("StoredFile", "grep_files", "load_file", "summarize_file"),
+        "lcm.files.service": (
+            "FileMatch",
+            "StoredFile",
+            "grep_files",
+            "load_file",
+            "summarize_file",
+        ),
         "lcm.files.storage": (
             "LOCAL_SCHEME",
             "FileStorage",

@@ -75,6 +75,7 @@ class FileMatch:
     snippet: str
     created_at: datetime
     text: str = ""  # the whole matching line, for highlighting
+    offset: int = 0  # where the line starts in the file's text (code points), for its spans
 
 
 def load_file(session: Session, storage: FileStorage, tenant_id: str, file_id: str) -> StoredFile:
@@ -232,7 +233,10 @@ def grep_files(
             text = storage.get(row.storage_uri).decode("utf-8", "replace")
         except NotFound:
             continue  # a missing object must not hide matches in the others
-        for number, line in enumerate(text.splitlines(), start=1):
+        start = 0
+        for number, ended in enumerate(text.splitlines(keepends=True), start=1):
+            line, offset = ended.splitlines()[0], start  # the line without its break
+            start += len(ended)
             if number % 1000 == 0 and out_of_time():
                 return found
             if matches(line):
@@ -244,6 +248,7 @@ def grep_files(
                         line[:snippet_chars],
                         row.created_at,
                         line,
+                        offset,
                     )
                 )
                 if len(found) >= limit:

@@ -18,6 +18,7 @@ from lcm.files.service import load_file
 from lcm.files.storage import FileStorage
 from lcm.retrieval.dag_walk import walk
 from lcm.retrieval.repository import HistoryRepository
+from lcm.secrets import file_spans, mask_detected, mask_ranges
 
 SUMMARY_PREFIX = "sum_"
 FILE_PREFIX = "file_"
@@ -127,7 +128,8 @@ def describe_summary(
         session_key=repo.session_key_of(summary.conversation_id),
         kind=summary.kind,
         depth=summary.depth,
-        content=summary.content,
+        # A summary written before masking may quote a secret: what the detector finds is masked.
+        content=mask_detected(summary.content),
         token_count=summary.token_count,
         source_token_count=summary.source_token_count,
         descendant_count=summary.descendant_count,
@@ -164,7 +166,9 @@ def describe_file(
         ext=found.ext,
         byte_size=found.byte_size,
         token_count=found.token_count,
-        exploration_summary=found.exploration_summary,
+        exploration_summary=(
+            None if found.exploration_summary is None else mask_detected(found.exploration_summary)
+        ),
         created_at=found.created_at,
         message_seq=None if found.message_id is None else repo.message_seq(found.message_id),
         cited_by=repo.summaries_citing_file(found.conversation_id, file_id),
@@ -179,6 +183,11 @@ def file_content_page(
     text = stored.content
     end = min(len(text), offset + limit)
     page = text[offset:end] if offset < len(text) else ""
+    spans = file_spans(session, tenant_id, file_id) if page else []
+    if spans:
+        # Masked before it is cut: a secret across the page's edge shows as its placeholder.
+        masked, [(start, stop)] = mask_ranges(text, spans, [(offset, end)])
+        page = masked[start:stop]
     return FileContent(page, offset, len(text), end if end < len(text) else None, stored.encoding)
 
 

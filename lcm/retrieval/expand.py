@@ -1,7 +1,8 @@
 """expand: from summary ids back down to the original messages, within a token cap.
 
 Messages come out in history order, each rebuilt exactly as the gateway sent
-it (``message_to_provider``: the stored string, or the stored blocks). The
+it (``message_to_provider``: the stored string, or the stored blocks) with
+its detected secrets masked (``lcm.secrets.mask_view``). The
 cap is applied to a contiguous prefix: the first message that does not fit
 ends the expansion, and ``omitted`` says what was left out and which leaf
 summaries to expand next to read it.
@@ -21,6 +22,7 @@ from lcm.errors import InvalidInput, NotFound
 from lcm.retrieval.dag_walk import walk
 from lcm.retrieval.grep import message_ref
 from lcm.retrieval.repository import HistoryRepository
+from lcm.secrets import mask_view, message_spans
 
 MAX_SUMMARY_IDS = 50
 _LEAF_CHUNK = 100
@@ -96,6 +98,8 @@ def expand(
         else Omitted()
     )
     views = repo.message_views([mid for mid, _leaf in picked.included])
+    spans = message_spans(session, tenant_id, list(views))
+    views = {mid: mask_view(v, spans[mid]) if mid in spans else v for mid, v in views.items()}
     messages = [
         ExpandedMessage(
             id=mid,

@@ -15,13 +15,14 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session
 
 from lcm.files.repository import LargeFileRepository
-from lcm.files.service import grep_files
+from lcm.files.service import FileMatch, grep_files
 from lcm.files.storage import FileStorage
 from lcm.retrieval.grep import GrepLimits, GrepMatch, GrepQuery, GrepResult
 from lcm.retrieval.query import TextQuery, compile_regex, parse_text_query
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.search_rows import Bounds
 from lcm.retrieval.snippets import build_snippet
+from lcm.secrets import SecretSpan, file_spans, mask_ranges
 
 
 def grep_large_files(
@@ -51,6 +52,7 @@ def grep_large_files(
         and (bounds.before is None or m.created_at < bounds.before)
     ]
     complete = time.monotonic() <= deadline
+    secrets = {f: file_spans(session, bounds.tenant_id, f) for f in {m.file_id for m in found}}
     result = [
         GrepMatch(
             type="file",
@@ -59,7 +61,7 @@ def grep_large_files(
             conversation_id=m.conversation_id,
             seq=None,
             created_at=m.created_at,
-            snippet=build_snippet(m.text, spans(m.text)),
+            snippet=_snippet(m.text, spans(m.text), _on_line(secrets[m.file_id], m)),
             score=None,
             line=m.line,
         )
@@ -68,6 +70,29 @@ def grep_large_files(
     notes = [] if complete else ["time budget reached: results cover the files scanned"]
     notes += _unknown_files(session, conversations, query.file_ids)
     return GrepResult(result, query.mode, query.sort, complete, None, notes)
+
+
+def _on_line(spans: list[SecretSpan], match: FileMatch) -> list[SecretSpan]:
+    """The file's spans that reach into the matched line, moved onto it (clipped to it)."""
+    start, end = match.offset, match.offset + len(match.text)
+    return [
+        SecretSpan(
+            None,
+            max(s.offset, start) - start,
+            min(s.end, end) - max(s.offset, start),
+            s.kind,
+            s.ordinal,
+        )
+        for s in spans
+        if s.offset < end and s.end > start
+    ]
+
+
+def _snippet(line: str, matched: list[tuple[int, int]], secrets: list[SecretSpan]) -> str:
+    """The line's snippet, cut from the line with its secrets masked."""
+    if secrets:
+        line, matched = mask_ranges(line, secrets, matched)
+    return build_snippet(line, matched)
 
 
 def _unknown_files(

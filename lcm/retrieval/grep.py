@@ -34,6 +34,7 @@ from lcm.retrieval.ranking_sql import MIN_EXPONENT, Target
 from lcm.retrieval.search_repository import SearchRepository, is_timeout, refuse_timeout
 from lcm.retrieval.search_rows import Bounds, SearchRow, Sort
 from lcm.retrieval.snippets import build_snippet
+from lcm.secrets import SecretSpan, content_masks, detect, mask_ranges
 
 Mode = Literal["regex", "full_text"]
 Scope = Literal["messages", "summaries", "both", "files"]
@@ -166,9 +167,11 @@ def _full_text(
     # Each target returned its own best `limit`; the merged best are among them.
     rows = sorted(rows, key=_sort_key(query.sort), reverse=True)[: query.limit]
     pattern = highlight_pattern(text_query)
-    matches = [
-        _match(row, [m.span() for m in _first(pattern.finditer(row.content), 20)]) for row in rows
-    ]
+    matches = _matches(
+        repo.session,
+        bounds.tenant_id,
+        [(row, [m.span() for m in _first(pattern.finditer(row.content), 20)]) for row in rows],
+    )
     return GrepResult(matches, "full_text", query.sort)
 
 
@@ -217,7 +220,9 @@ def _regex(
         complete = False
     ranked = sorted(best, key=lambda e: (e[0], e[1]), reverse=True)
     notes = [] if complete else ["time budget reached: results cover the newest rows scanned"]
-    matches = [_match(row, spans) for _key, _order, row, spans in ranked]
+    matches = _matches(
+        repo.session, bounds.tenant_id, [(row, spans) for _key, _order, row, spans in ranked]
+    )
     return GrepResult(matches, "regex", query.sort, complete, scanned, notes)
 
 
@@ -255,7 +260,31 @@ def _sort_key(sort: Sort) -> Callable[[SearchRow], tuple[Any, ...]]:
     return key
 
 
-def _match(row: SearchRow, spans: list[tuple[int, int]]) -> GrepMatch:
+def _matches(
+    session: Session, tenant_id: str, found: list[tuple[SearchRow, list[tuple[int, int]]]]
+) -> list[GrepMatch]:
+    """The hits as matches, each snippet cut from the text with its secrets masked.
+
+    A message's secrets are its stored spans; a summary's are whatever the
+    detector finds (a summary written before masking may quote one).
+    """
+    masks = content_masks(
+        session, tenant_id, [int(row.id) for row, _ in found if row.target == "message"]
+    )
+    matches = []
+    for row, spans in found:
+        if row.target == "message":
+            secrets = masks.get(int(row.id), [])
+        else:
+            secrets = [SecretSpan(None, f.start, f.length, f.kind, 0) for f in detect(row.content)]
+        content = row.content
+        if secrets:
+            content, spans = mask_ranges(content, secrets, spans)
+        matches.append(_match(row, content, spans))
+    return matches
+
+
+def _match(row: SearchRow, content: str, spans: list[tuple[int, int]]) -> GrepMatch:
     ref = message_ref(int(row.id)) if row.target == "message" else str(row.id)
     return GrepMatch(
         type=row.target,
@@ -264,7 +293,7 @@ def _match(row: SearchRow, spans: list[tuple[int, int]]) -> GrepMatch:
         conversation_id=row.conversation_id,
         seq=row.seq,
         created_at=row.created_at,
-        snippet=build_snippet(row.content, spans),
+        snippet=build_snippet(content, spans),
         score=None if row.score is None else round(row.score, 6),
         role=row.role,
         kind=row.kind,

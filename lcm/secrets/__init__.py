@@ -13,6 +13,7 @@ if TYPE_CHECKING:
         content_spans,
         mask_message,
         mask_parts,
+        mask_ranges,
         mask_text,
         placeholder,
     )
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
         message_texts,
         record_secrets,
     )
+    from lcm.secrets.views import (
+        conversation_has_spans,
+        file_spans,
+        mask_stored,
+        mask_values,
+        mask_view,
+        masked_views,
+        message_spans,
+        secret_values,
+    )
 
 __all__ = [
     "DEFAULT_SCAN",
@@ -36,14 +47,23 @@ __all__ = [
     "SecretSpanRepository",
     "content_masks",
     "content_spans",
+    "conversation_has_spans",
     "detect",
+    "file_spans",
     "mask_detected",
     "mask_message",
     "mask_parts",
+    "mask_ranges",
+    "mask_stored",
     "mask_text",
+    "mask_values",
+    "mask_view",
+    "masked_views",
+    "message_spans",
     "message_texts",
     "placeholder",
     "record_secrets",
+    "secret_values",
 ]
 
 __getattr__ = lazy_exports(
@@ -53,7 +73,10 @@ __getattr__ = lazy_exports(
         "lcm.secrets.masking": (
             "SecretSpan",
             "content_spans",
+            "conversation_has_spans",
+            "file_spans",
             "mask_message",
+            "mask_ranges",
             "mask_parts",
             "mask_text",
             "placeholder",
@@ -67,6 +90,17 @@ __getattr__ = lazy_exports(
             "mask_detected",
             "message_texts",
             "record_secrets",
+        ),
+        "lcm.secrets.views": (
+            "conversation_has_spans",
+            "file_spans",
+            "file_spans",
+            "mask_stored",
+            "mask_values",
+            "mask_view",
+            "masked_views",
+            "message_spans",
+            "secret_values",
         ),
     },
 )

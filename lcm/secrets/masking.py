@@ -100,3 +100,46 @@ def content_spans(part_lengths: Sequence[int], spans: Iterable[SecretSpan]) -> l
         for s in spans
         if s.part in starts
     ]
+
+
+def mask_ranges(
+    text: str, spans: Iterable[SecretSpan], ranges: Sequence[tuple[int, int]]
+) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` masked, and ``ranges`` (offsets into ``text``) moved onto the masked text.
+
+    A range reaching into a secret widens to its whole placeholder, so a
+    snippet cut around a match never shows part of a secret: it is cut from
+    the masked text.
+    """
+    # The masked ranges as (start, end) in the original and in the masked text.
+    moved: list[tuple[int, int, int, int]] = []
+    out: list[str] = []
+    at = 0
+    for span in sorted(
+        (s for s in spans if s.length > 0 and s.offset < len(text)),
+        key=lambda s: (s.offset, -s.length),
+    ):
+        if span.end <= at:
+            continue
+        if span.offset >= at:
+            out.append(text[at : span.offset])
+            new_start = sum(map(len, out))
+            out.append(span.placeholder)
+            moved.append((span.offset, span.end, new_start, new_start + len(span.placeholder)))
+        else:  # overlaps the previous one: the masked range grows, its placeholder does not
+            start, _end, new_start, new_end = moved[-1]
+            moved[-1] = (start, span.end, new_start, new_end)
+        at = max(at, min(span.end, len(text)))
+    out.append(text[at:])
+
+    def where(offset: int, is_end: bool) -> int:
+        shift = 0
+        for start, end, new_start, new_end in moved:
+            if offset <= start or (is_end and offset == start):
+                break
+            if offset < end:
+                return new_end if is_end else new_start
+            shift = new_end - end
+        return offset + shift
+
+    return "".join(out), [(where(s, False), where(e, True)) for s, e in ranges]

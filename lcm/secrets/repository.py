@@ -53,6 +53,20 @@ class SecretSpanRepository:
             or 0
         )
 
+    def any_in_conversation(self, tenant_id: str, conversation_id: int) -> bool:
+        """One probe of the (conversation, fingerprint) index."""
+        return (
+            self.session.scalar(
+                select(SecretSpanRow.id)
+                .where(
+                    SecretSpanRow.tenant_id == tenant_id,
+                    SecretSpanRow.conversation_id == conversation_id,
+                )
+                .limit(1)
+            )
+            is not None
+        )
+
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.session.connection().execute(insert(SPANS), list(rows))

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from lcm.cursors import decode_cursor, encode_cursor
 from lcm.db.models import Message
 from lcm.errors import InvalidInput
+from lcm.secrets import content_masks, mask_text
 from lcm.status.repository import BrowseRepository
 
 _CURSOR_PREFIX = "m1:"
@@ -102,13 +103,13 @@ def message_page(session: Session, conversation_id: int, wanted: MessageFilter) 
             limit=wanted.tail,
             newest_first=True,
         )
-        return MessagePage([_row(m) for m in reversed(rows)], None)
+        return MessagePage(_rows(session, list(reversed(rows))), None)
     after = decode_message_cursor(wanted.cursor) if wanted.cursor else None
     # One row more than asked tells whether another page exists.
     rows = repo.messages(
         conversation_id, after_seq=after, role=wanted.role, since=since, limit=wanted.limit + 1
     )
-    page = [_row(m) for m in rows[: wanted.limit]]
+    page = _rows(session, rows[: wanted.limit])
     more = len(rows) > wanted.limit
     return MessagePage(page, encode_message_cursor(page[-1].seq) if more else None)
 
@@ -153,10 +154,21 @@ def database_status(session: Session, now: datetime | None = None) -> DatabaseSt
     )
 
 
-def _row(message: Message) -> MessageRow:
-    return MessageRow(
-        message.seq, message.role, message.created_at, message.token_count, message.content
+def _rows(session: Session, messages: list[Message]) -> list[MessageRow]:
+    """The messages as rows, their detected secrets masked (one query for the page)."""
+    masks = (
+        content_masks(session, messages[0].tenant_id, [m.id for m in messages]) if messages else {}
     )
+    return [
+        MessageRow(
+            m.seq,
+            m.role,
+            m.created_at,
+            m.token_count,
+            mask_text(m.content, masks[m.id]) if m.id in masks else m.content,
+        )
+        for m in messages
+    ]
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -25,6 +25,14 @@ from lcm.db.models import (
 from lcm.errors import NotFound
 from lcm.files.storage import FileStorage
 from lcm.progress import OnProgress, no_progress
+from lcm.secrets import (
+    SecretSpan,
+    file_spans,
+    mask_detected,
+    mask_stored,
+    mask_text,
+    message_spans,
+)
 from lcm.transfer.records import (
     ContextItemRecord,
     ConversationRecord,
@@ -44,12 +52,19 @@ def export_lines(
     tenant_id: str,
     conversation_id: int,
     on_progress: OnProgress = no_progress,
+    *,
+    with_secrets: bool = False,
 ) -> Iterator[str]:
     """The conversation as JSONL lines (each ends with a newline).
 
     ``on_progress`` hears of the messages written so far, out of all of them
     (the rest of an export, summaries and context items, is small beside them).
+    Detected secrets are masked (their placeholders written in their place:
+    an import of such an export stores the placeholders) unless
+    ``with_secrets``: messages through their spans (one query a batch),
+    UTF-8 files through theirs, summaries and file summaries by detection.
     """
+    masked = not with_secrets
     conversation = ConversationRepository(session).get(tenant_id, conversation_id)
     if conversation is None:
         raise NotFound(f"no conversation {conversation_id}")
@@ -65,27 +80,39 @@ def export_lines(
     total, done = repo.message_count(conversation_id), 0
     on_progress(done, total)
     for batch in repo.message_batches(conversation_id, EXPORT_BATCH):
+        spans = message_spans(session, tenant_id, [m.id for m, _ in batch]) if masked else {}
         for message, parts in batch:
-            yield _line(_message_record(message, parts))
+            yield _line(_message_record(message, parts, spans.get(message.id, [])))
         done += len(batch)
         on_progress(done, max(done, total))
     seqs = repo.seqs_by_id(conversation_id)
     for file in repo.files(conversation_id):
-        yield _line(_file_record(file, storage.get(file.storage_uri), seqs))
+        record = _file_record(file, storage.get(file.storage_uri), seqs)
+        if masked:
+            record = _masked_file(session, tenant_id, file.id, record)
+        yield _line(record)
     message_links = repo.message_links(conversation_id)
     parent_links = repo.parent_links(conversation_id)
     for summary in repo.summaries(conversation_id):
         seqs_of = [seqs[m] for m in message_links.get(summary.id, [])]
-        yield _line(_summary_record(summary, seqs_of, parent_links.get(summary.id, [])))
+        written = _summary_record(summary, seqs_of, parent_links.get(summary.id, []))
+        if masked:  # one written before masking may quote a secret
+            written = written.model_copy(update={"content": mask_detected(written.content)})
+        yield _line(written)
     for item in repo.context_items(conversation_id):
         yield _line(_context_record(item, seqs))
 
 
-def _message_record(message: Message, parts: Sequence[MessagePart]) -> MessageRecord:
+def _message_record(
+    message: Message, parts: Sequence[MessagePart], spans: Sequence[SecretSpan] = ()
+) -> MessageRecord:
+    content, texts, payloads = message.content, [p.text for p in parts], [p.payload for p in parts]
+    if spans:
+        content, texts, payloads = mask_stored(content, texts, payloads, spans)
     return MessageRecord(
         seq=message.seq,
         role=message.role,
-        content=message.content,
+        content=content,
         content_shape=message.content_shape,
         token_count=message.token_count,
         created_at=message.created_at,
@@ -96,11 +123,11 @@ def _message_record(message: Message, parts: Sequence[MessagePart]) -> MessageRe
             PartRecord(
                 ordinal=p.ordinal,
                 part_type=p.part_type,
-                text=p.text,
+                text=text,
                 tool_call_id=p.tool_call_id,
-                payload=p.payload,
+                payload=payload,
             )
-            for p in parts
+            for p, text, payload in zip(parts, texts, payloads, strict=True)
         ],
     )
 
@@ -159,3 +186,14 @@ def _file_record(file: LargeFile, data: bytes, seqs: dict[int, int]) -> FileReco
         encoding=encoding,
         content=content,
     )
+
+
+def _masked_file(session: Session, tenant_id: str, file_id: str, record: FileRecord) -> FileRecord:
+    """A file record with its text's spans and its summary's detected secrets masked."""
+    update: dict[str, Any] = {}
+    if record.exploration_summary:
+        update["exploration_summary"] = mask_detected(record.exploration_summary)
+    spans = file_spans(session, tenant_id, file_id) if record.encoding == "utf-8" else []
+    if spans:
+        update["content"] = mask_text(record.content, spans)
+    return record.model_copy(update=update) if update else record
