@@ -211,6 +211,10 @@ def test_a_single_pass_sweep_takes_few_statements_and_commits(
     assert step.action == "done", step
     assert step.outcome is not None
     assert step.outcome.kind == "leaf"
-    expected = 8 if db.dialect == "postgresql" else 13
+    # Two short reads of their own beside the pass: the chain's first pass
+    # looks for pending summary surgery, and a leaf pass reads its messages'
+    # secret spans (the model never sees a secret). One statement and one
+    # commit each.
+    expected = 10 if db.dialect == "postgresql" else 15
     assert len(statements) == expected, statements
-    assert len(commits) == 3
+    assert len(commits) == 5, statements

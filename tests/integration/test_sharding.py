@@ -63,6 +63,7 @@ KNOWN_VIOLATIONS = {
     "summaries: primary key (id)",
     "summary_messages: primary key (summary_id, message_id)",
     "summary_parents: primary key (summary_id, parent_id)",
+    "summary_operations: primary key (id)",
     "turn_commits: primary key (id)",
     "context_items: unique (conversation_id, ordinal)",
     "message_parts: unique (message_id, ordinal)",
@@ -87,6 +88,7 @@ KNOWN_VIOLATIONS = {
     "summaries: foreign key (conversation_id) -> conversations(id)",
     "summary_parents: foreign key (parent_id) -> summaries(id)",
     "summary_parents: foreign key (summary_id) -> summaries(id)",
+    "summary_operations: foreign key (conversation_id) -> conversations(id)",
     "turn_commits: foreign key (conversation_id) -> conversations(id)",
 }
 
