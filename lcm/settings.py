@@ -12,14 +12,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lcm.model_prices import DEFAULT_MODEL_PRICES as DEFAULT_MODEL_PRICES
+from lcm.model_prices import ModelPrice as ModelPrice
 from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
 from lcm.override_rules import ModelOverride as ModelOverride
 from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
 from lcm.session_globs import session_pattern_problem
 from lcm.summary_rules import SummaryModelRule, SummaryProviderName
+from lcm.tenant_limits import TenantLimits as TenantLimits
 from lcm.timezones import is_timezone
 
 
@@ -183,53 +186,10 @@ class CompactionSettings(BaseSettings):
         return max(self.condensed_target_tokens, min(self.leaf_chunk_tokens, pressure_half))
 
 
-class TenantLimits(BaseSettings):
-    """What one tenant may use: request rate and stored data (0 or None: unlimited).
-
-    Deployment defaults here; a tenant's overrides (``PATCH /v1/tenant/settings``)
-    layer on top, like the compaction knobs.
-    """
-
-    model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
-
-    # Token bucket per tenant: refilled at ``rate_limit_per_second``, holding
-    # at most ``rate_limit_burst`` requests (default: one second's worth).
-    rate_limit_per_second: float | None = Field(None, ge=0, le=1_000_000)
-    rate_limit_burst: int | None = Field(None, ge=0, le=1_000_000)
-    # Stored messages and large-file bytes; a batch that would pass a quota
-    # is refused whole (429 / 413 ``quota_exceeded``).
-    max_stored_messages: int | None = Field(None, ge=0, le=10**15)
-    max_file_bytes: int | None = Field(None, ge=0, le=10**18)
-    # LLM tokens (input + output, summaries and expand-query) per UTC day.
-    # Once spent, compaction goes on with the offline extractive summarizer
-    # (summaries marked degraded "budget") and expand-query answers 429.
-    llm_daily_token_budget: int | None = Field(None, ge=0, le=10**15)
-
-
 class TenantSettings(CompactionSettings, TenantLimits):
     """Everything a tenant may override: the shape of ``PATCH /v1/tenant/settings``."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
-
-
-class ModelPrice(BaseModel):
-    """List price of one model, US dollars per million tokens."""
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-
-
-# Anthropic list prices when this was written; ``LCM_MODEL_PRICES`` (JSON)
-# replaces the table. A dated model id (``claude-haiku-4-5-20251001``) is
-# priced by its longest listed prefix.
-DEFAULT_MODEL_PRICES = {
-    "claude-haiku-4-5": ModelPrice(input_per_mtok=1.0, output_per_mtok=5.0),
-    "claude-sonnet-4-5": ModelPrice(input_per_mtok=3.0, output_per_mtok=15.0),
-    "claude-sonnet-4": ModelPrice(input_per_mtok=3.0, output_per_mtok=15.0),
-    "claude-opus-4-5": ModelPrice(input_per_mtok=5.0, output_per_mtok=25.0),
-    "claude-opus-4-1": ModelPrice(input_per_mtok=15.0, output_per_mtok=75.0),
-    "claude-3-5-haiku": ModelPrice(input_per_mtok=0.8, output_per_mtok=4.0),
-}
 
 
 class Settings(TenantSettings):
