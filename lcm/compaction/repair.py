@@ -27,6 +27,7 @@ from lcm.compaction.repair_repository import RepairRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.source import render_messages, render_summaries
 from lcm.context_store.repository import summary_view
+from lcm.db.models import Summary
 from lcm.errors import ContextChanged, StaleLease, SummarizerError
 from lcm.secrets.service import content_masks
 from lcm.settings import CompactionSettings
@@ -58,12 +59,7 @@ class SummaryRepair:
             summary = repo.next_to_repair(conversation_id)
             if summary is None:
                 return None
-            if summary.kind == "leaf":  # masked, as a pass's input is
-                messages = repo.source_messages(summary.id)
-                masks = content_masks(session, summary.tenant_id, [m.id for m in messages])
-                text = render_messages(messages, timezone=timezone, masks=masks)
-            else:
-                text = render_summaries(repo.source_summaries(summary.id), timezone)
+            text = sources_text(session, summary, timezone)
             return RepairTarget(
                 summary.id,
                 summary.kind,
@@ -156,3 +152,16 @@ class SummaryRepair:
             sum(u.input_tokens for u in result.usage),
             sum(u.output_tokens for u in result.usage),
         )
+
+
+def sources_text(session: Session, summary: Summary, timezone: str) -> str:
+    """The summarizer's input for writing ``summary`` again from its sources.
+
+    Masked, as a pass's input is: the text leaves for a third-party model.
+    """
+    repo = RepairRepository(session)
+    if summary.kind == "leaf":
+        messages = repo.source_messages(summary.id)
+        masks = content_masks(session, summary.tenant_id, [m.id for m in messages])
+        return render_messages(messages, timezone=timezone, masks=masks)
+    return render_summaries(repo.source_summaries(summary.id), timezone)

@@ -29,16 +29,15 @@ from sqlalchemy.orm import Session
 from lcm.assembly import summary_context_tokens
 from lcm.compaction.debt_repository import Claim
 from lcm.compaction.engine import CompactionEngine, FenceCheck, PassOutcome, record_pass
+from lcm.compaction.repair import sources_text
 from lcm.compaction.repair_repository import RepairRepository
 from lcm.compaction.repository import CompactionRepository
-from lcm.compaction.source import render_messages, render_summaries
 from lcm.compaction.steps import Step, StepAction
 from lcm.compaction.surgery_repository import DONE, FAILED, PENDING, SurgeryRepository
 from lcm.compaction.sweep import ChainPosition
 from lcm.context_store.repository import summary_view
 from lcm.db.models import ContextItem, Summary, SummaryOperation, utcnow
 from lcm.errors import ContextChanged, StaleLease
-from lcm.secrets.service import content_masks
 from lcm.settings import CompactionSettings
 from lcm.summarize.summarizer import SummaryResult
 from lcm.timezones import DEFAULT_TIMEZONE
@@ -131,13 +130,7 @@ class SummarySurgery:
                 )
             text = ""
             if operation.action == "rewrite":
-                sources = RepairRepository(session)
-                if summary.kind == "leaf":  # masked, as a pass's input is
-                    messages = sources.source_messages(summary.id)
-                    masks = content_masks(session, summary.tenant_id, [m.id for m in messages])
-                    text = render_messages(messages, timezone=timezone, masks=masks)
-                else:
-                    text = render_summaries(sources.source_summaries(summary.id), timezone)
+                text = sources_text(session, summary, timezone)
             return SurgeryTarget(
                 operation.id,
                 operation.action,
