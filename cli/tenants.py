@@ -12,11 +12,11 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from cli.common import JsonOpt, in_session, out, setting_assignment
-from lcm.tenants.keys import SCOPES, IssuedKey, KeyInfo
+from lcm.tenants.keys import DEFAULT_SCOPES, IssuedKey, KeyInfo
 
 tenant_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 key_app = typer.Typer(
-    help="API keys (each with scopes: ingest, read, admin).", no_args_is_help=True
+    help="API keys (each with scopes: ingest, read, admin, secrets).", no_args_is_help=True
 )
 
 TenantArg = Annotated[str, typer.Argument(help="Tenant name.")]
@@ -105,7 +105,10 @@ def key_create(
     name: Annotated[str, typer.Option(help="What the key is for.")] = "default",
     scope: Annotated[
         list[str] | None,
-        typer.Option(help="ingest, read or admin; repeat for several (default: all)."),
+        typer.Option(
+            help="ingest, read, admin or secrets; repeat for several "
+            "(default: ingest, read, admin)."
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -113,7 +116,7 @@ def key_create(
     from lcm.tenants.keys import issue_key
     from lcm.tenants.service import tenant_by_name
 
-    scopes = scope or list(SCOPES)
+    scopes = scope or list(DEFAULT_SCOPES)
     _print_issued(
         in_session(lambda s: issue_key(s, tenant_by_name(s, tenant), name, scopes)), as_json
     )

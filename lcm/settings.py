@@ -313,13 +313,13 @@ class Settings(TenantSettings):
     # timeout while it writes); usage is asked for in the stream's last chunk.
     openai_stream: bool = False
 
-    # Secrets (lcm/secrets): detect them in stored text at ingest, import and
-    # large-file storage, and record where they sit (secret_spans). The key
-    # makes the spans' fingerprints (a value's keyed hash, never the value);
-    # unset, they are keyed by the tenant id, which a database reader could
-    # use to confirm a guessed value.
+    # Secrets (lcm/secrets): detect them in stored text, record where they sit
+    # (secret_spans). The key makes the spans' fingerprints (unset: keyed by the
+    # tenant id, which lets a database reader confirm a guessed value). Audit
+    # rows of reads of originals (secret_reads) are kept this many days.
     secrets_detection: bool = True
     secrets_fingerprint_key: SecretStr | None = None
+    secrets_reads_retention_days: int = Field(365, ge=1)
 
     # Large files and transcripts. Large files live outside the database, in
     # this directory (default: $LCM_HOME/files; shared by the API and workers).

@@ -18,8 +18,15 @@ from lcm.assembly.recall import RecalledSnippet
 from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
 from lcm.assembly.repository import AssemblyRepository, Window
 from lcm.context import ContextEntry
-from lcm.context_store.repository import load_context, window_entries
-from lcm.secrets import conversation_has_spans, mask_detected, mask_view, message_spans
+from lcm.context_store.repository import load_context, load_message_views, window_entries
+from lcm.message_cache import MESSAGE_CACHE, MessageCache
+from lcm.secrets import (
+    conversation_has_spans,
+    mask_detected,
+    mask_view,
+    message_spans,
+    stale_views,
+)
 from lcm.settings import CompactionSettings
 
 
@@ -169,6 +176,7 @@ def secret_masking(
         spans = message_spans(session, tenant_id, [v.id for v in views])
         if not spans:
             return entries
+        entries = _refreshed(session, conversation_id, entries, stale_views(views, spans))
         return [
             replace(e, message=mask_view(e.message, spans[e.message.id]))
             if e.message is not None and e.message.id in spans
@@ -177,3 +185,25 @@ def secret_masking(
         ]
 
     return masked
+
+
+def _refreshed(
+    session: Session, conversation_id: int, entries: Sequence[ContextEntry], stale: list[int]
+) -> Sequence[ContextEntry]:
+    """``entries`` with the messages in ``stale`` read again (and cached again).
+
+    A message whose secret was erased after this process cached its view
+    (``lcm.secrets.stale_views``): the cache would serve the original text.
+    """
+    if not stale:
+        return entries
+    fresh = load_message_views(session, stale)
+    cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
+    if cache is not None:
+        cache.put_many(conversation_id, fresh)
+    return [
+        replace(e, message=fresh[e.message.id])
+        if e.message is not None and e.message.id in fresh
+        else e
+        for e in entries
+    ]

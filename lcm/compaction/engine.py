@@ -39,7 +39,7 @@ from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.secrets.masking import SecretSpan
-from lcm.secrets.service import content_masks, mask_detected
+from lcm.secrets.service import content_masks, erased_since, mask_detected
 from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
@@ -187,11 +187,14 @@ class CompactionEngine:
         One short read before the call (none for a condensed pass, which reads
         summaries written from masked text).
         """
-        ids = [e.message.id for e in plan.entries if e.message is not None]
-        if not ids:
+        views = {e.message.id: e.message for e in plan.entries if e.message is not None}
+        if not views:
             return {}
         with self.reads() as session:
-            return content_masks(session, tenant_id, ids)
+            masks = content_masks(session, tenant_id, list(views))
+        if (erased := erased_since(views, masks)) is not None:  # spans moved by an erasure
+            raise ContextChanged(f"a secret of message {erased} was erased meanwhile")
+        return masks
 
     def summarize(
         self,

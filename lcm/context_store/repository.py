@@ -55,7 +55,11 @@ def load_context(
     params = {"conversation_id": conversation_id, "from_ordinal": from_ordinal or 0}
     rows: Sequence[Any] = _LOAD_CONTEXT.run(session, params).all()
     cache: MessageCache | None = session.info.get(MESSAGE_CACHE)
-    messages = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
+    cached = cache.get_many(r[2] for r in rows if r[2] is not None) if cache else {}
+    # An erased secret (lcm.secret_access) rewrites a message's text in place,
+    # maybe in another process: a cached view whose content is no longer the
+    # row's (read in the same statement) is built again.
+    messages = {r[2]: cached[r[2]] for r in rows if r[2] in cached and cached[r[2]].content == r[7]}
     pending = [r[_MESSAGE_AT] for r in rows if r[2] is not None and r[2] not in messages]
     built = _message_views(session, pending)
     if cache is not None and built:

@@ -18,10 +18,13 @@ if TYPE_CHECKING:
     from lcm.retrieval.describe import (
         DEFAULT_FILE_PAGE_CHARS,
         MAX_FILE_PAGE_CHARS,
+        FileDescription,
+        SummaryDescription,
         describe_file,
         describe_summary,
         file_content_page,
     )
+    from lcm.retrieval.expand import Expansion
     from lcm.retrieval.expansion import (
         ExpansionCaller,
         abandon_expand_query,
@@ -41,14 +44,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_FILE_PAGE_CHARS",
-    "MAX_FILE_PAGE_CHARS",
     "ExpandQueryRequest",
+    "Expansion",
     "ExpansionCaller",
+    "FileDescription",
     "GrantEnded",
     "GrepQuery",
     "GrepResult",
     "HistoryRepository",
+    "MAX_FILE_PAGE_CHARS",
     "ScopeSelector",
+    "SummaryDescription",
     "Usage",
     "abandon_expand_query",
     "answer_granted_query",
@@ -78,11 +84,13 @@ __getattr__ = lazy_exports(
         "lcm.retrieval.describe": (
             "DEFAULT_FILE_PAGE_CHARS",
             "MAX_FILE_PAGE_CHARS",
+            "FileDescription",
+            "SummaryDescription",
             "describe_file",
             "describe_summary",
             "file_content_page",
         ),
-        "lcm.retrieval.expand": ("expand",),
+        "lcm.retrieval.expand": ("Expansion", "expand"),
         "lcm.retrieval.expansion": (
             "ExpansionCaller",
             "abandon_expand_query",

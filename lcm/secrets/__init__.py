@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from lcm.secrets.masking import (
         SecretSpan,
         content_spans,
+        is_placeholder,
         mask_message,
         mask_parts,
         mask_ranges,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         ScannedText,
         SecretScan,
         content_masks,
+        erased_since,
         mask_detected,
         message_texts,
         record_secrets,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         masked_views,
         message_spans,
         secret_values,
+        stale_views,
     )
 
 __all__ = [
@@ -49,7 +52,9 @@ __all__ = [
     "content_spans",
     "conversation_has_spans",
     "detect",
+    "erased_since",
     "file_spans",
+    "is_placeholder",
     "mask_detected",
     "mask_message",
     "mask_parts",
@@ -64,6 +69,7 @@ __all__ = [
     "placeholder",
     "record_secrets",
     "secret_values",
+    "stale_views",
 ]
 
 __getattr__ = lazy_exports(
@@ -75,6 +81,7 @@ __getattr__ = lazy_exports(
             "content_spans",
             "conversation_has_spans",
             "file_spans",
+            "is_placeholder",
             "mask_message",
             "mask_ranges",
             "mask_parts",
@@ -87,6 +94,7 @@ __getattr__ = lazy_exports(
             "ScannedText",
             "SecretScan",
             "content_masks",
+            "erased_since",
             "mask_detected",
             "message_texts",
             "record_secrets",
@@ -101,6 +109,7 @@ __getattr__ = lazy_exports(
             "masked_views",
             "message_spans",
             "secret_values",
+            "stale_views",
         ),
     },
 )

@@ -8,6 +8,7 @@ key from another and refer to "the key". Offsets count code points (Python
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ class SecretSpan:
     length: int
     kind: str
     ordinal: int
+    # Erased by an admin: the stored text holds the placeholder here now.
+    erased: bool = False
 
     @property
     def end(self) -> int:
@@ -29,6 +32,14 @@ class SecretSpan:
     @property
     def placeholder(self) -> str:
         return placeholder(self.kind, self.ordinal)
+
+
+_PLACEHOLDER = re.compile(r"\[secret:[A-Za-z0-9_.-]+(?:#\d+)?\]")
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether ``text`` is exactly one placeholder (what an erased span covers)."""
+    return _PLACEHOLDER.fullmatch(text) is not None
 
 
 def placeholder(kind: str, ordinal: int) -> str:
@@ -96,7 +107,7 @@ def content_spans(part_lengths: Sequence[int], spans: Iterable[SecretSpan]) -> l
             starts[ordinal] = at
             at += length + 1
     return [
-        SecretSpan(None, starts[s.part] + s.offset, s.length, s.kind, s.ordinal)
+        SecretSpan(None, starts[s.part] + s.offset, s.length, s.kind, s.ordinal, s.erased)
         for s in spans
         if s.part in starts
     ]

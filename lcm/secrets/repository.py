@@ -121,4 +121,6 @@ class SecretSpanRepository:
 
 
 def _span(row: SecretSpanRow) -> SecretSpan:
-    return SecretSpan(row.part, row.char_offset, row.char_length, row.kind, row.ordinal)
+    return SecretSpan(
+        row.part, row.char_offset, row.char_length, row.kind, row.ordinal, row.erased_at is not None
+    )

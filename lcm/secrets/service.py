@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy.orm import Session
 
+from lcm.context import MessageView
 from lcm.secrets.detector import detect
-from lcm.secrets.masking import SecretSpan, content_spans, mask_text
+from lcm.secrets.masking import SecretSpan, content_spans, is_placeholder, mask_text
 from lcm.secrets.repository import SecretSpanRepository
 from lcm.settings import Settings
 
@@ -150,6 +151,24 @@ def content_masks(
         message_id: content_spans(lengths.get(message_id, []), spans)
         for message_id, spans in by_message.items()
     }
+
+
+def erased_since(
+    views: Mapping[int, MessageView], masks: Mapping[int, Sequence[SecretSpan]]
+) -> int | None:
+    """A message of ``views`` read before one of its secrets was erased, if any.
+
+    An erasure (``lcm.secret_access``) writes the placeholder into the stored
+    text and moves the spans onto it: ``masks`` (content spans read after
+    it) then point into the new text while the view still holds the
+    original, and masking one with the other could show the secret. A pass
+    gives up on such a plan (it runs again on the new text).
+    """
+    for message_id, spans in masks.items():
+        content = views[message_id].content
+        if any(s.erased and not is_placeholder(content[s.offset : s.end]) for s in spans):
+            return message_id
+    return None
 
 
 def mask_detected(text: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from lcm.context import MessageView
-from lcm.secrets.masking import SecretSpan, content_spans, mask_text
+from lcm.secrets.masking import SecretSpan, content_spans, is_placeholder, mask_text
 from lcm.secrets.repository import SecretSpanRepository
 
 
@@ -49,6 +49,30 @@ def masked_views(
     """``views`` with the secrets of those that have spans masked (new views; cached ones kept)."""
     spans = message_spans(session, tenant_id, [v.id for v in views])
     return [mask_view(v, spans[v.id]) if v.id in spans else v for v in views]
+
+
+def stale_views(
+    views: Sequence[MessageView], spans: Mapping[int, Sequence[SecretSpan]]
+) -> list[int]:
+    """Ids of ``views`` built before one of their secrets was erased.
+
+    An erasure writes the placeholder into the stored text and moves the
+    spans onto it; a view kept in a process's cache from before shows
+    something else at an erased span (the original), and must be read again.
+    """
+    stale = []
+    for view in views:
+        for span in spans.get(view.id, ()):
+            if not span.erased or span.part is None:
+                continue
+            if span.part < len(view.parts):
+                text: str | None = view.parts[span.part].text
+            else:
+                text = view.content if span.part == 0 and not view.parts else None
+            if text is None or not is_placeholder(text[span.offset : span.end]):
+                stale.append(view.id)
+                break
+    return stale
 
 
 def mask_view(view: MessageView, spans: Sequence[SecretSpan]) -> MessageView:
@@ -131,4 +155,5 @@ __all__ = [
     "masked_views",
     "message_spans",
     "secret_values",
+    "stale_views",
 ]

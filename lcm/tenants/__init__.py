@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         text_matches,
     )
     from lcm.tenants.keys import (
+        DEFAULT_SCOPES,
         SCOPES,
         IssuedKey,
         KeyInfo,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OVERRIDABLE",
+    "DEFAULT_SCOPES",
     "SCOPES",
     "SESSION_SECONDS",
     "UNLIMITED",
@@ -103,6 +105,7 @@ __getattr__ = lazy_exports(
         "lcm.tenants.keys": (
             "IssuedKey",
             "KeyInfo",
+            "DEFAULT_SCOPES",
             "SCOPES",
             "Scope",
             "authenticate",

@@ -8,8 +8,11 @@ is no cache), so a revocation takes effect on the very next request.
 Scopes say what a key may do: ``ingest`` writes conversations (messages,
 turns, commits, bootstrap, compact, forks), ``read`` reads them (assemble,
 status, grep, describe, expand, expand-query), ``admin`` manages the tenant
-(settings, keys). An agent's tools can hold a ``read`` key that can neither
-write nor manage anything.
+(settings, keys), ``secrets`` lets a key ask for the originals of detected
+secrets (``with_secrets=true`` on describe, expand and exports, each read
+audited; docs/secrets.md). An agent's tools can hold a ``read`` key that can
+neither write nor manage anything. ``secrets`` is never granted by default:
+a key gets it only when it is named.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from lcm.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthentica
 from lcm.tenants.repository import TenantRepository
 
 KEY_PREFIX = "lcm_"
-Scope = Literal["ingest", "read", "admin"]
+Scope = Literal["ingest", "read", "admin", "secrets"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
+# What a key gets when none are named: everything but reading originals.
+DEFAULT_SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +100,7 @@ def parse_scopes(stored: str) -> tuple[Scope, ...]:
 
 
 def issue_key(
-    session: Session, tenant: Tenant, name: str = "default", scopes: Iterable[str] = SCOPES
+    session: Session, tenant: Tenant, name: str = "default", scopes: Iterable[str] = DEFAULT_SCOPES
 ) -> IssuedKey:
     """A new key for ``tenant``; the caller commits."""
     name = name.strip()
@@ -116,7 +121,7 @@ def issue_key(
 
 
 def create_key(
-    session: Session, tenant_id: str, name: str, scopes: Iterable[str] = SCOPES
+    session: Session, tenant_id: str, name: str, scopes: Iterable[str] = DEFAULT_SCOPES
 ) -> IssuedKey:
     tenant = TenantRepository(session).get(tenant_id)
     if tenant is None:

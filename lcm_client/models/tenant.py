@@ -88,14 +88,18 @@ class ImportOut(BaseModel):
     renamed_summaries: dict[str, str]
 
 
-Scope = Literal["ingest", "read", "admin"]
-SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")  # the server's key scopes
+Scope = Literal["ingest", "read", "admin", "secrets"]
+SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin", "secrets")  # the server's key scopes
+
+
+# What a key gets when none are named: ``secrets`` only when asked for.
+DEFAULT_SCOPES: tuple[Scope, ...] = ("ingest", "read", "admin")
 
 
 class KeyIn(RequestBody):
     name: Annotated[Text, Field(min_length=1, max_length=200)]
     scopes: Annotated[list[Scope], Field(min_length=1, max_length=len(SCOPES))] = Field(
-        default_factory=lambda: list(SCOPES)
+        default_factory=lambda: list(DEFAULT_SCOPES)
     )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from lcm.db.models.base import Base, BigId, owned_tenant
+from lcm.db.models.base import Base, BigId, Json, UtcDateTime, owned_tenant, tenant_fk, utcnow
 
 
 class SecretSpan(Base):
@@ -45,3 +47,35 @@ class SecretSpan(Base):
     kind: Mapped[str] = mapped_column(String(40))
     ordinal: Mapped[int] = mapped_column(Integer)
     fingerprint: Mapped[str] = mapped_column(String(64))
+    # Set when an admin erased the value (``lcm.secrets.erasure``): the text
+    # now holds the placeholder at this span, so the row keeps its ordinal
+    # (numbering stays stable) and never yields an original again.
+    erased_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=None)
+
+
+class SecretRead(Base):
+    """One read that returned originals (``with_secrets``): who, when, where, which spans.
+
+    Kept apart from the conversation (no foreign key): erasing a conversation
+    keeps its audit trail; erasing the tenant deletes it. Rows older than
+    ``secrets_reads_retention_days`` are pruned as new ones are written.
+    """
+
+    __tablename__ = "secret_reads"
+    __table_args__ = (
+        # The listing pages a tenant's rows newest first; pruning is by age.
+        Index("ix_secret_reads_tenant_id_id", "tenant_id", "id"),
+        Index("ix_secret_reads_tenant_id_read_at", "tenant_id", "read_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = tenant_fk(index=False)
+    # The key that read (None: the local operator through the CLI).
+    key_id: Mapped[int | None] = mapped_column(BigId)
+    key_name: Mapped[str] = mapped_column(String(200))
+    conversation_id: Mapped[int] = mapped_column(BigId)
+    surface: Mapped[str] = mapped_column(String(32))  # describe_file | describe_summary | …
+    subject: Mapped[str | None] = mapped_column(String(64))  # the summary or file id
+    span_count: Mapped[int] = mapped_column(Integer)
+    span_ids: Mapped[list[int]] = mapped_column(Json)
+    read_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
