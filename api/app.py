@@ -23,6 +23,7 @@ from api.routes import (
     health,
     keys,
     lifecycle,
+    secrets_access,
     surgery,
     tenant,
     tools,
@@ -80,6 +81,7 @@ def create_app(
     app.include_router(doctor.router)
     app.include_router(surgery.router)
     app.include_router(keys.router)
+    app.include_router(secrets_access.router)
     app.include_router(bootstrap.router)
     app.include_router(lifecycle.router)  # before conversations: its paths are more specific
     app.include_router(data.router)  # before conversations: …/export must not read as a key

@@ -29,6 +29,7 @@ from lcm.db.engine import Database
 
 if TYPE_CHECKING:
     from lcm.erasure.service import Erased
+    from lcm.services import Services
 
 conversation_app = typer.Typer(help="A tenant's conversations: list, erase, export, import.")
 
@@ -135,7 +136,9 @@ def export_command(
     with_secrets: Annotated[
         bool,
         typer.Option(
-            "--with-secrets", help="Write detected secrets as stored (default: placeholders)."
+            "--with-secrets",
+            help="Write detected secrets as stored (default: placeholders); recorded as a read "
+            "by 'cli' (lcm secrets reads).",
         ),
     ] = False,
 ) -> None:
@@ -156,6 +159,8 @@ def export_command(
     ):
         tenant_id = tenant_id_for(session, tenant)
         target = _target(session, tenant_id, key, session_id, conversation_id)
+        if with_secrets:
+            _record_export(services, tenant_id, target)
         lines = export_lines(
             session, services.storage, tenant_id, target, on_progress, with_secrets=with_secrets
         )
@@ -165,6 +170,15 @@ def export_command(
         with output.open("w", encoding="utf-8") as file:
             file.writelines(lines)
     console.print(f"exported conversation {target} to {output}")
+
+
+def _record_export(services: Services, tenant_id: str, conversation_id: int) -> None:
+    """The audit row of an export with originals, by the local operator, before it is written."""
+    from lcm.secret_access import Reader, record_export
+
+    retention = services.settings.secrets_reads_retention_days
+    with services.database.transaction() as session:
+        record_export(session, Reader(tenant_id, None, retention), conversation_id)
 
 
 @conversation_app.command("import")

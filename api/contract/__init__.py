@@ -75,6 +75,13 @@ from api.contract.conversations import (
     TurnIn,
     TurnOut,
 )
+from api.contract.secrets import (
+    MAX_ERASE_SPAN_IDS,
+    SecretErasedOut,
+    SecretEraseIn,
+    SecretReadOut,
+    SecretReadsOut,
+)
 from api.contract.tenant import (
     SCOPES,
     ConversationItemOut,
@@ -124,6 +131,7 @@ from api.contract.tools import (
 __all__ = [
     "HOST_CURSOR_MAX",
     "INT64_MAX",
+    "MAX_ERASE_SPAN_IDS",
     "MAX_GREP_LIMIT",
     "MAX_SUMMARY_IDS",
     "MAX_TOKENS",
@@ -191,6 +199,10 @@ __all__ = [
     "RowId",
     "Scope",
     "ScopeIn",
+    "SecretEraseIn",
+    "SecretErasedOut",
+    "SecretReadOut",
+    "SecretReadsOut",
     "SessionIdText",
     "SessionKeyText",
     "SessionResetIn",

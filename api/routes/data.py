@@ -21,6 +21,7 @@ from api.contract import ConversationItemOut, ConversationListOut, ImportOut, Se
 from api.deps import AdminCaller, DatabaseDep, ReadCaller, ReadSessionDep, ServicesDep
 from api.heavy_work import HEAVY_ADMIN_READ, HEAVY_ADMIN_WRITE
 from api.openapi import error_responses
+from api.routes.secrets_access import secrets_reader
 from api.validation import SessionKey
 from lcm.address import SessionAddress
 from lcm.conversations.listing import list_conversations
@@ -29,6 +30,7 @@ from lcm.db.engine import Database
 from lcm.erasure.service import erase_in_family, erase_then_release
 from lcm.errors import InvalidInput
 from lcm.files.storage import FileStorage
+from lcm.secret_access import record_export
 from lcm.secrets.service import SecretScan
 from lcm.tenants.quota import StorageQuota
 from lcm.transfer.export import export_lines
@@ -105,12 +107,17 @@ def get_export(
 ) -> StreamingResponse:
     """The conversation (default: the family's latest) as JSONL, streamed.
 
-    Detected secrets are written as placeholders unless ``with_secrets``.
+    Detected secrets are written as placeholders unless ``with_secrets``
+    (a key with the ``secrets`` scope too; the read is recorded first).
     """
+    reader = secrets_reader(caller) if with_secrets else None
     if session_id is None and conversation_id is None:
         target = resolve_for_read(session, caller.tenant_id, key)
     else:
         target = conversation_in_family(session, caller.tenant_id, key, session_id, conversation_id)
+    if reader is not None:
+        with database.transaction() as audited:
+            record_export(audited, reader, target.id)
     return StreamingResponse(
         _stream(database, services.storage, caller.tenant_id, target.id, with_secrets),
         media_type="application/x-ndjson",

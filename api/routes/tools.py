@@ -29,6 +29,7 @@ from api.deps import (
 )
 from api.heavy_work import HEAVY_READ
 from api.openapi import error_responses
+from api.routes.secrets_access import secrets_reader
 from api.schemas import expand_query_request, grep_query, scope_selector
 from lcm.errors import InvalidInput
 from lcm.retrieval.agent_tools import to_jsonable
@@ -44,9 +45,13 @@ from lcm.retrieval.expansion import ExpansionCaller, ask_expand_query, grep_limi
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import grep
 from lcm.retrieval.scope import resolve_bounds
+from lcm.secret_access import expand_with_secrets, file_with_secrets, summary_with_secrets
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 NodeId = Annotated[Text, Path(min_length=1, max_length=64)]
+# Originals instead of placeholders: the key needs the ``secrets`` scope, and
+# the read is recorded in its transaction (lcm.secret_access).
+WithSecrets = Annotated[bool, Query()]
 
 
 @router.post(
@@ -75,7 +80,17 @@ def post_grep(
 @router.get(
     "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
 )
-def get_summary(summary_id: NodeId, caller: ReadCaller, session: ReadSessionDep) -> Any:
+def get_summary(
+    summary_id: NodeId,
+    caller: ReadCaller,
+    session: ReadSessionDep,
+    database: DatabaseDep,
+    with_secrets: WithSecrets = False,
+) -> Any:
+    if with_secrets:
+        reader = secrets_reader(caller)
+        with database.transaction() as audited:
+            return to_jsonable(summary_with_secrets(audited, reader, summary_id))
     return to_jsonable(describe_summary(session, caller.tenant_id, summary_id))
 
 
@@ -87,11 +102,17 @@ def get_file(
     services: ServicesDep,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_FILE_PAGE_CHARS)] = DEFAULT_FILE_PAGE_CHARS,
+    with_secrets: WithSecrets = False,
 ) -> Any:
     """The file's description and its text from character ``offset``.
 
     ``content.next_offset`` is where the next page starts (null at the end).
     """
+    if with_secrets:
+        reader = secrets_reader(caller)
+        with services.database.transaction() as audited:
+            found = file_with_secrets(audited, services.storage, reader, file_id, offset, limit)
+            return to_jsonable(found)
     described = describe_file(session, caller.tenant_id, file_id)
     page = file_content_page(session, services.storage, caller.tenant_id, file_id, offset, limit)
     return to_jsonable(dataclasses.replace(described, content=page))
@@ -99,11 +120,20 @@ def get_file(
 
 @router.post("/expand", response_model=Expansion, responses=error_responses(404))
 def post_expand(
-    body: ExpandIn, caller: ReadCaller, session: ReadSessionDep, settings: SettingsDep
+    body: ExpandIn,
+    caller: ReadCaller,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    database: DatabaseDep,
+    with_secrets: WithSecrets = False,
 ) -> Any:
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:
         raise InvalidInput(f"token_cap is at most {settings.expand_token_cap_max}")
+    if with_secrets:
+        reader = secrets_reader(caller)
+        with database.transaction() as audited:
+            return to_jsonable(expand_with_secrets(audited, reader, body.summary_ids, cap))
     return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap))
 
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_FILE_PAGE_CHARS",
+    "MAX_FILE_PAGE_CHARS",
     "ExpandQueryRequest",
     "Expansion",
     "ExpansionCaller",
@@ -52,7 +53,6 @@ __all__ = [
     "GrepQuery",
     "GrepResult",
     "HistoryRepository",
-    "MAX_FILE_PAGE_CHARS",
     "ScopeSelector",
     "SummaryDescription",
     "Usage",

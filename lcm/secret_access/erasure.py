@@ -211,4 +211,4 @@ def _decoded(values: dict[str, str]) -> Iterable[tuple[str, str]]:
                 yield decoded, shown
 
 
-__all__ = ["MAX_SPAN_IDS", "ErasureRequest", "Erased", "erase_secrets"]
+__all__ = ["MAX_SPAN_IDS", "Erased", "ErasureRequest", "erase_secrets"]

@@ -45,9 +45,7 @@ def file_with_secrets(
     """A large file's description and a page of its text, as stored."""
     tenant_id = reader.tenant_id
     described = describe_file(session, tenant_id, file_id, with_secrets=True)
-    page = file_content_page(
-        session, storage, tenant_id, file_id, offset, limit, with_secrets=True
-    )
+    page = file_content_page(session, storage, tenant_id, file_id, offset, limit, with_secrets=True)
     spans = SecretAccessRepository(session).live_file_spans(
         tenant_id, file_id, offset, offset + len(page.text)
     )

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from lcm.tenants.usage import estimate_cost, usage_report
 
 __all__ = [
-    "OVERRIDABLE",
     "DEFAULT_SCOPES",
+    "OVERRIDABLE",
     "SCOPES",
     "SESSION_SECONDS",
     "UNLIMITED",

@@ -63,6 +63,13 @@ from lcm_client.models.conversations import (
     TurnIn,
     TurnOut,
 )
+from lcm_client.models.secrets import (
+    MAX_ERASE_SPAN_IDS,
+    SecretErasedOut,
+    SecretEraseIn,
+    SecretReadOut,
+    SecretReadsOut,
+)
 from lcm_client.models.tenant import (
     SCOPES,
     ConversationItemOut,
@@ -112,6 +119,7 @@ from lcm_client.models.tools import (
 __all__ = [
     "HOST_CURSOR_MAX",
     "INT64_MAX",
+    "MAX_ERASE_SPAN_IDS",
     "MAX_GREP_LIMIT",
     "MAX_SUMMARY_IDS",
     "MAX_TOKENS",
@@ -179,6 +187,10 @@ __all__ = [
     "RowId",
     "Scope",
     "ScopeIn",
+    "SecretEraseIn",
+    "SecretErasedOut",
+    "SecretReadOut",
+    "SecretReadsOut",
     "SessionIdText",
     "SessionKeyText",
     "SessionResetIn",
