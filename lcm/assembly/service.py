@@ -21,6 +21,7 @@ from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, load_message_views, window_entries
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.secrets import (
+    conversation_has_erased,
     conversation_has_spans,
     mask_detected,
     mask_view,
@@ -164,11 +165,14 @@ def secret_masking(
     message cache): a message with spans is replaced by a masked copy. A
     conversation without any span costs one indexed probe and nothing else.
     """
-    if (
-        tenant_id is None
-        or settings.assemble_secrets == "pass"
-        or not conversation_has_spans(session, tenant_id, conversation_id)
-    ):
+    if tenant_id is None:
+        return _as_stored
+    if settings.assemble_secrets == "pass":
+        # Sent as stored; but a view cached before an erasure holds the original.
+        if not conversation_has_erased(session, tenant_id, conversation_id):
+            return _as_stored
+        return lambda entries: _refreshed_stale(session, tenant_id, conversation_id, entries)
+    if not conversation_has_spans(session, tenant_id, conversation_id):
         return _as_stored
 
     def masked(entries: Sequence[ContextEntry]) -> Sequence[ContextEntry]:
@@ -185,6 +189,14 @@ def secret_masking(
         ]
 
     return masked
+
+
+def _refreshed_stale(
+    session: Session, tenant_id: str, conversation_id: int, entries: Sequence[ContextEntry]
+) -> Sequence[ContextEntry]:
+    views = [e.message for e in entries if e.message is not None]
+    spans = message_spans(session, tenant_id, [v.id for v in views])
+    return _refreshed(session, conversation_id, entries, stale_views(views, spans))
 
 
 def _refreshed(

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         record_secrets,
     )
     from lcm.secrets.views import (
+        conversation_has_erased,
         conversation_has_spans,
         file_spans,
         mask_stored,
@@ -50,6 +51,7 @@ __all__ = [
     "SecretSpanRepository",
     "content_masks",
     "content_spans",
+    "conversation_has_erased",
     "conversation_has_spans",
     "detect",
     "erased_since",
@@ -100,6 +102,7 @@ __getattr__ = lazy_exports(
             "record_secrets",
         ),
         "lcm.secrets.views": (
+            "conversation_has_erased",
             "conversation_has_spans",
             "file_spans",
             "file_spans",

@@ -67,6 +67,21 @@ class SecretSpanRepository:
             is not None
         )
 
+    def any_erased(self, tenant_id: str, conversation_id: int) -> bool:
+        """Whether a secret of the conversation was erased (its spans, through the index)."""
+        return (
+            self.session.scalar(
+                select(SecretSpanRow.id)
+                .where(
+                    SecretSpanRow.tenant_id == tenant_id,
+                    SecretSpanRow.conversation_id == conversation_id,
+                    SecretSpanRow.erased_at.is_not(None),
+                )
+                .limit(1)
+            )
+            is not None
+        )
+
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.session.connection().execute(insert(SPANS), list(rows))

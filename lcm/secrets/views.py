@@ -38,6 +38,11 @@ def conversation_has_spans(session: Session, tenant_id: str, conversation_id: in
     return SecretSpanRepository(session).any_in_conversation(tenant_id, conversation_id)
 
 
+def conversation_has_erased(session: Session, tenant_id: str, conversation_id: int) -> bool:
+    """Whether a secret of the conversation was erased (``lcm.secret_access``)."""
+    return SecretSpanRepository(session).any_erased(tenant_id, conversation_id)
+
+
 def file_spans(session: Session, tenant_id: str, file_id: str) -> list[SecretSpan]:
     """The spans of a large file's text."""
     return SecretSpanRepository(session).file_spans(tenant_id, file_id)
@@ -147,6 +152,7 @@ def mask_values(value: Any, values: Mapping[str, str]) -> Any:
 
 
 __all__ = [
+    "conversation_has_erased",
     "conversation_has_spans",
     "file_spans",
     "mask_stored",

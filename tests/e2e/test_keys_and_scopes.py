@@ -12,7 +12,7 @@ from sqlalchemy import select
 from api.deps import operation_scopes
 from lcm.db.engine import Database
 from lcm.db.models import ApiKey
-from lcm.tenants.keys import SCOPES, IssuedKey, create_key
+from lcm.tenants.keys import DEFAULT_SCOPES, SCOPES, IssuedKey, create_key
 from tests.conftest import auth, new_tenant
 
 KEYS = "/v1/tenant/keys"
@@ -55,6 +55,8 @@ EXPECTED_SCOPES: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/conversations/{key}"): "admin",
     ("GET", "/v1/conversations/{key}/export"): "admin",
     ("POST", "/v1/conversations/{key}/import"): "admin",
+    ("GET", "/v1/tenant/secrets/reads"): "admin",
+    ("POST", "/v1/tenant/secrets/erase"): "admin",
 }
 # The calls of a gateway turn check their key in the route, after FastAPI has
 # validated the body (one thread-pool hop per request: api/deps.py), so an
@@ -163,11 +165,21 @@ def test_a_read_key_cannot_write_anything(
         assert len(s.scalars(select(ApiKey)).all()) == 2
 
 
-def test_keys_from_tenant_create_hold_every_scope(client: TestClient, tenant: IssuedKey) -> None:
-    assert tenant.key.scopes == SCOPES
+def test_keys_from_tenant_create_hold_every_scope_but_secrets(
+    client: TestClient, tenant: IssuedKey
+) -> None:
+    assert tenant.key.scopes == DEFAULT_SCOPES == ("ingest", "read", "admin")
     listed = client.get(KEYS, headers=auth(tenant))
     assert listed.status_code == 200, listed.text
-    assert [k["scopes"] for k in listed.json()["keys"]] == [list(SCOPES)]
+    assert [k["scopes"] for k in listed.json()["keys"]] == [list(DEFAULT_SCOPES)]
+    # Named, it is granted; a key made without naming scopes never holds it.
+    made = client.post(KEYS, headers=auth(tenant), json={"name": "vault", "scopes": ["secrets"]})
+    assert made.status_code == 201, made.text
+    assert made.json()["scopes"] == ["secrets"]
+    plain = client.post(KEYS, headers=auth(tenant), json={"name": "plain"})
+    assert plain.status_code == 201, plain.text
+    assert "secrets" not in plain.json()["scopes"]
+    assert "secrets" in SCOPES
 
 
 def test_a_revoked_key_gets_401_on_its_next_request(

@@ -285,7 +285,7 @@ def export(client: TestClient, headers: dict[str, str], **params: Any) -> Any:
     return r, [json.loads(line) for line in r.text.splitlines() if r.status_code == 200]
 
 
-def test_exports_are_masked_unless_an_admin_asks_for_the_secrets(
+def test_exports_are_masked_unless_a_secrets_key_asks_for_the_secrets(
     client: TestClient, tenant: IssuedKey, compacted: int, db: Database
 ) -> None:
     r, masked = export(client, auth(tenant))
@@ -295,7 +295,17 @@ def test_exports_are_masked_unless_an_admin_asks_for_the_secrets(
     assert len(messages) == 4 * len(SAMPLES)
     assert "[secret:github_token#" in strings(messages[1]["parts"][1]["payload"]["input"])
     assert "[secret:" in messages[2]["parts"][0]["text"]
-    r, whole = export(client, auth(tenant), with_secrets="true")
+    # An admin key without the secrets scope is refused the originals.
+    refused, _ = export(client, auth(tenant), with_secrets="true")
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "forbidden"
+    vault = client.post(
+        KEYS, headers=auth(tenant), json={"name": "vault", "scopes": ["admin", "secrets"]}
+    )
+    assert vault.status_code == 201, vault.text
+    r, whole = export(
+        client, {"Authorization": f"Bearer {vault.json()['api_key']}"}, with_secrets="true"
+    )
     assert r.status_code == 200, r.text
     assert leaks(whole) == SECRETS
 
