@@ -14,6 +14,7 @@ from sqlalchemy import delete, select
 from lcm.db.engine import Database
 from lcm.db.models import LargeFile, Message, MessagePart, SecretSpan
 from lcm.files.storage import LocalFileStorage
+from lcm.tenants.keys import create_key
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, auth
 
@@ -170,8 +171,10 @@ def test_an_import_is_scanned_and_an_erase_removes_the_spans(
 ) -> None:
     url = "/v1/conversations/src/messages"
     assert client.post(url, headers=auth(tenant), json={"messages": MESSAGES}).status_code == 200
+    with db.transaction() as s:  # originals need the secrets scope
+        vault = create_key(s, tenant.tenant_id, "vault", ["admin", "secrets"])
     exported = client.get(
-        "/v1/conversations/src/export", headers=auth(tenant), params={"with_secrets": "true"}
+        "/v1/conversations/src/export", headers=auth(vault), params={"with_secrets": "true"}
     )
     assert exported.status_code == 200
     before = {(span_text(db, s), s.kind, s.ordinal) for s in spans(db)}

@@ -59,6 +59,7 @@ KNOWN_VIOLATIONS = {
     "llm_usage: primary key (id)",
     "message_parts: primary key (id)",
     "messages: primary key (id)",
+    "secret_reads: primary key (id)",
     "secret_spans: primary key (id)",
     "summaries: primary key (id)",
     "summary_messages: primary key (summary_id, message_id)",
