@@ -105,8 +105,10 @@ def get_export(
 ) -> StreamingResponse:
     """The conversation (default: the family's latest) as JSONL, streamed.
 
-    Detected secrets are written as placeholders unless ``with_secrets``.
+    Detected secrets are written as placeholders unless ``with_secrets`` (or
+    the tenant unmasked its ``export`` surface).
     """
+    with_secrets = with_secrets or not caller.settings.masks_secrets("export")
     if session_id is None and conversation_id is None:
         target = resolve_for_read(session, caller.tenant_id, key)
     else:

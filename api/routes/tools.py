@@ -66,17 +66,20 @@ def post_grep(
         session, caller.tenant_id, scope_selector(body), body.since, body.before
     )
     query = grep_query(body)
+    mask = caller.settings.masks_secrets("grep")
+    limits = dataclasses.replace(grep_limits(settings), mask_secrets=mask)
     if body.scope == "files":
-        found = grep_large_files(session, services.storage, bounds, query, grep_limits(settings))
+        found = grep_large_files(session, services.storage, bounds, query, limits)
         return to_jsonable(found)
-    return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
+    return to_jsonable(grep(session, bounds, query, limits))
 
 
 @router.get(
     "/summaries/{summary_id}", response_model=SummaryDescription, responses=error_responses(404)
 )
 def get_summary(summary_id: NodeId, caller: ReadCaller, session: ReadSessionDep) -> Any:
-    return to_jsonable(describe_summary(session, caller.tenant_id, summary_id))
+    mask = caller.settings.masks_secrets("describe")
+    return to_jsonable(describe_summary(session, caller.tenant_id, summary_id, mask=mask))
 
 
 @router.get("/files/{file_id}", response_model=FileDescription, responses=error_responses(404))
@@ -92,8 +95,11 @@ def get_file(
 
     ``content.next_offset`` is where the next page starts (null at the end).
     """
-    described = describe_file(session, caller.tenant_id, file_id)
-    page = file_content_page(session, services.storage, caller.tenant_id, file_id, offset, limit)
+    mask = caller.settings.masks_secrets("describe")
+    described = describe_file(session, caller.tenant_id, file_id, mask=mask)
+    page = file_content_page(
+        session, services.storage, caller.tenant_id, file_id, offset, limit, mask=mask
+    )
     return to_jsonable(dataclasses.replace(described, content=page))
 
 
@@ -104,7 +110,8 @@ def post_expand(
     cap = body.token_cap or settings.max_expand_tokens
     if cap > settings.expand_token_cap_max:
         raise InvalidInput(f"token_cap is at most {settings.expand_token_cap_max}")
-    return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap))
+    mask = caller.settings.masks_secrets("describe")  # describe and expand: one surface
+    return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap, mask=mask))
 
 
 @router.post(

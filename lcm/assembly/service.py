@@ -159,7 +159,7 @@ def secret_masking(
     """
     if (
         tenant_id is None
-        or settings.assemble_secrets == "pass"
+        or not settings.masks_secrets("assemble")
         or not conversation_has_spans(session, tenant_id, conversation_id)
     ):
         return _as_stored

@@ -81,6 +81,8 @@ def expand(
     summary_ids: Sequence[str],
     token_cap: int,
     allowed_conversations: Collection[int] | None = None,
+    *,
+    mask: bool = True,
 ) -> Expansion:
     """The source messages of ``summary_ids`` that fit in ``token_cap``, in order."""
     ids = list(dict.fromkeys(summary_ids))
@@ -98,7 +100,7 @@ def expand(
         else Omitted()
     )
     views = repo.message_views([mid for mid, _leaf in picked.included])
-    spans = message_spans(session, tenant_id, list(views))
+    spans = message_spans(session, tenant_id, list(views) if mask else [])
     views = {mid: mask_view(v, spans[mid]) if mid in spans else v for mid, v in views.items()}
     messages = [
         ExpandedMessage(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from lcm.secrets.detector import Finding, detect
+    from lcm.secrets.detector import DETECTOR_VERSION, Finding, detect
     from lcm.secrets.masking import (
         SecretSpan,
         content_spans,
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         placeholder,
     )
     from lcm.secrets.repository import SecretSpanRepository
+    from lcm.secrets.rules import NO_RULES, DetectionRules
     from lcm.secrets.service import (
         DEFAULT_SCAN,
         ScannedText,
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SCAN",
+    "DETECTOR_VERSION",
+    "NO_RULES",
+    "DetectionRules",
     "Finding",
     "ScannedText",
     "SecretScan",
@@ -69,7 +73,8 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "lcm.secrets.detector": ("Finding", "detect"),
+        "lcm.secrets.detector": ("DETECTOR_VERSION", "Finding", "detect"),
+        "lcm.secrets.rules": ("NO_RULES", "DetectionRules"),
         "lcm.secrets.masking": (
             "SecretSpan",
             "content_spans",

@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from detect_secrets.filters.heuristic import (
     is_potential_uuid,
@@ -60,6 +61,13 @@ from lcm.secrets.patterns import (
     SECRET_NAME_RE,
     UNQUOTED_VALUE_RE,
 )
+
+if TYPE_CHECKING:
+    from lcm.secrets.rules import DetectionRules
+
+# What stored spans were found with. Bump it when a change here finds more,
+# fewer or other spans: ``lcm secrets scan`` re-scans what an older version found.
+DETECTOR_VERSION = "2026.11.1"
 
 # Each regex plugin, the kind its findings get (the placeholder's word), and
 # substrings one of which every match holds: a text holding none skips the
@@ -154,12 +162,19 @@ class Finding:
         return self.end - self.start
 
 
-def detect(text: str) -> list[Finding]:
-    """The secrets in ``text``, sorted by offset, none overlapping another."""
-    if len(text) < 8 or not _may_hold_secret(text):
-        return []
-    found = [*_plugin_findings(text), *_hand_findings(text), *_line_findings(text)]
-    return _disjoint(found)
+def detect(text: str, rules: DetectionRules | None = None) -> list[Finding]:
+    """The secrets in ``text``, sorted by offset, none overlapping another.
+
+    ``rules`` (a tenant's custom patterns and allow-list) add findings and
+    drop the allow-listed ones.
+    """
+    found: list[Finding] = []
+    if len(text) >= 8 and _may_hold_secret(text):
+        found = [*_plugin_findings(text), *_hand_findings(text), *_line_findings(text)]
+    if rules is None:
+        return _disjoint(found)
+    found.extend(rules.custom_findings(text))
+    return rules.allowed_out(text, _disjoint(found))
 
 
 def _may_hold_secret(text: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy.orm import Session
@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from lcm.secrets.detector import detect
 from lcm.secrets.masking import SecretSpan, content_spans, mask_text
 from lcm.secrets.repository import SecretSpanRepository
+from lcm.secrets.rules import NO_RULES, DetectionRules
 from lcm.settings import Settings
 
 # Parts whose text is scanned. Images carry "[image]", redacted thinking nothing.
@@ -45,12 +46,16 @@ class SecretScan:
 
     enabled: bool = True
     key: bytes | None = None
+    # The tenant's custom patterns and allow-list (effective settings).
+    rules: DetectionRules = field(default=NO_RULES)
 
     @classmethod
     def of(cls, settings: Settings) -> SecretScan:
         key = settings.secrets_fingerprint_key
         return cls(
-            settings.secrets_detection, key.get_secret_value().encode("utf-8") if key else None
+            settings.secrets_detection,
+            key.get_secret_value().encode("utf-8") if key else None,
+            DetectionRules.of(settings),
         )
 
     def fingerprint(self, tenant_id: str, conversation_id: int, value: str) -> str:
@@ -106,7 +111,7 @@ def record_secrets(
             scan.fingerprint(tenant_id, conversation_id, where.text[finding.start : finding.end]),
         )
         for where in texts
-        for finding in detect(where.text)
+        for finding in detect(where.text, scan.rules)
     ]
     if not found:
         return 0
@@ -152,14 +157,14 @@ def content_masks(
     }
 
 
-def mask_detected(text: str) -> str:
+def mask_detected(text: str, rules: DetectionRules | None = None) -> str:
     """``text`` with whatever the detector finds in it masked, unnumbered (``[secret:kind]``).
 
     For text no span describes: a model's output, checked before it is
     stored, since a summary must never hold a secret (one quoted from a
     summary written before masking, or one the model made up).
     """
-    found = detect(text)
+    found = detect(text, rules)
     if not found:
         return text
     return mask_text(text, [SecretSpan(None, f.start, f.length, f.kind, 0) for f in found])
