@@ -14,6 +14,7 @@ from cli.debt import debt_app
 from cli.doctor import doctor
 from cli.doctor_clean import doctor_clean
 from cli.read import messages_command, summaries_command, summary_app
+from cli.secrets_ops import secrets_app
 from cli.surgery import summary_dissolve, summary_operation, summary_rewrite
 from cli.tenants import key_app, tenant_app
 from lcm.logs import configure_logging
@@ -30,6 +31,7 @@ app.add_typer(key_app, name="key")
 app.add_typer(debt_app, name="debt")
 app.add_typer(config_app, name="config")
 app.add_typer(summary_app, name="summary")
+app.add_typer(secrets_app, name="secrets")
 summary_app.command("rewrite")(summary_rewrite)
 summary_app.command("dissolve")(summary_dissolve)
 summary_app.command("operation")(summary_operation)

@@ -75,6 +75,13 @@ from api.contract.conversations import (
     TurnIn,
     TurnOut,
 )
+from api.contract.secrets_ops import (
+    SecretFindingsOut,
+    SecretKindOut,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
+)
 from api.contract.tenant import (
     SCOPES,
     ConversationItemOut,
@@ -191,6 +198,11 @@ __all__ = [
     "RowId",
     "Scope",
     "ScopeIn",
+    "SecretFindingsOut",
+    "SecretKindOut",
+    "SecretScanIn",
+    "SecretScanOut",
+    "SecretsReportOut",
     "SessionIdText",
     "SessionKeyText",
     "SessionResetIn",

@@ -17,8 +17,17 @@ if TYPE_CHECKING:
         mask_text,
         placeholder,
     )
+    from lcm.secrets.report import ConversationFindings, KindCount, secrets_report
     from lcm.secrets.repository import SecretSpanRepository
     from lcm.secrets.rules import NO_RULES, DetectionRules
+    from lcm.secrets.scans import (
+        ScanProgress,
+        due_scans,
+        run_scan_job,
+        run_scan_slice,
+        scan_progress,
+        start_scan,
+    )
     from lcm.secrets.service import (
         DEFAULT_SCAN,
         ScannedText,
@@ -43,8 +52,11 @@ __all__ = [
     "DEFAULT_SCAN",
     "DETECTOR_VERSION",
     "NO_RULES",
+    "ConversationFindings",
     "DetectionRules",
     "Finding",
+    "KindCount",
+    "ScanProgress",
     "ScannedText",
     "SecretScan",
     "SecretSpan",
@@ -53,6 +65,7 @@ __all__ = [
     "content_spans",
     "conversation_has_spans",
     "detect",
+    "due_scans",
     "file_spans",
     "mask_detected",
     "mask_message",
@@ -67,7 +80,12 @@ __all__ = [
     "message_texts",
     "placeholder",
     "record_secrets",
+    "run_scan_job",
+    "run_scan_slice",
+    "scan_progress",
     "secret_values",
+    "secrets_report",
+    "start_scan",
 ]
 
 __getattr__ = lazy_exports(
@@ -75,6 +93,15 @@ __getattr__ = lazy_exports(
     {
         "lcm.secrets.detector": ("DETECTOR_VERSION", "Finding", "detect"),
         "lcm.secrets.rules": ("NO_RULES", "DetectionRules"),
+        "lcm.secrets.report": ("ConversationFindings", "KindCount", "secrets_report"),
+        "lcm.secrets.scans": (
+            "ScanProgress",
+            "due_scans",
+            "run_scan_job",
+            "run_scan_slice",
+            "scan_progress",
+            "start_scan",
+        ),
         "lcm.secrets.masking": (
             "SecretSpan",
             "content_spans",

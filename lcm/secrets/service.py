@@ -17,7 +17,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from lcm.secrets.detector import detect
+from lcm.secrets.detector import Finding, detect
 from lcm.secrets.masking import SecretSpan, content_spans, mask_text
 from lcm.secrets.repository import SecretSpanRepository
 from lcm.secrets.rules import NO_RULES, DetectionRules
@@ -104,7 +104,53 @@ def record_secrets(
     """
     if not scan.enabled:
         return 0
-    found = [
+    found = _found(tenant_id, conversation_id, texts, scan)
+    if not found:
+        return 0
+    repo = SecretSpanRepository(session)
+    fingerprints = {fp for _, _, fp in found}
+    ordinals = repo.ordinals(tenant_id, conversation_id, fingerprints)
+    last = repo.last_ordinal(tenant_id, conversation_id) if len(ordinals) < len(fingerprints) else 0
+    rows, _ = _span_rows(tenant_id, conversation_id, found, ordinals, last)
+    repo.insert(rows)
+    return len(rows)
+
+
+def rescan_messages(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    message_ids: Collection[int],
+    texts: Iterable[ScannedText],
+    scan: SecretScan,
+    floor: int,
+) -> tuple[int, int]:
+    """Replace the spans of ``message_ids`` with what ``scan`` finds in ``texts`` now.
+
+    A value still found keeps its ordinal (looked up before the old spans
+    go), so summaries written with ``[secret:kind#n]`` stay right; a value
+    found anew is numbered above ``floor`` (the conversation's highest
+    ordinal when its scan began), so no retired ordinal is given to another
+    value. The caller holds the conversation's row lock, as ingest does.
+    Returns the spans written and the highest ordinal now given.
+    """
+    repo = SecretSpanRepository(session)
+    found = _found(tenant_id, conversation_id, texts, scan) if scan.enabled else []
+    ordinals = repo.ordinals(tenant_id, conversation_id, {fp for _, _, fp in found})
+    last = max(floor, repo.last_ordinal(tenant_id, conversation_id))
+    repo.delete_message_spans(tenant_id, message_ids)
+    rows, last = _span_rows(tenant_id, conversation_id, found, ordinals, last)
+    repo.insert(rows)
+    return len(rows), last
+
+
+_Found = list[tuple[ScannedText, Finding, str]]
+
+
+def _found(
+    tenant_id: str, conversation_id: int, texts: Iterable[ScannedText], scan: SecretScan
+) -> _Found:
+    return [
         (
             where,
             finding,
@@ -113,12 +159,12 @@ def record_secrets(
         for where in texts
         for finding in detect(where.text, scan.rules)
     ]
-    if not found:
-        return 0
-    repo = SecretSpanRepository(session)
-    fingerprints = {fp for _, _, fp in found}
-    ordinals = repo.ordinals(tenant_id, conversation_id, fingerprints)
-    last = repo.last_ordinal(tenant_id, conversation_id) if len(ordinals) < len(fingerprints) else 0
+
+
+def _span_rows(
+    tenant_id: str, conversation_id: int, found: _Found, ordinals: dict[str, int], last: int
+) -> tuple[list[dict[str, object]], int]:
+    """The span rows of ``found``; a value without an ordinal gets ``last + 1`` (and so on)."""
     rows = []
     for where, finding, fp in found:
         if fp not in ordinals:
@@ -138,8 +184,7 @@ def record_secrets(
                 "fingerprint": fp,
             }
         )
-    repo.insert(rows)
-    return len(rows)
+    return rows, last
 
 
 def content_masks(

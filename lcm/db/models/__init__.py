@@ -34,7 +34,7 @@ from lcm.db.models.lifecycle import (
     ConversationFork,
     TurnCommit,
 )
-from lcm.db.models.secrets import SecretSpan
+from lcm.db.models.secrets import SecretScanMark, SecretScanRun, SecretSpan
 from lcm.db.models.work import (
     CompactionDebt,
     CompactionRun,
@@ -62,6 +62,8 @@ __all__ = [
     "LlmUsage",
     "Message",
     "MessagePart",
+    "SecretScanMark",
+    "SecretScanRun",
     "SecretSpan",
     "Summary",
     "SummaryMessage",
