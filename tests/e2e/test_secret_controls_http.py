@@ -7,6 +7,8 @@ applied to the next ingest without a restart.
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from typing import Any
 
@@ -138,3 +140,25 @@ def test_a_pathological_pattern_runs_in_linear_time() -> None:
     started = time.perf_counter()
     assert detect(text, rules) == []
     assert time.perf_counter() - started < 2.0
+
+
+def test_the_console_surface_follows_the_setting(client: TestClient, tenant: IssuedKey) -> None:
+    ingest(client, tenant, f"console key {OTHER_AWS} here", "c1")
+    page = client.get("/console/login")
+    token = re.search(r'name="login_token" value="([^"]+)"', page.text)
+    assert token is not None
+    form = {"api_key": tenant.api_key, "login_token": token.group(1)}
+    assert client.post("/console/login", data=form, follow_redirects=False).status_code == 303
+    conversations = client.get("/v1/conversations", headers=auth(tenant)).json()
+    cid = conversations["conversations"][0]["conversation_id"]
+
+    def shown() -> str:
+        r = client.get(f"/console/conversations/{cid}/messages")
+        assert r.status_code == 200, r.text
+        return html.unescape(r.text)
+
+    assert OTHER_AWS not in shown()
+    assert "[secret:aws_key#1]" in shown()
+    assert patch(client, tenant, {"secrets_unmasked_surfaces": ["console"]}).status_code == 200
+    assert OTHER_AWS in shown()
+    assert OTHER_AWS not in grep(client, tenant, "console key")[0]["snippet"]
