@@ -247,3 +247,34 @@ def test_a_real_worker_runs_the_scan(
             status = scan_progress(s, tenant.tenant_id, scan_id).status
     assert status == "done"
     assert [s[4] for s in spans(pg_db, cid)] == ["aws_key", "acme_key", "aws_key", "acme_key"]
+
+
+def test_a_failing_slice_is_retried_then_fails_the_scan(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lcm.secrets.scans as scans
+    from lcm.secrets import run_scan_job
+
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id)
+    scan_id = start(db, tenant.tenant_id, cid)
+
+    def broken(*_args: Any, **_kw: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(scans, "rescan_messages", broken)
+    settings = db.settings.model_copy(update={"max_attempts": 2})
+    for attempt in (1, 2):
+        with pytest.raises(RuntimeError):
+            run_scan_job(db.transaction, scan_id, f"w{attempt}", settings)
+        with db.read_session() as s:
+            run = s.get(SecretScanRun, scan_id)
+            assert run is not None
+            assert run.last_error == "RuntimeError: disk on fire"
+            assert run.lease_owner is None  # freed at once: beat resends it
+            assert run.status == ("running" if attempt == 1 else "failed")
+    with db.transaction() as session:
+        assert due_scans(session) == []
+    assert spans(db, cid) != []  # the failed batches rolled back: old spans intact
+    monkeypatch.undo()
+    run_to_end(db, start(db, tenant.tenant_id, cid))  # the scope is free again
