@@ -63,6 +63,13 @@ from lcm_client.models.conversations import (
     TurnIn,
     TurnOut,
 )
+from lcm_client.models.secrets_ops import (
+    SecretFindingsOut,
+    SecretKindOut,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
+)
 from lcm_client.models.tenant import (
     SCOPES,
     ConversationItemOut,
@@ -179,6 +186,11 @@ __all__ = [
     "RowId",
     "Scope",
     "ScopeIn",
+    "SecretFindingsOut",
+    "SecretKindOut",
+    "SecretScanIn",
+    "SecretScanOut",
+    "SecretsReportOut",
     "SessionIdText",
     "SessionKeyText",
     "SessionResetIn",
