@@ -24,6 +24,7 @@ from api.routes import (
     keys,
     lifecycle,
     secrets_access,
+    secrets_ops,
     surgery,
     tenant,
     tools,
@@ -78,6 +79,7 @@ def create_app(
     openapi.install(app)
     app.include_router(health.router)
     app.include_router(tenant.router)
+    app.include_router(secrets_ops.router)
     app.include_router(doctor.router)
     app.include_router(surgery.router)
     app.include_router(keys.router)

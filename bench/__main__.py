@@ -24,6 +24,7 @@ from bench import (
     search_cost,
     search_lock,
     secrets,
+    secrets_real,
     transcripts,
     waits,
 )
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     body_memory.add_arguments(parser)
     isolation.add_arguments(parser)
     hot_paths.add_arguments(parser)
+    secrets_real.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

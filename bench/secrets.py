@@ -25,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from bench.secrets_corpus import Sample, build_corpus
+from bench.secrets_real import run_real
 from lcm.secrets.detector import Finding, detect
 from lcm.secrets.patterns import HAND_PATTERNS
 
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> None:
         print(f"  throughput, {name} ({len(text) // 1024} KB, median of {repeat}):")
         print(f"    detector {_figure(detector)}")
         print(f"    reference (plain re, hand patterns) {_figure(reference)}")
+    if getattr(args, "real", None) is not None:
+        run_real(args)
 
 
 def mixed_text(corpus: list[Sample]) -> str:

@@ -191,25 +191,24 @@ def import_command(
     """Write an export into a new or empty conversation of KEY (session id: the export's)."""
     from lcm.retrieval.search_backlog import index_search_backlog
     from lcm.secrets.service import SecretScan
-    from lcm.transfer.service import import_conversation, parse_export
+    from lcm.tenants import effective_settings
+    from lcm.transfer.service import Imported, import_conversation, parse_export
 
     with open_services() as services:
         database = services.database
         with source.open(encoding="utf-8") as file:
             export = parse_export(file, max_message_chars=services.settings.max_message_chars)
         target_session = session_id if session_id is not None else export.conversation.session_id
-        imported = _in_transaction(
-            database,
-            lambda s: import_conversation(
-                s,
-                services.storage,
-                tenant_id_for(s, tenant),
-                key,
-                target_session,
-                export,
-                secrets=SecretScan.of(services.settings),
-            ),
-        )
+
+        def store(s: Session) -> Imported:
+            tid = tenant_id_for(s, tenant)
+            # The tenant's own detection rules (custom patterns, allow-list) apply.
+            secrets = SecretScan.of(effective_settings(s, tid, services.settings))
+            return import_conversation(
+                s, services.storage, tid, key, target_session, export, secrets=secrets
+            )
+
+        imported = _in_transaction(database, store)
         # No worker here: index for search now, after the import committed (SQLite).
         index_search_backlog(database.transaction)
     out.print_json(json.dumps(asdict(imported)))

@@ -8,7 +8,7 @@ summary; a cursor this command did not hand out); 2 usage.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -65,7 +65,9 @@ def messages_command(
     the next one. Exit codes: 0 ok, 1 not found or refused, 2 usage.
     """
     from lcm.conversations import resolve_for_read
+    from lcm.settings import get_settings
     from lcm.status import MessageFilter, message_page
+    from lcm.tenants import effective_settings
 
     if tail is not None and cursor is not None:
         raise typer.BadParameter("--tail and --cursor do not combine")
@@ -74,8 +76,10 @@ def messages_command(
     )
 
     def read(session: Session) -> tuple[int, str, MessagePage]:
-        conversation = resolve_for_read(session, tenant_id_for(session, tenant), key, session_id)
-        page = message_page(session, conversation.id, wanted)
+        tid = tenant_id_for(session, tenant)
+        conversation = resolve_for_read(session, tid, key, session_id)
+        mask = effective_settings(session, tid, get_settings()).masks_secrets("console")
+        page = message_page(session, conversation.id, replace(wanted, mask_secrets=mask))
         return conversation.id, conversation.session_key, page
 
     conversation_id, session_key, page = in_session(read)

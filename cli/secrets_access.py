@@ -14,8 +14,10 @@ import typer
 from rich.table import Table
 
 from cli.common import JsonOpt, TenantOpt, console, open_services, out, tenant_id_for
+from cli.secrets_ops import secrets_app as ops_app
 
-secrets_app = typer.Typer(help="Detected secrets: reads of originals, erasure.")
+# One ``secrets`` group: scan and report (cli.secrets_ops), reads and erase (here).
+secrets_app = ops_app
 
 
 @secrets_app.command("reads")

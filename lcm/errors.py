@@ -66,6 +66,12 @@ class ExpansionBusy(Conflict):
     code = "expansion_busy"
 
 
+class SecretScanBusy(Conflict):
+    """A secret scan of the same scope is still pending or running."""
+
+    code = "secret_scan_running"
+
+
 class RateLimited(LcmError):
     """Too many requests for this tenant; ``retry_after`` seconds, when known."""
 

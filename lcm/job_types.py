@@ -54,6 +54,10 @@ SWEEP_GRANTS = JobType("expansion.sweep_grants", "expansion")
 RETENTION_SWEEP = JobType("retention.sweep", "compaction")
 INDEX_SEARCH_BACKLOG = JobType("search.index_backlog", "compaction")
 PING = JobType("system.ping", "compaction")
+# ``lcm secrets scan``: slices of a re-scan of stored history, and beat's re-send
+# of scans whose lease lapsed (lcm/secrets/scans.py).
+SECRETS_SCAN = JobType("secrets.scan", "compaction")
+SECRETS_SCAN_RECONCILE = JobType("secrets.scan_reconcile", "compaction")
 
 JOB_TYPES = (
     LEAF,
@@ -68,6 +72,8 @@ JOB_TYPES = (
     RETENTION_SWEEP,
     INDEX_SEARCH_BACKLOG,
     PING,
+    SECRETS_SCAN,
+    SECRETS_SCAN_RECONCILE,
 )
 
 # The pass job for each kind of pass a sweep hands the lease to.
@@ -117,7 +123,19 @@ class IndexSearchBacklog:
         return []
 
 
-Job = WakeCompaction | SummarizeFile | IndexSearchBacklog
+@dataclass(frozen=True, slots=True)
+class ScanSecrets:
+    """Run the next slice of a secret scan (``secret_scans`` row ``scan_id``)."""
+
+    scan_id: int
+
+    job_type: ClassVar[JobType] = SECRETS_SCAN
+
+    def args(self) -> list[object]:
+        return [self.scan_id]
+
+
+Job = WakeCompaction | SummarizeFile | IndexSearchBacklog | ScanSecrets
 
 
 def _always(_settings: Settings) -> bool:
@@ -139,6 +157,9 @@ BEAT = (
     Periodic("files-reconcile", FILES_RECONCILE, lambda s: s.files_reconcile_interval_seconds),
     Periodic("expansion-sweep-grants", SWEEP_GRANTS, lambda s: s.expansion_sweep_interval_seconds),
     Periodic("retention-sweep", RETENTION_SWEEP, lambda s: s.retention_sweep_interval_seconds),
+    Periodic(
+        "secrets-scan-reconcile", SECRETS_SCAN_RECONCILE, lambda s: s.reconcile_interval_seconds
+    ),
     # Postgres indexes on the write path; SQLite indexes after commit and
     # this catches what a lost job or a crash left (lcm.retrieval.search_backlog).
     Periodic(

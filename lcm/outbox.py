@@ -16,12 +16,13 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from lcm.job_types import IndexSearchBacklog, Job, SummarizeFile, WakeCompaction
+from lcm.job_types import IndexSearchBacklog, Job, ScanSecrets, SummarizeFile, WakeCompaction
 
 __all__ = [
     "IndexSearchBacklog",
     "Job",
     "JobSender",
+    "ScanSecrets",
     "SummarizeFile",
     "WakeCompaction",
     "drop_jobs",

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from lcm.model_prices import DEFAULT_MODEL_PRICES as DEFAULT_MODEL_PRICES
 from lcm.model_prices import ModelPrice as ModelPrice
 from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
 from lcm.override_rules import ModelOverride as ModelOverride
 from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
+from lcm.secret_rules import SecretControls
 from lcm.session_globs import session_pattern_problem
 from lcm.summary_rules import SummaryModelRule, SummaryProviderName
 from lcm.tenant_limits import TenantLimits as TenantLimits
@@ -43,8 +44,8 @@ DEFAULT_INJECTED_CONTEXT_TAGS = [
 ]
 
 
-class CompactionSettings(BaseSettings):
-    """The LCM knobs of docs/design.md §3; also the shape of a per-tenant override."""
+class CompactionSettings(SecretControls):
+    """The LCM knobs of docs/design.md §3 (and the secret controls); a tenant's override too."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
 
@@ -142,9 +143,6 @@ class CompactionSettings(BaseSettings):
     # merely recent ones. Off by default: the kept prefix then changes with
     # every prompt, which costs the provider's prompt cache.
     prompt_aware_eviction: bool = False
-    # Assembled messages carry placeholders (``[secret:aws_key#1]``) where a
-    # secret was detected; ``pass`` sends the stored text (docs/secrets.md).
-    assemble_secrets: Literal["mask", "pass"] = "mask"
     # Identifiers a prompt names (CONSTANT_CASE, paths, ticket ids) that the
     # assembled window does not show are looked up in the raw history; at most
     # this many matching snippets are added when they fit the budget (0: off).

@@ -48,6 +48,9 @@ from lcm_client.models import (
     MessagesIn,
     MessagesOut,
     Readiness,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
     SessionResetIn,
     SessionResetOut,
     SummaryDescription,
@@ -261,6 +264,17 @@ class AsyncLcmClient:
 
     async def usage(self, since: date | datetime | None = None) -> UsageOut:
         return await self.send(calls.usage(since))
+
+    async def start_secret_scan(self, body: SecretScanIn | None = None) -> SecretScanOut:
+        """Re-scan stored history for secrets (admin key); 409 while one of the scope runs."""
+        return await self.send(calls.start_secret_scan(body or SecretScanIn()))
+
+    async def secret_scan(self, scan_id: int) -> SecretScanOut:
+        return await self.send(calls.secret_scan(scan_id))
+
+    async def secrets_report(self, conversation_id: int | None = None) -> SecretsReportOut:
+        """Stored findings by kind per conversation (admin key)."""
+        return await self.send(calls.secrets_report(conversation_id))
 
     async def erase_tenant(self, confirm: str) -> None:
         """Erase the calling tenant; ``confirm`` repeats its name."""

@@ -55,6 +55,9 @@ from lcm_client.models import (
     MessagesOut,
     NoContent,
     Readiness,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
     SessionResetIn,
     SessionResetOut,
     SummaryDescription,
@@ -340,6 +343,27 @@ def import_conversation(key: str, jsonl: str, session_id: str | None) -> Call[Im
 def usage(since: date | datetime | None) -> Call[UsageOut]:
     params = {} if since is None else {"since": since.isoformat()}
     return Call("GET", "/v1/tenant/usage", UsageOut, params=params)
+
+
+def start_secret_scan(body: SecretScanIn) -> Call[SecretScanOut]:
+    # Not replayed: a second start of the same scope is a 409 while the first runs.
+    return Call(
+        "POST",
+        "/v1/tenant/secrets/scans",
+        SecretScanOut,
+        _body(body),
+        answers=frozenset({202}),
+        replayable=False,
+    )
+
+
+def secret_scan(scan_id: int) -> Call[SecretScanOut]:
+    return Call("GET", f"/v1/tenant/secrets/scans/{scan_id}", SecretScanOut)
+
+
+def secrets_report(conversation_id: int | None) -> Call[SecretsReportOut]:
+    params = {} if conversation_id is None else {"conversation_id": str(conversation_id)}
+    return Call("GET", "/v1/tenant/secrets/report", SecretsReportOut, params=params)
 
 
 def erase_tenant(confirm: str) -> Call[NoContent]:

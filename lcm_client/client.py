@@ -47,6 +47,9 @@ from lcm_client.models import (
     MessagesIn,
     MessagesOut,
     Readiness,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
     SessionResetIn,
     SessionResetOut,
     SummaryDescription,
@@ -262,6 +265,17 @@ class LcmClient:
 
     def usage(self, since: date | datetime | None = None) -> UsageOut:
         return self.send(calls.usage(since))
+
+    def start_secret_scan(self, body: SecretScanIn | None = None) -> SecretScanOut:
+        """Re-scan stored history for secrets (admin key); 409 while one of the scope runs."""
+        return self.send(calls.start_secret_scan(body or SecretScanIn()))
+
+    def secret_scan(self, scan_id: int) -> SecretScanOut:
+        return self.send(calls.secret_scan(scan_id))
+
+    def secrets_report(self, conversation_id: int | None = None) -> SecretsReportOut:
+        """Stored findings by kind per conversation (admin key)."""
+        return self.send(calls.secrets_report(conversation_id))
 
     def erase_tenant(self, confirm: str) -> None:
         """Erase the calling tenant; ``confirm`` repeats its name."""

@@ -97,12 +97,15 @@ def summary(
     summary_id: Annotated[Text, Path(min_length=1, max_length=64)],
     console: ConsoleUser,
     session: ReadSessionDep,
+    settings: SettingsDep,
     offset: Annotated[Int64, Query(ge=0, le=10_000_000)] = 0,
     done: Annotated[Text, Query(max_length=100)] = "",
 ) -> HTMLResponse:
-    described = describe_summary(session, console.principal.tenant_id, summary_id)
+    tenant_id = console.principal.tenant_id
+    mask = effective_settings(session, tenant_id, settings).masks_secrets("console")
+    described = describe_summary(session, tenant_id, summary_id, mask=mask)
     sources, source_total = (
-        leaf_sources(session, console.principal.tenant_id, summary_id, offset)
+        leaf_sources(session, tenant_id, summary_id, offset, mask)
         if described.kind == "leaf"
         else ([], 0)
     )
@@ -125,12 +128,14 @@ def messages(
     conversation_id: ConversationId,
     console: ConsoleUser,
     session: ReadSessionDep,
+    settings: SettingsDep,
     seq: Annotated[Int64 | None, Query(ge=1, le=INT64_MAX)] = None,
     start: Annotated[Int64 | None, Query(ge=1, le=INT64_MAX)] = None,
 ) -> HTMLResponse:
     found = conversation_of(session, console.principal.tenant_id, conversation_id)
+    mask = effective_settings(session, found.tenant_id, settings).masks_secrets("console")
     if seq is not None and seq > found.last_seq:
         raise NotFound(f"no message {seq} in conversation {conversation_id}")
     first = start if start is not None else max(1, (seq or 1) - PAGE_SIZE // 2)
-    page = message_page(session, found, first, seq)
+    page = message_page(session, found, first, seq, mask)
     return render(request, "messages.html", console, conversation=found, page=page)

@@ -82,6 +82,13 @@ from api.contract.secrets import (
     SecretReadOut,
     SecretReadsOut,
 )
+from api.contract.secrets_ops import (
+    SecretFindingsOut,
+    SecretKindOut,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
+)
 from api.contract.tenant import (
     SCOPES,
     ConversationItemOut,
@@ -201,8 +208,13 @@ __all__ = [
     "ScopeIn",
     "SecretEraseIn",
     "SecretErasedOut",
+    "SecretFindingsOut",
+    "SecretKindOut",
     "SecretReadOut",
     "SecretReadsOut",
+    "SecretScanIn",
+    "SecretScanOut",
+    "SecretsReportOut",
     "SessionIdText",
     "SessionKeyText",
     "SessionResetIn",

@@ -108,9 +108,12 @@ def get_export(
     """The conversation (default: the family's latest) as JSONL, streamed.
 
     Detected secrets are written as placeholders unless ``with_secrets``
-    (a key with the ``secrets`` scope too; the read is recorded first).
+    (a key with the ``secrets`` scope too; the read is recorded first) or the
+    tenant unmasked its ``export`` surface (then nothing is recorded: the
+    operator chose to send originals).
     """
     reader = secrets_reader(caller) if with_secrets else None
+    with_secrets = with_secrets or not caller.settings.masks_secrets("export")
     if session_id is None and conversation_id is None:
         target = resolve_for_read(session, caller.tenant_id, key)
     else:

@@ -71,10 +71,12 @@ def post_grep(
         session, caller.tenant_id, scope_selector(body), body.since, body.before
     )
     query = grep_query(body)
+    mask = caller.settings.masks_secrets("grep")
+    limits = dataclasses.replace(grep_limits(settings), mask_secrets=mask)
     if body.scope == "files":
-        found = grep_large_files(session, services.storage, bounds, query, grep_limits(settings))
+        found = grep_large_files(session, services.storage, bounds, query, limits)
         return to_jsonable(found)
-    return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
+    return to_jsonable(grep(session, bounds, query, limits))
 
 
 @router.get(
@@ -91,7 +93,8 @@ def get_summary(
         reader = secrets_reader(caller)
         with database.transaction() as audited:
             return to_jsonable(summary_with_secrets(audited, reader, summary_id))
-    return to_jsonable(describe_summary(session, caller.tenant_id, summary_id))
+    mask = caller.settings.masks_secrets("describe")
+    return to_jsonable(describe_summary(session, caller.tenant_id, summary_id, mask=mask))
 
 
 @router.get("/files/{file_id}", response_model=FileDescription, responses=error_responses(404))
@@ -113,8 +116,11 @@ def get_file(
         with services.database.transaction() as audited:
             found = file_with_secrets(audited, services.storage, reader, file_id, offset, limit)
             return to_jsonable(found)
-    described = describe_file(session, caller.tenant_id, file_id)
-    page = file_content_page(session, services.storage, caller.tenant_id, file_id, offset, limit)
+    mask = caller.settings.masks_secrets("describe")
+    described = describe_file(session, caller.tenant_id, file_id, mask=mask)
+    page = file_content_page(
+        session, services.storage, caller.tenant_id, file_id, offset, limit, mask=mask
+    )
     return to_jsonable(dataclasses.replace(described, content=page))
 
 
@@ -134,7 +140,8 @@ def post_expand(
         reader = secrets_reader(caller)
         with database.transaction() as audited:
             return to_jsonable(expand_with_secrets(audited, reader, body.summary_ids, cap))
-    return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap))
+    mask = caller.settings.masks_secrets("describe")  # describe and expand: one surface
+    return to_jsonable(expand(session, caller.tenant_id, body.summary_ids, cap, mask=mask))
 
 
 @router.post(

@@ -167,7 +167,7 @@ def secret_masking(
     """
     if tenant_id is None:
         return _as_stored
-    if settings.assemble_secrets == "pass":
+    if not settings.masks_secrets("assemble"):
         # Sent as stored; but a view cached before an erasure holds the original.
         if not conversation_has_erased(session, tenant_id, conversation_id):
             return _as_stored

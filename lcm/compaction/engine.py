@@ -39,7 +39,7 @@ from lcm.db.models import CompactionRun, ContextItem, LlmUsage, Summary
 from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.secrets.masking import SecretSpan
-from lcm.secrets.service import content_masks, erased_since, mask_detected
+from lcm.secrets.service import DetectionRules, content_masks, erased_since, mask_detected
 from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
@@ -158,7 +158,7 @@ class CompactionEngine:
                 plan,
                 settings.strip_injected_context_tags,
                 settings.timezone,
-                self.secret_masks(tenant_id, plan),
+                self.secret_masks(tenant_id, plan, settings),
             ),
             # The summary's item must cost less than the range it replaces:
             # a pass never grows the context it compacts.
@@ -181,14 +181,15 @@ class CompactionEngine:
                 then(session, outcome.entry)
             return outcome
 
-    def secret_masks(self, tenant_id: str, plan: PassPlan) -> dict[int, list[SecretSpan]]:
+    def secret_masks(
+        self, tenant_id: str, plan: PassPlan, settings: CompactionSettings
+    ) -> dict[int, list[SecretSpan]]:
         """The spans of the secrets in ``plan``'s messages: the model never sees one.
 
-        One short read before the call (none for a condensed pass, which reads
-        summaries written from masked text).
+        One short read before the call (none for a condensed pass, or unmasked).
         """
         views = {e.message.id: e.message for e in plan.entries if e.message is not None}
-        if not views:
+        if not views or not settings.masks_secrets("summarizer"):
             return {}
         with self.reads() as session:
             masks = content_masks(session, tenant_id, list(views))
@@ -230,8 +231,10 @@ class CompactionEngine:
             must_beat_tokens=must_beat_tokens,
             policy=policy,
         )
-        # The output too: a summary never holds a detected secret.
-        text = mask_detected(result.text)
+        # The output too: a summary never holds a detected secret (unless unmasked).
+        if not settings.masks_secrets("summarizer"):
+            return result
+        text = mask_detected(result.text, DetectionRules.of(settings))
         if text == result.text:
             return result
         return replace(result, text=text, token_count=estimate_tokens(text))

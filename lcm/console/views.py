@@ -199,7 +199,11 @@ class MessagePage:
 
 
 def message_page(
-    session: Session, conversation: Conversation, first_seq: int, around: int | None = None
+    session: Session,
+    conversation: Conversation,
+    first_seq: int,
+    around: int | None = None,
+    mask: bool = True,
 ) -> MessagePage:
     """``PAGE_SIZE`` messages from ``first_seq`` (clamped into the conversation)."""
     total = conversation.last_seq
@@ -208,12 +212,14 @@ def message_page(
     ids = ConsoleRepository(session).message_ids(conversation.id, first, last)
     views = HistoryRepository(session).message_views(ids)
     # Shown with their detected secrets masked, as every other surface shows them.
-    shown = masked_views(session, conversation.tenant_id, [views[i] for i in ids if i in views])
+    shown = [views[i] for i in ids if i in views]
+    if mask:  # unless the tenant unmasked its console surface
+        shown = masked_views(session, conversation.tenant_id, shown)
     return MessagePage(shown, first, last, total, around)
 
 
 def leaf_sources(
-    session: Session, tenant_id: str, summary_id: str, offset: int
+    session: Session, tenant_id: str, summary_id: str, offset: int, mask: bool = True
 ) -> tuple[list[MessageView], int]:
     """A page of a leaf summary's original messages (with their parts, secrets masked), and
     how many it has."""
@@ -221,4 +227,5 @@ def leaf_sources(
     sizes = repo.leaf_messages([summary_id]).get(summary_id, [])
     ids = [m.id for m in sizes[offset : offset + PAGE_SIZE]]
     views = repo.message_views(ids)
-    return masked_views(session, tenant_id, [views[i] for i in ids if i in views]), len(sizes)
+    shown = [views[i] for i in ids if i in views]
+    return (masked_views(session, tenant_id, shown) if mask else shown), len(sizes)

@@ -117,7 +117,7 @@ def describe_summary(
     summary_id: str,
     allowed_conversations: Collection[int] | None = None,
     *,
-    with_secrets: bool = False,
+    mask: bool = True,
 ) -> SummaryDescription:
     repo = HistoryRepository(session)
     summary = repo.summaries(tenant_id, [summary_id]).get(summary_id)
@@ -131,7 +131,7 @@ def describe_summary(
         kind=summary.kind,
         depth=summary.depth,
         # A summary written before masking may quote a secret: what the detector finds is masked.
-        content=summary.content if with_secrets else mask_detected(summary.content),
+        content=mask_detected(summary.content) if mask else summary.content,
         token_count=summary.token_count,
         source_token_count=summary.source_token_count,
         descendant_count=summary.descendant_count,
@@ -156,7 +156,7 @@ def describe_file(
     file_id: str,
     allowed_conversations: Collection[int] | None = None,
     *,
-    with_secrets: bool = False,
+    mask: bool = True,
 ) -> FileDescription:
     repo = HistoryRepository(session)
     found = repo.large_file(tenant_id, file_id)
@@ -171,9 +171,9 @@ def describe_file(
         byte_size=found.byte_size,
         token_count=found.token_count,
         exploration_summary=(
-            found.exploration_summary
-            if with_secrets or found.exploration_summary is None
-            else mask_detected(found.exploration_summary)
+            mask_detected(found.exploration_summary)
+            if mask and found.exploration_summary is not None
+            else found.exploration_summary
         ),
         created_at=found.created_at,
         message_seq=None if found.message_id is None else repo.message_seq(found.message_id),
@@ -189,15 +189,15 @@ def file_content_page(
     offset: int,
     limit: int,
     *,
-    with_secrets: bool = False,
+    mask: bool = True,
 ) -> FileContent:
     """``limit`` characters of the file's text from ``offset`` (empty past the end);
-    its secrets masked unless ``with_secrets``."""
+    its secrets masked when ``mask``."""
     stored = load_file(session, storage, tenant_id, file_id)
     text = stored.content
     end = min(len(text), offset + limit)
     page = text[offset:end] if offset < len(text) else ""
-    spans = file_spans(session, tenant_id, file_id) if page and not with_secrets else []
+    spans = file_spans(session, tenant_id, file_id) if page and mask else []
     if spans:
         # Masked before it is cut: a secret across the page's edge shows as its placeholder.
         masked, [(start, stop)] = mask_ranges(text, spans, [(offset, end)])

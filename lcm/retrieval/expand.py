@@ -82,10 +82,10 @@ def expand(
     token_cap: int,
     allowed_conversations: Collection[int] | None = None,
     *,
-    with_secrets: bool = False,
+    mask: bool = True,
 ) -> Expansion:
     """The source messages of ``summary_ids`` that fit in ``token_cap``, in order (their
-    secrets masked unless ``with_secrets``)."""
+    secrets masked when ``mask``)."""
     ids = list(dict.fromkeys(summary_ids))
     if not ids or len(ids) > MAX_SUMMARY_IDS:
         raise InvalidInput(f"give between 1 and {MAX_SUMMARY_IDS} summary ids")
@@ -101,7 +101,7 @@ def expand(
         else Omitted()
     )
     views = repo.message_views([mid for mid, _leaf in picked.included])
-    spans = {} if with_secrets else message_spans(session, tenant_id, list(views))
+    spans = message_spans(session, tenant_id, list(views) if mask else [])
     views = {mid: mask_view(v, spans[mid]) if mid in spans else v for mid, v in views.items()}
     messages = [
         ExpandedMessage(

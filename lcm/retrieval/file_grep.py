@@ -52,7 +52,10 @@ def grep_large_files(
         and (bounds.before is None or m.created_at < bounds.before)
     ]
     complete = time.monotonic() <= deadline
-    secrets = {f: file_spans(session, bounds.tenant_id, f) for f in {m.file_id for m in found}}
+    secrets = {
+        f: file_spans(session, bounds.tenant_id, f) if limits.mask_secrets else []
+        for f in {m.file_id for m in found}
+    }
     result = [
         GrepMatch(
             type="file",

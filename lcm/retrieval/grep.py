@@ -90,6 +90,9 @@ class GrepLimits:
     timeout_ms: int
     max_pattern_chars: int
     half_life_hours: float
+    # Snippets with their secrets masked (the tenant's ``grep`` surface);
+    # expand-query's loop always masks.
+    mask_secrets: bool = True
 
 
 def message_ref(message_id: int) -> str:
@@ -171,6 +174,7 @@ def _full_text(
         repo.session,
         bounds.tenant_id,
         [(row, [m.span() for m in _first(pattern.finditer(row.content), 20)]) for row in rows],
+        limits.mask_secrets,
     )
     return GrepResult(matches, "full_text", query.sort)
 
@@ -221,7 +225,10 @@ def _regex(
     ranked = sorted(best, key=lambda e: (e[0], e[1]), reverse=True)
     notes = [] if complete else ["time budget reached: results cover the newest rows scanned"]
     matches = _matches(
-        repo.session, bounds.tenant_id, [(row, spans) for _key, _order, row, spans in ranked]
+        repo.session,
+        bounds.tenant_id,
+        [(row, spans) for _key, _order, row, spans in ranked],
+        limits.mask_secrets,
     )
     return GrepResult(matches, "regex", query.sort, complete, scanned, notes)
 
@@ -261,7 +268,10 @@ def _sort_key(sort: Sort) -> Callable[[SearchRow], tuple[Any, ...]]:
 
 
 def _matches(
-    session: Session, tenant_id: str, found: list[tuple[SearchRow, list[tuple[int, int]]]]
+    session: Session,
+    tenant_id: str,
+    found: list[tuple[SearchRow, list[tuple[int, int]]]],
+    mask: bool = True,
 ) -> list[GrepMatch]:
     """The hits as matches, each snippet cut from the text with its secrets masked.
 
@@ -269,11 +279,11 @@ def _matches(
     detector finds (a summary written before masking may quote one).
     """
     masks = content_masks(
-        session, tenant_id, [int(row.id) for row, _ in found if row.target == "message"]
+        session, tenant_id, [int(row.id) for row, _ in found if mask and row.target == "message"]
     )
     matches = []
     for row, spans in found:
-        if row.target == "message":
+        if row.target == "message" or not mask:
             secrets = masks.get(int(row.id), [])
         else:
             secrets = [SecretSpan(None, f.start, f.length, f.kind, 0) for f in detect(row.content)]

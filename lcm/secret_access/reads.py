@@ -29,7 +29,7 @@ from lcm.secret_access.repository import SecretAccessRepository
 
 def summary_with_secrets(session: Session, reader: Reader, summary_id: str) -> SummaryDescription:
     """A summary as stored (one written before masking may quote a secret); no span in it."""
-    found = describe_summary(session, reader.tenant_id, summary_id, with_secrets=True)
+    found = describe_summary(session, reader.tenant_id, summary_id, mask=False)
     record_read(session, reader, found.conversation_id, "describe_summary", summary_id, [])
     return found
 
@@ -44,8 +44,8 @@ def file_with_secrets(
 ) -> FileDescription:
     """A large file's description and a page of its text, as stored."""
     tenant_id = reader.tenant_id
-    described = describe_file(session, tenant_id, file_id, with_secrets=True)
-    page = file_content_page(session, storage, tenant_id, file_id, offset, limit, with_secrets=True)
+    described = describe_file(session, tenant_id, file_id, mask=False)
+    page = file_content_page(session, storage, tenant_id, file_id, offset, limit, mask=False)
     spans = SecretAccessRepository(session).live_file_spans(
         tenant_id, file_id, offset, offset + len(page.text)
     )
@@ -57,7 +57,7 @@ def expand_with_secrets(
     session: Session, reader: Reader, summary_ids: Sequence[str], token_cap: int
 ) -> Expansion:
     """An expansion with its messages as stored: one audit row per conversation read."""
-    found = expand(session, reader.tenant_id, summary_ids, token_cap, with_secrets=True)
+    found = expand(session, reader.tenant_id, summary_ids, token_cap, mask=False)
     spans = SecretAccessRepository(session).live_message_spans(
         reader.tenant_id, [m.id for m in found.messages]
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from lcm.secrets.detector import Finding, detect
+    from lcm.secrets.detector import DETECTOR_VERSION, Finding, detect
     from lcm.secrets.masking import (
         SecretSpan,
         content_spans,
@@ -18,7 +18,17 @@ if TYPE_CHECKING:
         mask_text,
         placeholder,
     )
+    from lcm.secrets.report import ConversationFindings, KindCount, secrets_report
     from lcm.secrets.repository import SecretSpanRepository
+    from lcm.secrets.rules import NO_RULES, DetectionRules
+    from lcm.secrets.scans import (
+        ScanProgress,
+        due_scans,
+        run_scan_job,
+        run_scan_slice,
+        scan_progress,
+        start_scan,
+    )
     from lcm.secrets.service import (
         DEFAULT_SCAN,
         ScannedText,
@@ -44,7 +54,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SCAN",
+    "DETECTOR_VERSION",
+    "NO_RULES",
+    "ConversationFindings",
+    "DetectionRules",
     "Finding",
+    "KindCount",
+    "ScanProgress",
     "ScannedText",
     "SecretScan",
     "SecretSpan",
@@ -54,6 +70,7 @@ __all__ = [
     "conversation_has_erased",
     "conversation_has_spans",
     "detect",
+    "due_scans",
     "erased_since",
     "file_spans",
     "is_placeholder",
@@ -70,14 +87,29 @@ __all__ = [
     "message_texts",
     "placeholder",
     "record_secrets",
+    "run_scan_job",
+    "run_scan_slice",
+    "scan_progress",
     "secret_values",
+    "secrets_report",
     "stale_views",
+    "start_scan",
 ]
 
 __getattr__ = lazy_exports(
     __name__,
     {
-        "lcm.secrets.detector": ("Finding", "detect"),
+        "lcm.secrets.detector": ("DETECTOR_VERSION", "Finding", "detect"),
+        "lcm.secrets.rules": ("NO_RULES", "DetectionRules"),
+        "lcm.secrets.report": ("ConversationFindings", "KindCount", "secrets_report"),
+        "lcm.secrets.scans": (
+            "ScanProgress",
+            "due_scans",
+            "run_scan_job",
+            "run_scan_slice",
+            "scan_progress",
+            "start_scan",
+        ),
         "lcm.secrets.masking": (
             "SecretSpan",
             "content_spans",

@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from detect_secrets.filters.heuristic import (
     is_potential_uuid,
@@ -60,6 +61,13 @@ from lcm.secrets.patterns import (
     SECRET_NAME_RE,
     UNQUOTED_VALUE_RE,
 )
+
+if TYPE_CHECKING:
+    from lcm.secrets.rules import DetectionRules
+
+# What stored spans were found with. Bump it when a change here finds more,
+# fewer or other spans: ``lcm secrets scan`` re-scans what an older version found.
+DETECTOR_VERSION = "2026.11.2"
 
 # Each regex plugin, the kind its findings get (the placeholder's word), and
 # substrings one of which every match holds: a text holding none skips the
@@ -136,6 +144,11 @@ _NOT_SECRET_NAME = re.compile(
 _PEM_BODY = re.compile(r"(?:\r?\n(?:[A-Za-z0-9+/=]{4,}|[A-Za-z-]+: [^\n]*))*")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_=+/.-]*")
 _HEX = re.compile(r"[0-9a-fA-F]+")
+# Ids of model APIs (tool calls, messages, requests): random, public, everywhere in transcripts.
+_ID_PREFIXES = ("toolu_", "srvtoolu_", "msg_", "req_", "call_", "chatcmpl-", "resp_", "fc_")
+# A file path with an extension (``/tmp/tmp-2101-KUbIvUViN7hm/pull.patch``).
+_PATH = re.compile(r"(?:~|\.{1,2})?/(?:[\w.-]+/)+[\w-]+\.[A-Za-z]{1,8}")
+_PLACEHOLDER = "..."
 # Random base64 of 20-64 characters measures 0.85-0.95 of log2(length); words,
 # paths and version strings measure less and rarely mix all three classes.
 _ENTROPY_SHARE = 0.8
@@ -154,12 +167,19 @@ class Finding:
         return self.end - self.start
 
 
-def detect(text: str) -> list[Finding]:
-    """The secrets in ``text``, sorted by offset, none overlapping another."""
-    if len(text) < 8 or not _may_hold_secret(text):
-        return []
-    found = [*_plugin_findings(text), *_hand_findings(text), *_line_findings(text)]
-    return _disjoint(found)
+def detect(text: str, rules: DetectionRules | None = None) -> list[Finding]:
+    """The secrets in ``text``, sorted by offset, none overlapping another.
+
+    ``rules`` (a tenant's custom patterns and allow-list) add findings and
+    drop the allow-listed ones.
+    """
+    found: list[Finding] = []
+    if len(text) >= 8 and _may_hold_secret(text):
+        found = [*_plugin_findings(text), *_hand_findings(text), *_line_findings(text)]
+    if rules is None:
+        return _disjoint(found)
+    found.extend(rules.custom_findings(text))
+    return rules.allowed_out(text, _disjoint(found))
 
 
 def _may_hold_secret(text: str) -> bool:
@@ -265,11 +285,28 @@ def _line_findings(text: str) -> Iterator[Finding]:
             if index >= 0:
                 yield Finding(at + index, at + index + len(value), "credential")
     for match in UNQUOTED_VALUE_RE.finditer(text):
+        if _PLACEHOLDER in match.group(1) or "\u2026" in match.group(1):
+            continue  # ``OPENAI_API_KEY=sk-...``: documentation, not a key
         if SECRET_NAME_RE.search(_name_before(text, match.start()).upper()):
             yield Finding(match.start(1), match.end(1), "credential")
     for sign, start, end in _opaque_values(text):
+        if _is_code(text, sign, end):
+            continue
         if _high_entropy(_name_before(text, sign), text[start:end]):
             yield Finding(start, end, "high_entropy")
+
+
+def _is_code(text: str, sign: int, end: int) -> bool:
+    """A comparison (``==``, ``!=``, ``<=``, ``>=``) or a call (``x := NewEnv(t)``), not a setting.
+
+    Found by the untuned-data check (docs/secrets.md): Go and Python source in
+    tool output flagged identifiers such as ``NewE2EFeatureBranchEnv``.
+    """
+    return (
+        text[sign - 1 : sign] in ("=", "!", "<", ">")
+        or text[sign + 1 : sign + 2] == "="
+        or text[end : end + 1] == "("
+    )
 
 
 def _opaque_values(text: str) -> Iterator[tuple[int, int, int]]:
@@ -294,6 +331,8 @@ def _high_entropy(name: str, value: str) -> bool:
     """Whether an assignment's value looks like a random secret (and not an id or digest)."""
     if _NOT_SECRET_NAME.search(name) or _HEX.fullmatch(value):
         return False
+    if "=" in value.rstrip("=") or value.startswith(_ID_PREFIXES) or _PATH.fullmatch(value):
+        return False  # ``run = "E2E_AGENT=claude-code"``, ``toolu_…`` ids, ``/tmp/…/x.patch``
     if value.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
         return False  # subresource/npm integrity digests
     if is_potential_uuid(value) or is_sequential_string(value) or is_templated_secret(value):

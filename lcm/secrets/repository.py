@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from lcm.db.models import MessagePart
@@ -85,6 +85,16 @@ class SecretSpanRepository:
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.session.connection().execute(insert(SPANS), list(rows))
+
+    def delete_message_spans(self, tenant_id: str, message_ids: Collection[int]) -> None:
+        ids = sorted(set(message_ids))
+        for start in range(0, len(ids), 500):
+            self.session.execute(
+                delete(SecretSpanRow).where(
+                    SecretSpanRow.tenant_id == tenant_id,
+                    SecretSpanRow.message_id.in_(ids[start : start + 500]),
+                )
+            )
 
     def message_spans(
         self, tenant_id: str, message_ids: Collection[int]

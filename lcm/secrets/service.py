@@ -12,15 +12,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy.orm import Session
 
 from lcm.context import MessageView
-from lcm.secrets.detector import detect
+from lcm.secrets.detector import Finding, detect
 from lcm.secrets.masking import SecretSpan, content_spans, is_placeholder, mask_text
 from lcm.secrets.repository import SecretSpanRepository
+from lcm.secrets.rules import NO_RULES, DetectionRules
 from lcm.settings import Settings
 
 # Parts whose text is scanned. Images carry "[image]", redacted thinking nothing.
@@ -46,12 +47,16 @@ class SecretScan:
 
     enabled: bool = True
     key: bytes | None = None
+    # The tenant's custom patterns and allow-list (effective settings).
+    rules: DetectionRules = field(default=NO_RULES)
 
     @classmethod
     def of(cls, settings: Settings) -> SecretScan:
         key = settings.secrets_fingerprint_key
         return cls(
-            settings.secrets_detection, key.get_secret_value().encode("utf-8") if key else None
+            settings.secrets_detection,
+            key.get_secret_value().encode("utf-8") if key else None,
+            DetectionRules.of(settings),
         )
 
     def fingerprint(self, tenant_id: str, conversation_id: int, value: str) -> str:
@@ -100,21 +105,67 @@ def record_secrets(
     """
     if not scan.enabled:
         return 0
-    found = [
-        (
-            where,
-            finding,
-            scan.fingerprint(tenant_id, conversation_id, where.text[finding.start : finding.end]),
-        )
-        for where in texts
-        for finding in detect(where.text)
-    ]
+    found = _found(tenant_id, conversation_id, texts, scan)
     if not found:
         return 0
     repo = SecretSpanRepository(session)
     fingerprints = {fp for _, _, fp in found}
     ordinals = repo.ordinals(tenant_id, conversation_id, fingerprints)
     last = repo.last_ordinal(tenant_id, conversation_id) if len(ordinals) < len(fingerprints) else 0
+    rows, _ = _span_rows(tenant_id, conversation_id, found, ordinals, last)
+    repo.insert(rows)
+    return len(rows)
+
+
+def rescan_messages(
+    session: Session,
+    tenant_id: str,
+    conversation_id: int,
+    message_ids: Collection[int],
+    texts: Iterable[ScannedText],
+    scan: SecretScan,
+    floor: int,
+) -> tuple[int, int]:
+    """Replace the spans of ``message_ids`` with what ``scan`` finds in ``texts`` now.
+
+    A value still found keeps its ordinal (looked up before the old spans
+    go), so summaries written with ``[secret:kind#n]`` stay right; a value
+    found anew is numbered above ``floor`` (the conversation's highest
+    ordinal when its scan began), so no retired ordinal is given to another
+    value. The caller holds the conversation's row lock, as ingest does.
+    Returns the spans written and the highest ordinal now given.
+    """
+    repo = SecretSpanRepository(session)
+    found = _found(tenant_id, conversation_id, texts, scan) if scan.enabled else []
+    ordinals = repo.ordinals(tenant_id, conversation_id, {fp for _, _, fp in found})
+    last = max(floor, repo.last_ordinal(tenant_id, conversation_id))
+    repo.delete_message_spans(tenant_id, message_ids)
+    rows, last = _span_rows(tenant_id, conversation_id, found, ordinals, last)
+    repo.insert(rows)
+    return len(rows), last
+
+
+_Found = list[tuple[ScannedText, Finding, str]]
+
+
+def _found(
+    tenant_id: str, conversation_id: int, texts: Iterable[ScannedText], scan: SecretScan
+) -> _Found:
+    return [
+        (
+            where,
+            finding,
+            scan.fingerprint(tenant_id, conversation_id, where.text[finding.start : finding.end]),
+        )
+        for where in texts
+        for finding in detect(where.text, scan.rules)
+    ]
+
+
+def _span_rows(
+    tenant_id: str, conversation_id: int, found: _Found, ordinals: dict[str, int], last: int
+) -> tuple[list[dict[str, object]], int]:
+    """The span rows of ``found``; a value without an ordinal gets ``last + 1`` (and so on)."""
     rows = []
     for where, finding, fp in found:
         if fp not in ordinals:
@@ -134,8 +185,7 @@ def record_secrets(
                 "fingerprint": fp,
             }
         )
-    repo.insert(rows)
-    return len(rows)
+    return rows, last
 
 
 def content_masks(
@@ -171,14 +221,14 @@ def erased_since(
     return None
 
 
-def mask_detected(text: str) -> str:
+def mask_detected(text: str, rules: DetectionRules | None = None) -> str:
     """``text`` with whatever the detector finds in it masked, unnumbered (``[secret:kind]``).
 
     For text no span describes: a model's output, checked before it is
     stored, since a summary must never hold a secret (one quoted from a
     summary written before masking, or one the model made up).
     """
-    found = detect(text)
+    found = detect(text, rules)
     if not found:
         return text
     return mask_text(text, [SecretSpan(None, f.start, f.length, f.kind, 0) for f in found])

@@ -28,6 +28,7 @@ class MessageFilter:
     cursor: str | None = None
     limit: int = 100
     tail: int | None = None  # the last ``tail`` messages instead of a page
+    mask_secrets: bool = True  # the tenant's ``console`` surface (``lcm messages``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +104,13 @@ def message_page(session: Session, conversation_id: int, wanted: MessageFilter) 
             limit=wanted.tail,
             newest_first=True,
         )
-        return MessagePage(_rows(session, list(reversed(rows))), None)
+        return MessagePage(_rows(session, list(reversed(rows)), wanted.mask_secrets), None)
     after = decode_message_cursor(wanted.cursor) if wanted.cursor else None
     # One row more than asked tells whether another page exists.
     rows = repo.messages(
         conversation_id, after_seq=after, role=wanted.role, since=since, limit=wanted.limit + 1
     )
-    page = _rows(session, rows[: wanted.limit])
+    page = _rows(session, rows[: wanted.limit], wanted.mask_secrets)
     more = len(rows) > wanted.limit
     return MessagePage(page, encode_message_cursor(page[-1].seq) if more else None)
 
@@ -154,10 +155,12 @@ def database_status(session: Session, now: datetime | None = None) -> DatabaseSt
     )
 
 
-def _rows(session: Session, messages: list[Message]) -> list[MessageRow]:
+def _rows(session: Session, messages: list[Message], mask: bool = True) -> list[MessageRow]:
     """The messages as rows, their detected secrets masked (one query for the page)."""
     masks = (
-        content_masks(session, messages[0].tenant_id, [m.id for m in messages]) if messages else {}
+        content_masks(session, messages[0].tenant_id, [m.id for m in messages])
+        if messages and mask
+        else {}
     )
     return [
         MessageRow(

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound
+from lcm.secret_rules import SecretPattern
 from lcm.settings import (
     CompactionSettings,
     ModelOverride,
@@ -150,6 +151,10 @@ def _decoded(values: dict[str, Any]) -> dict[str, Any]:
         update["summary_model_overrides"] = [
             SummaryModelOverride.model_validate(rule) for rule in update["summary_model_overrides"]
         ]
+    if "secrets_custom_patterns" in update:
+        update["secrets_custom_patterns"] = [
+            SecretPattern.model_validate(rule) for rule in update["secrets_custom_patterns"]
+        ]
     if "summary_model_rules" in update:
         update["summary_model_rules"] = [
             SummaryModelRule.model_validate(rule) for rule in update["summary_model_rules"]
@@ -210,6 +215,8 @@ def update_overrides(session: Session, tenant_id: str, changes: dict[str, Any]) 
     # A granted limit replaces the tenant's own value for it.
     own = _merged(own, {k: (None if k in CEILINGS else v) for k, v in changes.items()})
     stored = _store(tenant, own, grants)
+    # Allow-listed values are logged as stored (hashed), never as given.
+    changes = {k: stored.get(k) if k == "secrets_allow_list" else v for k, v in changes.items()}
     audit.info(
         "operator changed the settings of tenant %s (%s): %s",
         tenant.name,

@@ -70,6 +70,13 @@ from lcm_client.models.secrets import (
     SecretReadOut,
     SecretReadsOut,
 )
+from lcm_client.models.secrets_ops import (
+    SecretFindingsOut,
+    SecretKindOut,
+    SecretScanIn,
+    SecretScanOut,
+    SecretsReportOut,
+)
 from lcm_client.models.tenant import (
     SCOPES,
     ConversationItemOut,
@@ -189,8 +196,13 @@ __all__ = [
     "ScopeIn",
     "SecretEraseIn",
     "SecretErasedOut",
+    "SecretFindingsOut",
+    "SecretKindOut",
     "SecretReadOut",
     "SecretReadsOut",
+    "SecretScanIn",
+    "SecretScanOut",
+    "SecretsReportOut",
     "SessionIdText",
     "SessionKeyText",
     "SessionResetIn",

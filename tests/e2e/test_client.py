@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from lcm_client.models import (
     KeyIn,
     MessageIn,
     MessagesIn,
+    SecretScanIn,
     SessionResetIn,
     SummaryDescription,
     SummaryDissolveIn,
@@ -206,6 +208,18 @@ def scenario(call: Call, key: str) -> None:
     rotated = call("rotate_key", issued.id)
     assert rotated.api_key != issued.api_key
     assert call("revoke_key", rotated.id).revoked_at is not None
+    # Secrets (admin): a scan the in-process worker runs, followed by its id; the report.
+    scanned = call("start_secret_scan", SecretScanIn(session_key=key, rescan_all=True))
+    with pytest.raises(Conflict) as busy:
+        call("start_secret_scan", SecretScanIn(session_key=key))
+    assert busy.value.code == "secret_scan_running"
+    waited = time.monotonic() + 60
+    while scanned.status in ("pending", "running") and time.monotonic() < waited:
+        time.sleep(0.2)
+        scanned = call("secret_scan", scanned.id)
+    assert scanned.status == "done", scanned
+    assert scanned.messages_done >= 1
+    assert isinstance(call("secrets_report").conversations, list)
     with pytest.raises(BadRequest) as unconfirmed:
         call("erase_tenant", "not-the-tenant-name")
     assert unconfirmed.value.code == "confirm_required"

@@ -57,6 +57,9 @@ EXPECTED_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/v1/conversations/{key}/import"): "admin",
     ("GET", "/v1/tenant/secrets/reads"): "admin",
     ("POST", "/v1/tenant/secrets/erase"): "admin",
+    ("POST", "/v1/tenant/secrets/scans"): "admin",
+    ("GET", "/v1/tenant/secrets/scans/{scan_id}"): "admin",
+    ("GET", "/v1/tenant/secrets/report"): "admin",
 }
 # The calls of a gateway turn check their key in the route, after FastAPI has
 # validated the body (one thread-pool hop per request: api/deps.py), so an
@@ -75,6 +78,7 @@ PATH_VALUES = {
     "{summary_id}": "sum_0000000000000000",
     "{file_id}": "file_00000000",
     "{key_id}": "999999",
+    "{scan_id}": "999999",
 }
 
 

@@ -84,6 +84,7 @@ MIRRORED = {
     "ImportOut": "lcm.transfer.service:Imported",
     "UsageLineOut": "lcm.tenants.usage:UsageLine",
     "KeyOut": "lcm.tenants.keys:KeyInfo",
+    "SecretScanOut": "lcm.secrets.scans:ScanProgress",
 }
 
 

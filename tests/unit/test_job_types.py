@@ -36,7 +36,7 @@ def test_every_task_is_a_registered_job_type_and_back() -> None:
 
 def test_each_outbox_job_kind_names_a_registered_type_its_task_accepts() -> None:
     _registered_tasks()
-    samples = {"conversation_id": 7, "file_id": "file_abc"}
+    samples = {"conversation_id": 7, "file_id": "file_abc", "scan_id": 3}
     for kind in get_args(Job):
         assert kind.job_type in JOB_TYPES, kind
         fields = inspect.signature(kind).parameters

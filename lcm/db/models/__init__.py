@@ -34,7 +34,7 @@ from lcm.db.models.lifecycle import (
     ConversationFork,
     TurnCommit,
 )
-from lcm.db.models.secrets import SecretRead, SecretSpan
+from lcm.db.models.secrets import SecretRead, SecretScanMark, SecretScanRun, SecretSpan
 from lcm.db.models.work import (
     CompactionDebt,
     CompactionRun,
@@ -63,6 +63,8 @@ __all__ = [
     "Message",
     "MessagePart",
     "SecretRead",
+    "SecretScanMark",
+    "SecretScanRun",
     "SecretSpan",
     "Summary",
     "SummaryMessage",
