@@ -157,6 +157,8 @@ def _erase_in_conversation(
         values.update(found)
     elif file_ids:
         erased.file_spans += sum(1 for s in targets if s.file_id is not None)
+        if not message_ids:
+            return  # nothing was rewritten
     for summary in repo.summaries_holding(tenant_id, conversation_id, sorted(values)):
         content = mask_values(summary.content, values)
         if content != summary.content:
