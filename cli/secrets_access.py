@@ -100,14 +100,12 @@ def erase_command(
             tenant_id,
             ErasureRequest(tuple(span_id or ()), value),
             SecretScan.of(services.settings),
+            services.storage,
         )
     if as_json:
         out.print_json(json.dumps(asdict(erased)))
         return
-    left = (
-        f"; {erased.file_spans} spans in large files left as they are" if erased.file_spans else ""
-    )
     out.print(
-        f"erased {erased.spans} spans in {erased.messages} messages and "
-        f"{erased.summaries} summaries of conversations {erased.conversation_ids}{left}"
+        f"erased {erased.spans} spans in {erased.messages} messages, {erased.files} large files "
+        f"and {erased.summaries} summaries of conversations {erased.conversation_ids}"
     )

@@ -21,7 +21,7 @@ from api.contract import (
     SecretReadOut,
     SecretReadsOut,
 )
-from api.deps import AdminCaller, Caller, DatabaseDep, ReadSessionDep
+from api.deps import AdminCaller, Caller, DatabaseDep, ReadSessionDep, ServicesDep
 from api.openapi import error_responses
 from lcm.errors import Forbidden
 from lcm.secret_access import MAX_PAGE, ErasureRequest, Reader, erase_secrets, list_reads
@@ -63,7 +63,9 @@ def get_secret_reads(
 
 
 @router.post("/erase", response_model=SecretErasedOut, responses=error_responses(400, 404))
-def post_erase(body: SecretEraseIn, caller: AdminCaller, database: DatabaseDep) -> SecretErasedOut:
+def post_erase(
+    body: SecretEraseIn, caller: AdminCaller, database: DatabaseDep, services: ServicesDep
+) -> SecretErasedOut:
     """Replace the originals with their placeholders in the stored rows, for good.
 
     ``span_ids``: each span's value, everywhere in its conversation;
@@ -75,5 +77,6 @@ def post_erase(body: SecretEraseIn, caller: AdminCaller, database: DatabaseDep) 
         caller.tenant_id,
         ErasureRequest(tuple(body.span_ids), body.value),
         SecretScan.of(caller.settings),
+        services.storage,
     )
     return SecretErasedOut(**dataclasses.asdict(erased))

@@ -12,8 +12,9 @@ value (written before masking) are rewritten too. Seqs, ids and links are
 untouched. Search follows: Postgres' ``tsvector`` columns are generated from
 the content, SQLite's FTS tables by their update triggers.
 
-Large files are not rewritten: a span in a large file is left as it is
-(``Erased.file_spans`` counts them).
+A large file holding the value is stored again without it
+(:mod:`lcm.secret_access.file_erasure`); without a file storage (a caller
+that has none) its spans are left and counted in ``Erased.file_spans``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Message, MessagePart, SecretSpan, utcnow
 from lcm.errors import InvalidInput, NotFound
+from lcm.files.storage import FileStorage
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
+from lcm.secret_access.file_erasure import release_objects, rewrite_files
 from lcm.secret_access.repository import SecretAccessRepository
 from lcm.secret_access.rewrite import rewrite_part
 from lcm.secrets import SecretScan, mask_values
@@ -63,11 +66,16 @@ class Erased:
     spans: int = 0
     messages: int = 0
     summaries: int = 0
-    file_spans: int = 0  # spans in large files, left as they are
+    files: int = 0  # large files stored again without the value
+    file_spans: int = 0  # spans in large files left as they are (no storage given)
 
 
 def erase_secrets(
-    transaction: Transaction, tenant_id: str, request: ErasureRequest, scan: SecretScan
+    transaction: Transaction,
+    tenant_id: str,
+    request: ErasureRequest,
+    scan: SecretScan,
+    storage: FileStorage | None = None,
 ) -> Erased:
     """Erase what ``request`` names, one conversation per transaction; safe to run again."""
     request = request.checked()
@@ -75,9 +83,22 @@ def erase_secrets(
         targets = _targets(SecretAccessRepository(session), tenant_id, request, scan)
     erased = Erased()
     for conversation_id, fingerprints in sorted(targets.items()):
+        released: set[str] = set()
         with transaction() as session:
-            _erase_in_conversation(session, tenant_id, conversation_id, fingerprints, erased)
+            where = _Where(tenant_id, conversation_id, storage, released)
+            _erase_in_conversation(session, where, fingerprints, erased)
+        if storage is not None and released:
+            with transaction() as session:  # committed: the old objects may go
+                release_objects(SecretAccessRepository(session), storage, tenant_id, released)
     return erased
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    tenant_id: str
+    conversation_id: int
+    storage: FileStorage | None
+    released: set[str]
 
 
 def _targets(
@@ -102,9 +123,10 @@ def _targets(
 
 
 def _erase_in_conversation(
-    session: Session, tenant_id: str, conversation_id: int, fingerprints: set[str], erased: Erased
+    session: Session, where: _Where, fingerprints: set[str], erased: Erased
 ) -> None:
     repo = SecretAccessRepository(session)
+    tenant_id, conversation_id = where.tenant_id, where.conversation_id
     # The conversation's row lock, first: ingest (target_for_write) and a
     # compaction pass's commit (_lock_and_fence) take it too. Under it no
     # message of the conversation gains spans (ingest numbers them under
@@ -118,11 +140,25 @@ def _erase_in_conversation(
     targets = [s for s in spans if s.erased_at is None]
     if not targets:
         return  # done before (or no such value here): erasure is idempotent
-    erased.file_spans += sum(1 for s in targets if s.message_id is None)
     message_ids = {s.message_id for s in targets if s.message_id is not None}
-    if not message_ids:
-        return
-    values = _rewrite_messages(repo, tenant_id, conversation_id, message_ids, targets, erased)
+    values = (
+        _rewrite_messages(repo, tenant_id, conversation_id, message_ids, targets, erased)
+        if message_ids
+        else {}
+    )
+    file_ids = {s.file_id for s in targets if s.file_id is not None}
+    if file_ids and where.storage is not None:
+        erase = {s.id for s in targets}
+        count, found = rewrite_files(
+            repo, where.storage, tenant_id, file_ids, erase, where.released
+        )
+        erased.spans += count
+        erased.files += len(file_ids)
+        values.update(found)
+    elif file_ids:
+        erased.file_spans += sum(1 for s in targets if s.file_id is not None)
+        if not message_ids:
+            return  # nothing was rewritten
     for summary in repo.summaries_holding(tenant_id, conversation_id, sorted(values)):
         content = mask_values(summary.content, values)
         if content != summary.content:

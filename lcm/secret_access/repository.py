@@ -13,6 +13,7 @@ from lcm.db.models import (
     ApiKey,
     ContextItem,
     Conversation,
+    LargeFile,
     Message,
     MessagePart,
     SecretRead,
@@ -215,6 +216,30 @@ class SecretAccessRepository:
                 )
             )
         return found
+
+    def large_file(self, tenant_id: str, file_id: str) -> LargeFile | None:
+        return self.session.scalar(
+            select(LargeFile).where(LargeFile.tenant_id == tenant_id, LargeFile.id == file_id)
+        )
+
+    def file_spans(self, tenant_id: str, file_id: str) -> list[SecretSpan]:
+        return list(
+            self.session.scalars(
+                select(SecretSpan).where(
+                    SecretSpan.tenant_id == tenant_id, SecretSpan.file_id == file_id
+                )
+            )
+        )
+
+    def uris_in_use(self, tenant_id: str, uris: Collection[str]) -> set[str]:
+        """Which of ``uris`` a file row of the tenant names (objects are stored per tenant)."""
+        return set(
+            self.session.scalars(
+                select(LargeFile.storage_uri).where(
+                    LargeFile.tenant_id == tenant_id, LargeFile.storage_uri.in_(sorted(uris))
+                )
+            )
+        )
 
     def set_item_tokens(self, conversation_id: int, message_id: int, tokens: int) -> None:
         self.session.execute(

@@ -46,4 +46,5 @@ class SecretErasedOut(BaseModel):
     spans: int
     messages: int
     summaries: int
-    file_spans: int  # spans in large files: left as they are
+    files: int  # large files stored again without the value
+    file_spans: int  # spans in large files left as they are (none over HTTP)

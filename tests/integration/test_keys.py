@@ -13,7 +13,7 @@ from lcm.db.migrate import upgrade
 from lcm.db.models import ApiKey
 from lcm.errors import Conflict, Forbidden, InvalidInput, LcmError
 from lcm.tenants.keys import (
-    SCOPES,
+    DEFAULT_SCOPES,
     IssuedKey,
     authenticate,
     checked_scopes,
@@ -49,9 +49,11 @@ def test_keys_from_before_scopes_keep_every_scope(tmp_path: Path) -> None:
         with database.read_session() as session:
             principal = authenticate(session, "lcm_old-key")
         assert principal.tenant_id == "ten_old"
-        assert principal.scopes == set(SCOPES)
-        for scope in SCOPES:
+        assert principal.scopes == set(DEFAULT_SCOPES)  # every scope but secrets
+        for scope in DEFAULT_SCOPES:
             principal.require(scope)
+        with pytest.raises(Forbidden):
+            principal.require("secrets")
     finally:
         database.dispose()
 
@@ -81,7 +83,7 @@ def test_concurrent_rotations_of_one_key_make_one_new_key(db: Database) -> None:
     with db.read_session() as session:
         active = session.scalars(select(ApiKey.id).where(ApiKey.revoked_at.is_(None))).all()
         assert active == [winner.key.id]
-        assert authenticate(session, winner.api_key).scopes == set(SCOPES)
+        assert authenticate(session, winner.api_key).scopes == set(DEFAULT_SCOPES)
 
 
 def test_scopes_are_checked_and_canonical() -> None:
