@@ -278,3 +278,22 @@ def test_a_failing_slice_is_retried_then_fails_the_scan(
     assert spans(db, cid) != []  # the failed batches rolled back: old spans intact
     monkeypatch.undo()
     run_to_end(db, start(db, tenant.tenant_id, cid))  # the scope is free again
+
+
+def test_erasure_takes_the_scans_and_marks_with_it(db: Database) -> None:
+    from lcm.erasure.service import erase_conversation, erase_tenant
+
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id)
+    run_to_end(db, start(db, tenant.tenant_id, cid))
+    tenant_scan = start(db, tenant.tenant_id)
+    with db.transaction() as session:
+        erase_conversation(session, tenant.tenant_id, cid)
+    with db.read_session() as s:
+        assert s.scalars(select(SecretScanMark)).all() == []
+        assert [r.id for r in s.scalars(select(SecretScanRun))] == [tenant_scan]
+    run_to_end(db, tenant_scan)  # nothing left to scan: it ends cleanly
+    with db.transaction() as session:
+        erase_tenant(session, tenant.tenant_id)
+    with db.read_session() as s:
+        assert s.scalars(select(SecretScanRun)).all() == []
