@@ -297,3 +297,24 @@ def test_erasure_takes_the_scans_and_marks_with_it(db: Database) -> None:
         erase_tenant(session, tenant.tenant_id)
     with db.read_session() as s:
         assert s.scalars(select(SecretScanRun)).all() == []
+
+
+def test_the_cli_hands_a_postgres_scan_to_the_workers_and_follows_it(
+    celery_worker: Any, pg_db: Database, worker_env: dict[str, str]
+) -> None:
+    import json
+
+    from tests.servers import run_lcm
+
+    tenant = new_tenant(pg_db, "pgcli")
+    cid = ingest(pg_db, tenant.tenant_id)
+    change_rules(pg_db, tenant.tenant_id)
+    done = run_lcm("secrets", "scan", "--tenant", "pgcli", "--json", env=worker_env)
+    assert done.returncode == 0, done.stderr
+    progress = json.loads(done.stdout)
+    assert (progress["status"], progress["messages_done"]) == ("done", 12)
+    with pg_db.read_session() as s:
+        run = s.get(SecretScanRun, progress["id"])
+        assert run is not None
+        assert run.attempts == 1  # one claim, a worker's: without --inline the CLI only watches
+    assert [s[4] for s in spans(pg_db, cid)] == ["aws_key", "acme_key", "aws_key", "acme_key"]
