@@ -192,7 +192,7 @@ def import_command(
     from lcm.retrieval.search_backlog import index_search_backlog
     from lcm.secrets.service import SecretScan
     from lcm.tenants import effective_settings
-    from lcm.transfer.service import Imported, import_conversation, parse_export
+    from lcm.transfer.service import import_conversation, parse_export
 
     with open_services() as services:
         database = services.database
@@ -200,15 +200,22 @@ def import_command(
             export = parse_export(file, max_message_chars=services.settings.max_message_chars)
         target_session = session_id if session_id is not None else export.conversation.session_id
 
-        def store(s: Session) -> Imported:
-            tid = tenant_id_for(s, tenant)
+        def scan(s: Session) -> SecretScan:
             # The tenant's own detection rules (custom patterns, allow-list) apply.
-            secrets = SecretScan.of(effective_settings(s, tid, services.settings))
-            return import_conversation(
-                s, services.storage, tid, key, target_session, export, secrets=secrets
-            )
+            return SecretScan.of(effective_settings(s, tenant_id_for(s, tenant), services.settings))
 
-        imported = _in_transaction(database, store)
+        imported = _in_transaction(
+            database,
+            lambda s: import_conversation(
+                s,
+                services.storage,
+                tenant_id_for(s, tenant),
+                key,
+                target_session,
+                export,
+                secrets=scan(s),
+            ),
+        )
         # No worker here: index for search now, after the import committed (SQLite).
         index_search_backlog(database.transaction)
     out.print_json(json.dumps(asdict(imported)))

@@ -278,3 +278,43 @@ def test_a_failing_slice_is_retried_then_fails_the_scan(
     assert spans(db, cid) != []  # the failed batches rolled back: old spans intact
     monkeypatch.undo()
     run_to_end(db, start(db, tenant.tenant_id, cid))  # the scope is free again
+
+
+def test_erasure_takes_the_scans_and_marks_with_it(db: Database) -> None:
+    from lcm.erasure.service import erase_conversation, erase_tenant
+
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id)
+    run_to_end(db, start(db, tenant.tenant_id, cid))
+    tenant_scan = start(db, tenant.tenant_id)
+    with db.transaction() as session:
+        erase_conversation(session, tenant.tenant_id, cid)
+    with db.read_session() as s:
+        assert s.scalars(select(SecretScanMark)).all() == []
+        assert [r.id for r in s.scalars(select(SecretScanRun))] == [tenant_scan]
+    run_to_end(db, tenant_scan)  # nothing left to scan: it ends cleanly
+    with db.transaction() as session:
+        erase_tenant(session, tenant.tenant_id)
+    with db.read_session() as s:
+        assert s.scalars(select(SecretScanRun)).all() == []
+
+
+def test_the_cli_hands_a_postgres_scan_to_the_workers_and_follows_it(
+    celery_worker: Any, pg_db: Database, worker_env: dict[str, str]
+) -> None:
+    import json
+
+    from tests.servers import run_lcm
+
+    tenant = new_tenant(pg_db, "pgcli")
+    cid = ingest(pg_db, tenant.tenant_id)
+    change_rules(pg_db, tenant.tenant_id)
+    done = run_lcm("secrets", "scan", "--tenant", "pgcli", "--json", env=worker_env)
+    assert done.returncode == 0, done.stderr
+    progress = json.loads(done.stdout)
+    assert (progress["status"], progress["messages_done"]) == ("done", 12)
+    with pg_db.read_session() as s:
+        run = s.get(SecretScanRun, progress["id"])
+        assert run is not None
+        assert run.attempts == 1  # one claim, a worker's: without --inline the CLI only watches
+    assert [s[4] for s in spans(pg_db, cid)] == ["aws_key", "acme_key", "aws_key", "acme_key"]
