@@ -1,0 +1,23 @@
+"""Semantic recall: messages and summaries embedded after commit, searched by meaning.
+
+Opt-in per deployment (``LCM_SEMANTIC=on``) and installed as the ``semantic``
+extra. Embedding runs as background work (:mod:`lcm.semantic.backlog`),
+never on the ingest path; grep's ``semantic`` and ``hybrid`` modes read the
+vectors (:mod:`lcm.semantic.search`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lcm.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from lcm.semantic.embedder import Embedder, load_embedder, semantic_installed
+
+__all__ = ["Embedder", "load_embedder", "semantic_installed"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {"lcm.semantic.embedder": ("Embedder", "load_embedder", "semantic_installed")},
+)
