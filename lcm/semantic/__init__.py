@@ -13,11 +13,33 @@ from typing import TYPE_CHECKING
 from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
+    from lcm.semantic.backfill import (
+        BackfillResult,
+        embed_conversation,
+        request_embedding,
+        run_backfill,
+    )
     from lcm.semantic.embedder import Embedder, load_embedder, semantic_installed
 
-__all__ = ["Embedder", "load_embedder", "semantic_installed"]
+__all__ = [
+    "BackfillResult",
+    "Embedder",
+    "embed_conversation",
+    "load_embedder",
+    "request_embedding",
+    "run_backfill",
+    "semantic_installed",
+]
 
 __getattr__ = lazy_exports(
     __name__,
-    {"lcm.semantic.embedder": ("Embedder", "load_embedder", "semantic_installed")},
+    {
+        "lcm.semantic.backfill": (
+            "BackfillResult",
+            "run_backfill",
+            "embed_conversation",
+            "request_embedding",
+        ),
+        "lcm.semantic.embedder": ("Embedder", "load_embedder", "semantic_installed"),
+    },
 )
