@@ -20,10 +20,14 @@ if TYPE_CHECKING:
         run_backfill,
     )
     from lcm.semantic.embedder import Embedder, load_embedder, semantic_installed
+    from lcm.semantic.search import DenseQuery, DenseResult, dense_search
 
 __all__ = [
     "BackfillResult",
+    "DenseQuery",
+    "DenseResult",
     "Embedder",
+    "dense_search",
     "embed_conversation",
     "load_embedder",
     "request_embedding",
@@ -41,5 +45,6 @@ __getattr__ = lazy_exports(
             "request_embedding",
         ),
         "lcm.semantic.embedder": ("Embedder", "load_embedder", "semantic_installed"),
+        "lcm.semantic.search": ("DenseQuery", "DenseResult", "dense_search"),
     },
 )

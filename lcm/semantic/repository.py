@@ -224,6 +224,16 @@ class EmbeddingRepository:
         ).all()
         return [(r[0], r[1], int(r[2]), -float(r[3])) for r in rows]
 
+    def recent_texts(self, tenant_id: str, limit: int) -> list[str]:
+        """The tenant's newest ``limit`` messages as embedded (``role: text``), for word counts."""
+        rows = self.session.execute(
+            select(Message.role, func.substr(Message.content, 1, 2_000))
+            .where(Message.tenant_id == tenant_id)
+            .order_by(Message.created_at.desc())
+            .limit(limit)
+        ).all()
+        return [f"{role}: {content}" for role, content in rows]
+
     def _bounds(
         self,
         tenant_id: str,
@@ -263,7 +273,7 @@ class EmbeddingRunRepository:
         one gets it, on either database.
         """
         make = pg_insert if self.dialect == "postgresql" else sqlite_insert
-        inserted: Any = self.session.execute(
+        inserted = self.session.scalar(
             make(EmbeddingRun)
             .values(
                 name=name,
@@ -275,8 +285,9 @@ class EmbeddingRunRepository:
                 started_at=now,
             )
             .on_conflict_do_nothing(index_elements=["name"])
+            .returning(EmbeddingRun.name)
         )
-        if inserted.rowcount:
+        if inserted is not None:
             return True
         taken: Any = self.session.execute(
             update(EmbeddingRun)
