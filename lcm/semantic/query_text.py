@@ -46,6 +46,8 @@ def dense_query(
     query: str, handling: QueryHandling, frequent_words: Callable[[], frozenset[str]]
 ) -> str:
     """``query`` as the dense side embeds it under ``handling``."""
+    if handling == "raw":
+        return query
     words = _WORD.findall(query)
     kept = list(words)
     if handling in ("strip_roles", "both"):
