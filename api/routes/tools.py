@@ -39,7 +39,7 @@ from lcm.retrieval.describe import (
     describe_summary,
     file_content_page,
 )
-from lcm.retrieval.expand import expand
+from lcm.retrieval.expand import expand, with_sources
 from lcm.retrieval.expansion import ExpansionCaller, ask_expand_query, grep_limits
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import grep
@@ -68,7 +68,13 @@ def post_grep(
     limits = grep_limits(caller.settings)  # the tenant's: its semantic query handling
     if body.scope == "files":
         return to_jsonable(grep_large_files(session, services.storage, bounds, query, limits))
-    return to_jsonable(grep(session, bounds, query, limits))
+    result = grep(session, bounds, query, limits)
+    if body.expand_sources is not None:
+        if body.expand_sources > caller.settings.expand_token_cap_max:
+            raise InvalidInput(f"expand_sources is at most {caller.settings.expand_token_cap_max}")
+        cap, allowed = body.expand_sources, bounds.conversation_ids
+        result = with_sources(session, caller.tenant_id, result, cap, allowed)
+    return to_jsonable(result)
 
 
 @router.get(

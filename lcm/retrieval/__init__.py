@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         describe_summary,
         file_content_page,
     )
+    from lcm.retrieval.expand import with_sources
     from lcm.retrieval.expansion import (
         ExpansionCaller,
         abandon_expand_query,
@@ -68,6 +69,7 @@ __all__ = [
     "sweep_grants",
     "take_answer",
     "to_jsonable",
+    "with_sources",
 ]
 
 __getattr__ = lazy_exports(
@@ -82,7 +84,7 @@ __getattr__ = lazy_exports(
             "describe_summary",
             "file_content_page",
         ),
-        "lcm.retrieval.expand": ("expand",),
+        "lcm.retrieval.expand": ("expand", "with_sources"),
         "lcm.retrieval.expansion": (
             "ExpansionCaller",
             "abandon_expand_query",

@@ -84,6 +84,7 @@ class GrepResult:
     complete: bool = True
     scanned: int | None = None
     notes: list[str] = field(default_factory=list)
+    sources: Any = None  # lcm.retrieval.expand.Expansion of the summary hits, when asked
 
 
 @dataclass(frozen=True, slots=True)

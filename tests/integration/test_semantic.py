@@ -29,6 +29,7 @@ from lcm.semantic.repository import EmbeddingRunRepository
 from lcm.semantic.search import DenseQuery, dense_search
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, api_client, auth, new_tenant
+from tests.integration.retrieval_data import compact
 
 CAR = "My car would not start this morning, the battery was completely dead."
 FILLER = [
@@ -287,3 +288,32 @@ def test_a_dense_scan_past_its_deadline_says_it_is_incomplete(
     assert whole.complete is True
     assert len(whole.hits) == 1 + len(FILLER)
     db.dispose()
+
+
+def test_summaries_are_embedded_after_compaction_and_hits_expand_to_their_sources(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    history = [CAR, *FILLER, *(f"{text} Again, day {i}." for i in range(2) for text in FILLER)]
+    cid = post_messages(sclient, who, "agent:main", history)
+    run_jobs(sdb, sender)
+    compact(sdb, who.tenant_id, cid, fresh_tail=2)
+    assert EmbedConversation(cid) in sender.jobs  # the pass asked for its summary's vector
+    run_jobs(sdb, sender)
+    with sdb.read_session() as session:
+        targets = set(session.scalars(select(Embedding.target)))
+    assert targets == {"message", "summary"}
+    found = grep(
+        sclient,
+        who,
+        "vehicle failed to turn over",
+        "semantic",
+        scope="summaries",
+        expand_sources=100_000,
+    )
+    assert found["matches"]
+    assert {m["type"] for m in found["matches"]} == {"summary"}
+    sources = found["sources"]["messages"]
+    assert any(CAR in str(m["message"]["content"]) for m in sources)
+    plain = grep(sclient, who, "vehicle failed to turn over", "semantic", scope="summaries")
+    assert plain["sources"] is None
