@@ -317,3 +317,16 @@ def test_summaries_are_embedded_after_compaction_and_hits_expand_to_their_source
     assert any(CAR in str(m["message"]["content"]) for m in sources)
     plain = grep(sclient, who, "vehicle failed to turn over", "semantic", scope="summaries")
     assert plain["sources"] is None
+
+
+def test_a_tenant_chooses_its_query_handling_and_a_bad_one_is_refused(
+    sdb: Database, sclient: TestClient
+) -> None:
+    who = new_tenant(sdb)
+    url = "/v1/tenant/settings"
+    bad = sclient.patch(url, json={"semantic_query_handling": "stem"}, headers=auth(who))
+    assert bad.status_code == 400, bad.text
+    good = sclient.patch(url, json={"semantic_query_handling": "raw"}, headers=auth(who))
+    assert good.status_code == 200, good.text
+    shown = sclient.get(url, headers=auth(who)).json()
+    assert "raw" in str(shown)
