@@ -37,6 +37,10 @@ _INSTALL_HINT = "install the semantic extra: pip install 'lcm-server[semantic]'"
 
 _lock = threading.Lock()
 _loaded: Embedder | None = None
+# One model run at a time per process: onnxruntime already spreads one run
+# over every core, so concurrent embed jobs (worker threads, the in-process
+# worker, a grep's query) would only fight for them and each take longer.
+_run_lock = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -66,7 +70,8 @@ class Embedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        states = self._session.run(None, feed)[0]  # last_hidden_state: (n, tokens, dim)
+        with _run_lock:
+            states = self._session.run(None, feed)[0]  # last_hidden_state: (n, tokens, dim)
         weights = mask[..., None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)

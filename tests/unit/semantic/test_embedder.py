@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,23 @@ def test_without_the_extra_the_error_says_how_to_install_it(
         embedder_module._load()
     assert caught.value.code == "semantic_unavailable"
     assert not embedder_module.semantic_installed()
+
+
+def test_threads_embedding_at_once_get_the_vectors_one_thread_gets() -> None:
+    embedder = load_embedder()
+    texts = [[f"thread {t} text {i} about invoices" for i in range(8)] for t in range(4)]
+    alone = [embedder.embed(batch) for batch in texts]
+    together: dict[int, Any] = {}
+    barrier = threading.Barrier(4)
+
+    def run(t: int) -> None:
+        barrier.wait(10)
+        together[t] = embedder.embed(texts[t])
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for t in range(4):
+        np.testing.assert_allclose(together[t], alone[t], atol=1e-5)
