@@ -330,3 +330,21 @@ def test_a_tenant_chooses_its_query_handling_and_a_bad_one_is_refused(
     assert good.status_code == 200, good.text
     shown = sclient.get(url, headers=auth(who)).json()
     assert "raw" in str(shown)
+
+
+def test_the_expand_query_loop_can_grep_by_meaning(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    from lcm.retrieval.agent_tools import GrantedTools
+    from lcm.retrieval.expansion import grep_limits
+    from lcm.retrieval.grants import issue_grant
+
+    who = new_tenant(sdb)
+    cid = post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    run_jobs(sdb, sender)
+    with sdb.transaction() as session:
+        grant_id = issue_grant(session, who.tenant_id, [cid], 10_000, 60, utcnow()).id
+    tools = GrantedTools(sdb.transaction, grant_id, who.tenant_id, grep_limits(sdb.settings), 4_000)
+    outcome = tools.call("grep", {"pattern": "vehicle failed to turn over", "mode": "hybrid"})
+    assert not outcome.is_error, outcome.text
+    assert "battery was completely dead" in outcome.text.split("msg_")[1]
