@@ -25,6 +25,7 @@ from bench import (
     search_lock,
     secrets,
     secrets_real,
+    semantic,
     transcripts,
     waits,
 )
@@ -50,6 +51,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "body_memory": body_memory.run,
     "isolation": isolation.run,
     "secrets": secrets.run,
+    "semantic": semantic.run,
 }
 
 
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     isolation.add_arguments(parser)
     hot_paths.add_arguments(parser)
     secrets_real.add_arguments(parser)
+    semantic.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

@@ -53,6 +53,10 @@ SWEEP_GRANTS = JobType("expansion.sweep_grants", "expansion")
 # Housekeeping shares the compaction queue: it is rare and short.
 RETENTION_SWEEP = JobType("retention.sweep", "compaction")
 INDEX_SEARCH_BACKLOG = JobType("search.index_backlog", "compaction")
+# Semantic recall (LCM_SEMANTIC=on): CPU-bound embedding, on the files queue
+# so a long backfill never holds compaction's workers.
+EMBED_CONVERSATION = JobType("semantic.embed", "files")
+SEMANTIC_BACKFILL = JobType("semantic.backfill", "files")
 PING = JobType("system.ping", "compaction")
 # ``lcm secrets scan``: slices of a re-scan of stored history, and beat's re-send
 # of scans whose lease lapsed (lcm/secrets/scans.py).
@@ -71,6 +75,8 @@ JOB_TYPES = (
     SWEEP_GRANTS,
     RETENTION_SWEEP,
     INDEX_SEARCH_BACKLOG,
+    EMBED_CONVERSATION,
+    SEMANTIC_BACKFILL,
     PING,
     SECRETS_SCAN,
     SECRETS_SCAN_RECONCILE,
@@ -135,7 +141,19 @@ class ScanSecrets:
         return [self.scan_id]
 
 
-Job = WakeCompaction | SummarizeFile | IndexSearchBacklog | ScanSecrets
+@dataclass(frozen=True, slots=True)
+class EmbedConversation:
+    """Embed the conversation's messages and summaries that have no vector yet."""
+
+    conversation_id: int
+
+    job_type: ClassVar[JobType] = EMBED_CONVERSATION
+
+    def args(self) -> list[object]:
+        return [self.conversation_id]
+
+
+Job = WakeCompaction | SummarizeFile | IndexSearchBacklog | ScanSecrets | EmbedConversation
 
 
 def _always(_settings: Settings) -> bool:
@@ -167,5 +185,12 @@ BEAT = (
         INDEX_SEARCH_BACKLOG,
         lambda s: s.search_backlog_interval_seconds,
         when=lambda s: s.is_sqlite,
+    ),
+    # What a lost embed job, a crash or a model change left (lcm.semantic.backfill).
+    Periodic(
+        "semantic-backfill",
+        SEMANTIC_BACKFILL,
+        lambda s: s.semantic_backfill_interval_seconds,
+        when=lambda s: s.semantic,
     ),
 )

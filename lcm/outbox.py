@@ -16,9 +16,17 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from lcm.job_types import IndexSearchBacklog, Job, ScanSecrets, SummarizeFile, WakeCompaction
+from lcm.job_types import (
+    EmbedConversation,
+    IndexSearchBacklog,
+    Job,
+    ScanSecrets,
+    SummarizeFile,
+    WakeCompaction,
+)
 
 __all__ = [
+    "EmbedConversation",
     "IndexSearchBacklog",
     "Job",
     "JobSender",

@@ -49,6 +49,8 @@ class GrepIn(ScopeIn):
     # Only these stored files (``file_…`` ids): the search is over files, so
     # ``scope`` may be left out or be "files".
     file_ids: Annotated[list[FileIdText], Field(min_length=1, max_length=100)] | None = None
+    # With a token cap: the summary hits' source messages, expanded in the same call.
+    expand_sources: int | None = Field(None, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _file_ids_search_files(self) -> GrepIn:
@@ -84,6 +86,8 @@ class GrepResult(BaseModel):
     complete: bool = True
     scanned: int | None = None
     notes: list[str] = Field(default_factory=list)
+    # The source messages of the summary hits (``expand_sources``), as /v1/expand.
+    sources: Expansion | None = None
 
 
 class SourceRange(BaseModel):

@@ -40,7 +40,7 @@ from lcm.retrieval.describe import (
     describe_summary,
     file_content_page,
 )
-from lcm.retrieval.expand import expand
+from lcm.retrieval.expand import expand, with_sources
 from lcm.retrieval.expansion import ExpansionCaller, ask_expand_query, grep_limits
 from lcm.retrieval.file_grep import grep_large_files
 from lcm.retrieval.grep import grep
@@ -64,19 +64,24 @@ def post_grep(
     body: GrepIn,
     caller: ReadCaller,
     session: ReadSessionDep,
-    settings: SettingsDep,
     services: ServicesDep,
 ) -> Any:
     bounds = resolve_bounds(
         session, caller.tenant_id, scope_selector(body), body.since, body.before
     )
     query = grep_query(body)
+    # The tenant's limits: its semantic query handling and its grep masking surface.
     mask = caller.settings.masks_secrets("grep")
-    limits = dataclasses.replace(grep_limits(settings), mask_secrets=mask)
+    limits = dataclasses.replace(grep_limits(caller.settings), mask_secrets=mask)
     if body.scope == "files":
-        found = grep_large_files(session, services.storage, bounds, query, limits)
-        return to_jsonable(found)
-    return to_jsonable(grep(session, bounds, query, limits))
+        return to_jsonable(grep_large_files(session, services.storage, bounds, query, limits))
+    result = grep(session, bounds, query, limits)
+    if body.expand_sources is not None:
+        if body.expand_sources > caller.settings.expand_token_cap_max:
+            raise InvalidInput(f"expand_sources is at most {caller.settings.expand_token_cap_max}")
+        cap, allowed = body.expand_sources, bounds.conversation_ids
+        result = with_sources(session, caller.tenant_id, result, cap, allowed)
+    return to_jsonable(result)
 
 
 @router.get(

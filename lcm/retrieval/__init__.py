@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         describe_summary,
         file_content_page,
     )
-    from lcm.retrieval.expand import Expansion
+    from lcm.retrieval.expand import Expansion, with_sources
     from lcm.retrieval.expansion import (
         ExpansionCaller,
         abandon_expand_query,
@@ -74,6 +74,7 @@ __all__ = [
     "sweep_grants",
     "take_answer",
     "to_jsonable",
+    "with_sources",
 ]
 
 __getattr__ = lazy_exports(
@@ -90,7 +91,7 @@ __getattr__ = lazy_exports(
             "describe_summary",
             "file_content_page",
         ),
-        "lcm.retrieval.expand": ("Expansion", "expand"),
+        "lcm.retrieval.expand": ("Expansion", "expand", "with_sources"),
         "lcm.retrieval.expansion": (
             "ExpansionCaller",
             "abandon_expand_query",

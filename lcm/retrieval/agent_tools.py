@@ -41,14 +41,16 @@ TOOLS: list[dict[str, Any]] = [
         "description": (
             "Search the conversation history (messages and summaries) in scope. "
             "mode 'full_text' (words, \"phrases\", -exclude, OR; ranked) for topics; "
-            "mode 'regex' (RE2 syntax) for exact strings, identifiers, error codes. "
+            "mode 'regex' (RE2 syntax) for exact strings, identifiers, error codes; "
+            "where the server has semantic recall on, mode 'hybrid' also finds "
+            "the same thing said in other words. "
             "Returns matches with ids (msg_<n> or sum_<hex>), seq, time and a snippet."
         ),
         "input_schema": {
             "type": "object",
             "properties": {
                 "pattern": {"type": "string"},
-                "mode": {"type": "string", "enum": ["full_text", "regex"]},
+                "mode": {"type": "string", "enum": ["full_text", "regex", "hybrid", "semantic"]},
                 "scope": {"type": "string", "enum": ["messages", "summaries", "both"]},
                 "sort": {"type": "string", "enum": ["relevance", "recency", "hybrid"]},
                 "limit": {"type": "integer", "minimum": 1, "maximum": LOOP_GREP_LIMIT},
@@ -160,12 +162,19 @@ class GrantedTools:
                 sort=args.get("sort", "relevance"),
                 limit=min(int(args.get("limit", 10)), LOOP_GREP_LIMIT),
             )
-            if query.mode not in ("regex", "full_text") or query.scope not in (
+            if query.mode not in (
+                "regex",
+                "full_text",
+                "hybrid",
+                "semantic",
+            ) or query.scope not in (
                 "messages",
                 "summaries",
                 "both",
             ):
-                raise InvalidInput("mode must be regex|full_text; scope messages|summaries|both")
+                raise InvalidInput(
+                    "mode must be regex|full_text|hybrid|semantic; scope messages|summaries|both"
+                )
             bounds = Bounds(self.tenant_id, tuple(sorted(allowed)))
             return grep(session, bounds, query, self.limits)
         if name == "describe":

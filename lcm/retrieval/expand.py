@@ -10,6 +10,7 @@ summaries to expand next to read it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 from lcm.assembly.render import message_to_provider
 from lcm.errors import InvalidInput, NotFound
 from lcm.retrieval.dag_walk import walk
-from lcm.retrieval.grep import message_ref
+from lcm.retrieval.grep import GrepResult, message_ref
 from lcm.retrieval.repository import HistoryRepository
 from lcm.secrets import mask_view, message_spans
 
@@ -126,6 +127,21 @@ def expand(
         truncated=picked.cut_at is not None,
         omitted=omitted,
     )
+
+
+def with_sources(
+    session: Session,
+    tenant_id: str,
+    result: GrepResult,
+    token_cap: int,
+    allowed_conversations: Collection[int] | None,
+) -> GrepResult:
+    """``result`` with its summary hits' source messages (the best first, within ``token_cap``)."""
+    ids = [str(m.id) for m in result.matches if m.type == "summary"][:MAX_SUMMARY_IDS]
+    if not ids:
+        return result
+    expansion = expand(session, tenant_id, ids, token_cap, allowed_conversations)
+    return dataclasses.replace(result, sources=expansion)
 
 
 def _check_visible(

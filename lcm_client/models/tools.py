@@ -45,6 +45,8 @@ class GrepIn(ScopeIn):
     before: UtcDatetime | None = None
     # Only these stored files (a files search: leave ``scope`` out or send "files").
     file_ids: Annotated[list[FileIdText], Field(min_length=1, max_length=100)] | None = None
+    # With a token cap: the summary hits' source messages, expanded in the same call.
+    expand_sources: int | None = Field(None, ge=1, le=1_000_000)
 
 
 class GrepMatch(BaseModel):
@@ -71,6 +73,8 @@ class GrepResult(BaseModel):
     complete: bool = True
     scanned: int | None = None
     notes: list[str] = Field(default_factory=list)
+    # The source messages of the summary hits (``expand_sources``), as /v1/expand.
+    sources: Expansion | None = None
 
 
 class SourceRange(BaseModel):

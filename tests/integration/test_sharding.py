@@ -43,6 +43,8 @@ GLOBAL_TABLES = {
     # Read by key hash on every request *before* the tenant is known (that
     # is how the tenant is found): a small replicated table, like tenants.
     "api_keys": "authentication finds the tenant from the key",
+    # One lease row for the deployment's embedding backfill (lcm.semantic.backfill).
+    "embedding_runs": "the one backfill lease, global by design",
 }
 
 # Today's schema, checked exactly: every table carries tenant_id, but the
@@ -52,6 +54,7 @@ KNOWN_VIOLATIONS = {
     "compaction_debt: primary key (conversation_id)",
     "compaction_runs: primary key (id)",
     "context_items: primary key (id)",
+    "embeddings: primary key (id)",
     "conversation_forks: primary key (child_conversation_id)",
     "conversations: primary key (id)",
     "expansion_grants: primary key (id)",
@@ -68,6 +71,7 @@ KNOWN_VIOLATIONS = {
     "summary_operations: primary key (id)",
     "turn_commits: primary key (id)",
     "context_items: unique (conversation_id, ordinal)",
+    "embeddings: unique (source, chunk, model)",
     "message_parts: unique (message_id, ordinal)",
     "messages: unique (conversation_id, client_id)",
     "messages: unique (conversation_id, seq)",
@@ -79,6 +83,8 @@ KNOWN_VIOLATIONS = {
     "context_items: foreign key (summary_id) -> summaries(id)",
     "conversation_forks: foreign key (child_conversation_id) -> conversations(id)",
     "conversation_forks: foreign key (parent_conversation_id) -> conversations(id)",
+    "embeddings: foreign key (conversation_id) -> conversations(id)",
+    "embeddings: foreign key (message_id) -> messages(id)",
     "large_files: foreign key (conversation_id) -> conversations(id)",
     "large_files: foreign key (message_id) -> messages(id)",
     "llm_usage: foreign key (conversation_id) -> conversations(id)",

@@ -24,7 +24,12 @@ export function createLcmTools(cfg: LcmConfig, ctx: ToolContext, client = new Lc
         type: "object",
         properties: {
           pattern: { type: "string", description: "regex (RE2) or words, see mode" },
-          mode: { type: "string", enum: ["regex", "full_text"] },
+          mode: {
+            type: "string",
+            enum: ["regex", "full_text", "semantic", "hybrid"],
+            description:
+              "regex: exact strings; full_text: words, ranked; semantic / hybrid (where the server has semantic recall on): the same thing said in other words, hybrid also by its words",
+          },
           scope: { type: "string", enum: ["messages", "summaries", "both", "files"] },
           file_ids: {
             type: "array",
