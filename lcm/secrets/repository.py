@@ -6,9 +6,10 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import MessagePart
 from lcm.db.models import SecretSpan as SecretSpanRow
 from lcm.secrets.masking import SecretSpan
@@ -55,17 +56,8 @@ class SecretSpanRepository:
 
     def any_in_conversation(self, tenant_id: str, conversation_id: int) -> bool:
         """One probe of the (conversation, fingerprint) index."""
-        return (
-            self.session.scalar(
-                select(SecretSpanRow.id)
-                .where(
-                    SecretSpanRow.tenant_id == tenant_id,
-                    SecretSpanRow.conversation_id == conversation_id,
-                )
-                .limit(1)
-            )
-            is not None
-        )
+        params = {"tenant": tenant_id, "conversation": conversation_id}
+        return _ANY_IN_CONVERSATION.run(self.session, params).first() is not None
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
@@ -122,3 +114,15 @@ class SecretSpanRepository:
 
 def _span(row: SecretSpanRow) -> SecretSpan:
     return SecretSpan(row.part, row.char_offset, row.char_length, row.kind, row.ordinal)
+
+
+# Every assemble runs it: built once and run on the driver (lcm/db/driver.py),
+# not compiled and processed through the ORM per call.
+_ANY_IN_CONVERSATION = DriverStatement(
+    select(SecretSpanRow.id)
+    .where(
+        SecretSpanRow.tenant_id == bindparam("tenant"),
+        SecretSpanRow.conversation_id == bindparam("conversation"),
+    )
+    .limit(1)
+)
