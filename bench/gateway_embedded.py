@@ -67,7 +67,8 @@ def run_serve(workdir: Path, load: Load, steps: list[Step], llm: ModelLikeLLM) -
         issued = [create_tenant(session, f"gateway-{t}") for t in range(load.tenants)]
     database.dispose()
     env = {**DEPLOYMENT_ENV, "LCM_HOME": str(home), "LCM_ANTHROPIC_BASE_URL": llm.base_url}
-    serve = servers.start_serve(env, log=workdir / "serve.log")
+    # Three minutes to start, as a scaled deployment gets (bench/deployment.py).
+    serve = servers.start_serve(env, log=workdir / "serve.log", ready_seconds=180)
     try:
         meter = CpuMeter({"serve": [serve.process.pid]})
         target = LcmTarget(serve.base_url, [i.api_key for i in issued], load.token_budget)
