@@ -77,6 +77,7 @@ def create_app(
     app.state.heavy_share = HeavyShare.from_settings(settings)
     errors.install(app)
     openapi.install(app)
+    app.include_router(conversations.turn_router)  # first: a gateway's turns (see there)
     app.include_router(health.router)
     app.include_router(tenant.router)
     app.include_router(secrets_ops.router)

@@ -8,8 +8,8 @@ The id is echoed in the response's ``X-Request-ID``.
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,7 +28,9 @@ class RequestContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = _given(scope) or uuid.uuid4().hex
+        # 32 random hex digits, like a uuid4's hex, without building a UUID
+        # object (about a quarter of the CPU, once per request).
+        request_id = _given(scope) or os.urandom(16).hex()
         echoed = (HEADER, request_id.encode())
 
         async def send_with_id(message: Message) -> None:

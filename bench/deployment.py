@@ -96,8 +96,12 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
 def wait_ready(
     base_url: str, processes: list[subprocess.Popen[bytes]], log: Path, path: str = "/readyz"
 ) -> None:
-    """Until ``path`` answers 200; a process that exits meanwhile fails with its log's tail."""
-    deadline = time.monotonic() + 60
+    """Until ``path`` answers 200; a process that exits meanwhile fails with its log's tail.
+
+    Three minutes: on a host shared with other work, importing and starting
+    an API process has taken over a minute.
+    """
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in processes):
             raise RuntimeError(f"a process exited: {log.read_text()[-2000:]}")

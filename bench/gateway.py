@@ -36,6 +36,8 @@ import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,11 +111,20 @@ class Outcome:
     cores: dict[str, float] = field(default_factory=dict)  # CPU used during the load, by part
 
 
-class Sampler:
-    """Every second: debt outstanding, its oldest wake-up, LLM calls in flight."""
+DebtRead = Callable[[], tuple[int, int, float]]  # outstanding, running, oldest wake-up's age
 
-    def __init__(self, url: str, llm: ModelLikeLLM) -> None:
-        self.url, self.llm = url, llm
+
+class Sampler:
+    """Every second: debt outstanding, its oldest wake-up, LLM calls in flight.
+
+    ``open_reader`` is called in the sampling thread and returns a function
+    reading the debt figures and one closing what it opened.
+    """
+
+    def __init__(
+        self, open_reader: Callable[[], tuple[DebtRead, Callable[[], None]]], llm: ModelLikeLLM
+    ) -> None:
+        self.open_reader, self.llm = open_reader, llm
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-sampler", daemon=True)
@@ -128,65 +139,100 @@ class Sampler:
         self._thread.join(10)
 
     def _run(self) -> None:
-        with psycopg.connect(self.url, autocommit=True) as conn:
+        read, close = self.open_reader()
+        try:
             while not self._stop.wait(1.0):
-                row = conn.execute(
-                    "SELECT count(*) FILTER (WHERE status IN ('pending', 'running')),"
-                    " count(*) FILTER (WHERE status = 'running'),"
-                    " coalesce(extract(epoch FROM now() - min(enqueued_at)"
-                    "   FILTER (WHERE status IN ('pending', 'running'))), 0)"
-                    " FROM compaction_debt"
-                ).fetchone()
-                assert row is not None
+                outstanding, running, oldest = read()
                 self.samples.append(
                     Sample(
                         time.perf_counter() - self._started,
-                        int(row[0]),
-                        int(row[1]),
-                        float(row[2]),
+                        outstanding,
+                        running,
+                        oldest,
                         self.llm.in_flight,
                     )
                 )
+        finally:
+            close()
+
+
+def postgres_debt(url: str) -> Callable[[], tuple[DebtRead, Callable[[], None]]]:
+    """A :class:`Sampler` reader of the debt table on Postgres."""
+
+    def open_reader() -> tuple[DebtRead, Callable[[], None]]:
+        conn = psycopg.connect(url, autocommit=True)
+
+        def read() -> tuple[int, int, float]:
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE status IN ('pending', 'running')),"
+                " count(*) FILTER (WHERE status = 'running'),"
+                " coalesce(extract(epoch FROM now() - min(enqueued_at)"
+                "   FILTER (WHERE status IN ('pending', 'running'))), 0)"
+                " FROM compaction_debt"
+            ).fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1]), float(row[2])
+
+        return read, conn.close
+
+    return open_reader
+
+
+@contextmanager
+def snapshot(url: str) -> Iterator[Session]:
+    """A session reading one snapshot of ``url`` while the workers still compact.
+
+    REPEATABLE READ on Postgres; on SQLite a read transaction (WAL) is one.
+    """
+    if url.startswith("sqlite"):
+        database = Database(Settings(database_url=url, broker_url="memory://"))
+        try:
+            with database.read_session() as session:
+                yield session
+        finally:
+            database.dispose()
+        return
+    engine = create_engine(
+        url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="REPEATABLE READ"
+    )
+    try:
+        with Session(engine) as session:
+            yield session
+    finally:
+        engine.dispose()
 
 
 def audit(url: str, tenant_ids: list[str], sent: dict[str, int]) -> tuple[int, list[str]]:
     """Problems found in one snapshot: each message stored once and reachable once.
 
     ``sent`` is the number of messages the server acknowledged per session key.
-    REPEATABLE READ: the workers still compact while the audit reads.
     """
     problems: list[str] = []
-    engine = create_engine(
-        url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="REPEATABLE READ"
-    )
-    try:
-        with Session(engine) as session:
-            conversations = session.execute(
-                select(Conversation.id, Conversation.session_key).where(
-                    Conversation.tenant_id.in_(tenant_ids)
-                )
+    with snapshot(url) as session:
+        conversations = session.execute(
+            select(Conversation.id, Conversation.session_key).where(
+                Conversation.tenant_id.in_(tenant_ids)
+            )
+        ).all()
+        repo = CompactionRepository(session)
+        for cid, key in conversations:
+            rows = session.execute(
+                select(Message.id, Message.client_id).where(Message.conversation_id == cid)
             ).all()
-            repo = CompactionRepository(session)
-            for cid, key in conversations:
-                rows = session.execute(
-                    select(Message.id, Message.client_id).where(Message.conversation_id == cid)
-                ).all()
-                ids = {r.id for r in rows}
-                client_ids = Counter(r.client_id for r in rows)
-                reachable = Counter(repo.reachable_message_ids(cid))
-                if len(rows) != sent.get(key, 0):
-                    problems.append(f"{key}: {len(rows)} stored, {sent.get(key, 0)} acknowledged")
-                if client_ids and max(client_ids.values()) > 1:
-                    problems.append(f"{key}: a message stored twice")
-                if set(reachable) != ids:
-                    problems.append(f"{key}: {len(ids - set(reachable))} messages unreachable")
-                if reachable and max(reachable.values()) > 1:
-                    problems.append(f"{key}: a message reachable twice")
-            if len(conversations) != len(sent):
-                problems.append(f"{len(conversations)} conversations stored, {len(sent)} driven")
-            return len(conversations), problems
-    finally:
-        engine.dispose()
+            ids = {r.id for r in rows}
+            client_ids = Counter(r.client_id for r in rows)
+            reachable = Counter(repo.reachable_message_ids(cid))
+            if len(rows) != sent.get(key, 0):
+                problems.append(f"{key}: {len(rows)} stored, {sent.get(key, 0)} acknowledged")
+            if client_ids and max(client_ids.values()) > 1:
+                problems.append(f"{key}: a message stored twice")
+            if set(reachable) != ids:
+                problems.append(f"{key}: {len(ids - set(reachable))} messages unreachable")
+            if reachable and max(reachable.values()) > 1:
+                problems.append(f"{key}: a message reachable twice")
+        if len(conversations) != len(sent):
+            problems.append(f"{len(conversations)} conversations stored, {len(sent)} driven")
+        return len(conversations), problems
 
 
 def run_lcm(
@@ -212,7 +258,7 @@ def run_lcm(
             meter = CpuMeter(roots)
             target = LcmTarget(base, [i.api_key for i in issued], load.token_budget)
             calls_before = llm.calls
-            with Sampler(url, llm) as sampler:
+            with Sampler(postgres_debt(url), llm) as sampler:
                 drive = asyncio.run(drive_load(target, steps, load))
                 cores = meter.cores()
                 count, problems = audit(
@@ -260,16 +306,46 @@ def run_reference(
 ) -> Outcome:
     name = f"gateway_ref_{os.getpid()}_{when}"
     url = fresh_database(srv.admin_url, name)
+    try:
+        return serve_reference(
+            ReferenceServer("bench.reference_app:app", {"REFERENCE_DATABASE_URL": url}),
+            srv.workdir,
+            load,
+            steps,
+            api_processes,
+            f"ref N={api_processes} {when}",
+            {"postgres": [postmaster_pid(url)]},
+        )
+    finally:
+        drop_database(srv.admin_url, name)
+
+
+@dataclass(frozen=True)
+class ReferenceServer:
+    app: str  # uvicorn's module:attribute
+    env: dict[str, str]
+
+
+def serve_reference(
+    reference: ReferenceServer,
+    workdir: Path,
+    load: Load,
+    steps: list[Step],
+    api_processes: int,
+    label: str,
+    parts: dict[str, list[int]],
+) -> Outcome:
+    """The load against a reference app under uvicorn; ``parts`` are its other processes."""
     port = servers.free_port()
-    log = srv.workdir / "reference.log"
+    log = workdir / "reference.log"
     server = spawn(
-        ["uvicorn", "bench.reference_app:app", "--host", "127.0.0.1", "--port", str(port),
+        ["uvicorn", reference.app, "--host", "127.0.0.1", "--port", str(port),
          "--workers", str(api_processes), "--log-level", "warning"],
-        {"REFERENCE_DATABASE_URL": url}, log, Path(__file__).resolve().parents[1],
+        reference.env, log, Path(__file__).resolve().parents[1],
     )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
             try:
                 httpx.post(f"{base}/v1/conversations/warm/assemble", json={}, timeout=1)
@@ -280,14 +356,13 @@ def run_reference(
                         f"reference did not start: {log.read_text()[-2000:]}"
                     ) from None
                 time.sleep(0.1)
-        meter = CpuMeter({"api": [server.pid], "postgres": [postmaster_pid(url)]})
+        meter = CpuMeter({"api": [server.pid], **parts})
         drive = asyncio.run(
             drive_load(ReferenceTarget(base, load.tenants, load.token_budget), steps, load)
         )
-        return Outcome(f"ref N={api_processes} {when}", drive, cores=meter.cores())
+        return Outcome(label, drive, cores=meter.cores())
     finally:
         stop([server])
-        drop_database(srv.admin_url, name)
 
 
 # --- the report -------------------------------------------------------------------
@@ -389,8 +464,18 @@ def run(args: argparse.Namespace) -> None:
         f"{'flat out' if load.rate is None else f'{load.rate} turns/s'}, {load.seconds:.0f} s each",
         flush=True,
     )
+    if args.embedded:
+        from bench.gateway_embedded import measure_embedded  # it builds on this module
+
+        report(measure_embedded(load, steps))
+        return
     with bench_servers() as srv:
         outcomes = measure(srv, shapes, load, steps)
+    report(outcomes)
+
+
+def report(outcomes: list[Outcome]) -> None:
+    """The capacity table, each deployment's ratio to the reference, CPU by part."""
     print("  capacity table:")
     print(HEADER)
     for outcome in outcomes:
@@ -440,3 +525,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--api-processes", type=int, nargs="+", default=[1, 2])
     group.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    # --embedded (hot_paths declares it): lcm serve on SQLite against the
+    # reference on SQLite, instead of the N x M deployments.

@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embedded",
         action="store_true",
-        help="hot_paths against a fresh lcm serve (SQLite) instead of lcm api on Postgres",
+        help="hot_paths and gateway against a fresh lcm serve (SQLite) instead of lcm api "
+        "on Postgres (gateway: against the reference on SQLite)",
     )
 
 

@@ -269,13 +269,19 @@ def run_lcm(
 
 
 def start_serve(
-    env: dict[str, str], *, log: Path, port: int | None = None, cwd: Path | None = None
+    env: dict[str, str],
+    *,
+    log: Path,
+    port: int | None = None,
+    cwd: Path | None = None,
+    ready_seconds: float = 60,
 ) -> ServeHandle:
     """Start ``lcm serve`` with ``env`` (over a clean copy of this environment) until ready.
 
     Output goes to ``log`` (appended, so restarts keep one history): a pipe
     nobody reads would block the server once full. ``cwd`` runs the ``cli``
     package found there (e.g. an export of an older commit, for a benchmark).
+    ``ready_seconds``: how long it may take to answer ``/readyz``.
     """
     import httpx
 
@@ -302,7 +308,7 @@ def start_serve(
             stderr=subprocess.STDOUT,
         )
     handle = ServeHandle(process, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + ready_seconds
     while True:
         if process.poll() is not None:
             raise ServerUnavailable(f"lcm serve exited: {log.read_text()[-2000:]}")

@@ -51,9 +51,18 @@ from lcm.retrieval import prompt_cue_for
 from lcm.status.service import conversation_status
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+# The three calls of a gateway turn, in a router of their own that the app
+# includes first: a request is matched against the routes in order, twice
+# (to choose the router, then the route in it), and these paths then meet
+# four path patterns instead of every one of the API's. No other route's
+# pattern matches a POST to a path ending in /messages, /turns or /assemble,
+# so no request is routed differently.
+turn_router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 
-@router.post("/{key:path}/messages", response_model=MessagesOut, responses=error_responses(409))
+@turn_router.post(
+    "/{key:path}/messages", response_model=MessagesOut, responses=error_responses(409)
+)
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
@@ -90,7 +99,7 @@ def post_messages(
     )
 
 
-@router.post("/{key:path}/turns", response_model=TurnOut, responses=error_responses(409))
+@turn_router.post("/{key:path}/turns", response_model=TurnOut, responses=error_responses(409))
 def post_turn(
     key: SessionKey,
     body: TurnIn,
@@ -126,7 +135,9 @@ def post_turn(
     return TurnOut.of(taken.turn, taken.compaction, taken.tokens_after)
 
 
-@router.post("/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404))
+@turn_router.post(
+    "/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404)
+)
 def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
     with read as (session, caller):  # opened and ended in this thread (see SnapshotRead)
         conversation = target_for_read(session, caller.tenant_id, key, body.session_id)

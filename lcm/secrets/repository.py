@@ -6,9 +6,10 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Table, delete, func, insert, select
+from sqlalchemy import Table, bindparam, delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import MessagePart
 from lcm.db.models import SecretSpan as SecretSpanRow
 from lcm.secrets.masking import SecretSpan
@@ -55,17 +56,8 @@ class SecretSpanRepository:
 
     def any_in_conversation(self, tenant_id: str, conversation_id: int) -> bool:
         """One probe of the (conversation, fingerprint) index."""
-        return (
-            self.session.scalar(
-                select(SecretSpanRow.id)
-                .where(
-                    SecretSpanRow.tenant_id == tenant_id,
-                    SecretSpanRow.conversation_id == conversation_id,
-                )
-                .limit(1)
-            )
-            is not None
-        )
+        params = {"tenant": tenant_id, "conversation": conversation_id}
+        return _ANY_IN_CONVERSATION.run(self.session, params).first() is not None
 
     def any_erased(self, tenant_id: str, conversation_id: int) -> bool:
         """Whether a secret of the conversation was erased (its spans, through the index)."""
@@ -149,3 +141,15 @@ def _span(row: SecretSpanRow) -> SecretSpan:
     return SecretSpan(
         row.part, row.char_offset, row.char_length, row.kind, row.ordinal, row.erased_at is not None
     )
+
+
+# Every assemble runs it: built once and run on the driver (lcm/db/driver.py),
+# not compiled and processed through the ORM per call.
+_ANY_IN_CONVERSATION = DriverStatement(
+    select(SecretSpanRow.id)
+    .where(
+        SecretSpanRow.tenant_id == bindparam("tenant"),
+        SecretSpanRow.conversation_id == bindparam("conversation"),
+    )
+    .limit(1)
+)

@@ -14,7 +14,8 @@ from pathlib import Path
 from bench.deployment import Servers, Shape
 from bench.gateway import measure
 from bench.gateway_ab import HERE, compare
-from bench.workload import Load, synthetic_steps
+from bench.gateway_embedded import run_reference_sqlite, run_serve
+from bench.workload import Load, ModelLikeLLM, synthetic_steps
 from tests.servers import PostgresHandle, RedisHandle
 
 
@@ -46,3 +47,26 @@ def test_side_by_side_run_serves_both_trees(
         assert result.errors == 0
         assert result.turns_per_second > 0
         assert result.api_ms_per_turn > 0  # the CPU meter read each side's own API process
+
+
+def test_embedded_run_is_error_free_and_lossless_and_so_is_its_reference(tmp_path: Path) -> None:
+    """``bench gateway --embedded``: ``lcm serve`` on SQLite serves the load and loses
+    nothing (the audit reads the SQLite file while it runs); the SQLite reference
+    serves the same turns."""
+    load = Load(tenants=1, conversations=2, seconds=8, token_budget=4_000)
+    steps = synthetic_steps()
+    with ModelLikeLLM() as llm:
+        outcome = run_serve(tmp_path, load, steps, llm)
+    assert dict(outcome.drive.errors) == {}
+    assert outcome.failed_debt == 0
+    assert outcome.drive.turns > 0
+    assert outcome.conversations_audited == 2
+    assert outcome.audit == []
+    assert outcome.stored_messages == sum(outcome.drive.sent.values())
+    assert set(outcome.cores) == {"serve", "load"}
+    assert outcome.cores["serve"] > 0  # the meter read the serve process itself
+    reference = run_reference_sqlite(
+        tmp_path, Load(tenants=1, conversations=2, seconds=3), steps, "t"
+    )
+    assert dict(reference.drive.errors) == {}
+    assert reference.drive.turns > 0
