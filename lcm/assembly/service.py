@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
 from lcm.assembly.recall import RecalledSnippet
 from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
-from lcm.assembly.repository import AssemblyRepository, Window
+from lcm.assembly.repository import AssemblyRepository
 from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, window_entries
 from lcm.secrets import conversation_has_spans, mask_detected, mask_view, message_spans
 from lcm.settings import CompactionSettings
+from lcm.window_cache import WINDOW_CACHE, CachedWindow, WindowCache
 
 
 class PromptCue(Protocol):
@@ -66,12 +67,10 @@ def assemble(
     ``pass`` (:func:`secret_masking`).
     """
     mask = secret_masking(session, tenant_id, conversation_id, settings)
-    window = AssemblyRepository(session).window(
-        conversation_id, token_budget, settings.fresh_tail_count + 1
-    )
+    window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
     # A choice is forced when the items do not all fit (a whole window may
     # still not: it holds at least the fresh tail's count of items).
-    forced = not window.whole or sum(i.token_count for i in window.items) > token_budget
+    forced = not window.whole or sum(e.token_count for e in window.entries) > token_budget
     if cue is None or not (cue.ranks and forced):
         entries, assembled = _from_window(
             session, conversation_id, window, token_budget, settings, times, replay_to, mask
@@ -96,10 +95,42 @@ def assemble(
     )
 
 
+def read_window(
+    session: Session, conversation_id: int, token_budget: int, min_items: int
+) -> WindowEntries:
+    """The window's entries (``AssemblyRepository.window``), as stored (nothing masked).
+
+    From the process's :class:`WindowCache` while the conversation's stamp
+    (its context version and newest item) is the one they were read at;
+    else read, and kept if the stamp read again after them is unchanged (a
+    window newer than its stamp must not be kept: see ``lcm.window_cache``).
+    """
+    cache: WindowCache | None = session.info.get(WINDOW_CACHE)
+    repo = AssemblyRepository(session)
+    stamp = repo.stamp(conversation_id) if cache is not None else None
+    if cache is not None and stamp is not None:
+        held = cache.get(conversation_id, stamp, token_budget, min_items)
+        if held is not None:
+            return WindowEntries(held.entries, held.whole)
+    window = repo.window(conversation_id, token_budget, min_items)
+    entries = tuple(window_entries(session, conversation_id, window.items))
+    if cache is not None and stamp is not None and repo.stamp(conversation_id) == stamp:
+        kept = CachedWindow(stamp, token_budget, min_items, entries, window.whole)
+        cache.put(conversation_id, kept)
+    return WindowEntries(entries, window.whole)
+
+
+class WindowEntries(NamedTuple):
+    """The window's entries, oldest first; ``whole``: no older item exists."""
+
+    entries: tuple[ContextEntry, ...]
+    whole: bool
+
+
 def _from_window(
     session: Session,
     conversation_id: int,
-    window: Window,
+    window: WindowEntries,
     token_budget: int,
     settings: CompactionSettings,
     times: bool,
@@ -107,12 +138,10 @@ def _from_window(
     mask: Masking,
 ) -> tuple[Sequence[ContextEntry], AssembledContext]:
     """Assembled from the window, read further back only when the tail needs it."""
-    if not window.items:
+    if not window.entries:
         return [], assemble_context([], token_budget, settings, times=times)
-    start = window.items[0].ordinal
-    entries = mask(
-        without_foreign_reasoning(window_entries(session, conversation_id, window.items), replay_to)
-    )
+    start = window.entries[0].ordinal
+    entries = mask(without_foreign_reasoning(window.entries, replay_to))
     if window.whole:
         return entries, assemble_context(entries, token_budget, settings, times=times)
     if not any(_bounds_the_tail(e) for e in entries):

@@ -27,6 +27,7 @@ from lcm.db.write_gate import WriteGate
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.settings import Settings
+from lcm.window_cache import WINDOW_CACHE, WindowCache
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,16 @@ class Database:
         self.message_cache = (
             MessageCache(settings.message_cache_size) if settings.message_cache_size > 0 else None
         )
-        info = {MESSAGE_CACHE: self.message_cache} if self.message_cache is not None else {}
+        # The newest windows assembly read, by conversation, each valid while
+        # its context version stands (lcm/window_cache.py).
+        self.window_cache = (
+            WindowCache(settings.window_cache_size) if settings.window_cache_size > 0 else None
+        )
+        info: dict[str, Any] = {}
+        if self.message_cache is not None:
+            info[MESSAGE_CACHE] = self.message_cache
+        if self.window_cache is not None:
+            info[WINDOW_CACHE] = self.window_cache
         self._sessions = sessionmaker(
             self.engine, expire_on_commit=False, autoflush=False, info=info
         )
