@@ -21,7 +21,9 @@ window's statements may see a later commit than the first stamp did, and a
 newer window must never be kept under an older stamp.
 
 Entries are kept as read, before secret masking or the replay target's
-filtering: both are applied per request on top. Memory is bounded by the
+filtering: both are applied per request on top. A window also keeps what was
+computed from it (:class:`Memo`: the assembled context for a few settings),
+which is as valid as the window itself. Memory is bounded by the
 number of entries kept across conversations (least recently used
 conversation out first); a window larger than the whole capacity is not kept.
 """
@@ -31,7 +33,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lcm.context import ContextEntry
 
@@ -40,6 +42,30 @@ WINDOW_CACHE = "lcm_window_cache"
 
 # A conversation's context version and its newest item's message id or summary id.
 Stamp = tuple[int, int | str]
+
+
+class Memo:
+    """A few values computed from one window, each under a key compared by ``==``.
+
+    Keys need not be hashable (settings objects are not). At most
+    ``MEMO_SIZE`` values, the oldest out first.
+    """
+
+    MEMO_SIZE = 4
+
+    def __init__(self) -> None:
+        self._held: list[tuple[object, object]] = []
+        # Request threads share a window: one lock over a short list.
+        self._lock = threading.Lock()
+
+    def find(self, key: object) -> object | None:
+        with self._lock:
+            return next((value for k, value in self._held if k == key), None)
+
+    def keep(self, key: object, value: object) -> None:
+        with self._lock:
+            self._held = [(k, v) for k, v in self._held if k != key][-(self.MEMO_SIZE - 1) :]
+            self._held.append((key, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +77,7 @@ class CachedWindow:
     min_items: int
     entries: tuple[ContextEntry, ...]
     whole: bool
+    memo: Memo = field(default_factory=Memo, compare=False)
 
 
 class WindowCache:

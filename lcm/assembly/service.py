@@ -21,7 +21,7 @@ from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, window_entries
 from lcm.secrets import conversation_has_spans, mask_detected, mask_view, message_spans
 from lcm.settings import CompactionSettings
-from lcm.window_cache import WINDOW_CACHE, CachedWindow, WindowCache
+from lcm.window_cache import WINDOW_CACHE, CachedWindow, Memo, Stamp, WindowCache
 
 
 class PromptCue(Protocol):
@@ -68,6 +68,9 @@ def assemble(
     """
     mask = secret_masking(session, tenant_id, conversation_id, settings)
     window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
+    if cue is None and mask is _as_stored and window.memo is not None:
+        args = (window, token_budget, settings, times, replay_to)
+        return _memoized(session, conversation_id, *args)
     # A choice is forced when the items do not all fit (a whole window may
     # still not: it holds at least the fresh tail's count of items).
     forced = not window.whole or sum(e.token_count for e in window.entries) > token_budget
@@ -111,20 +114,54 @@ def read_window(
     if cache is not None and stamp is not None:
         held = cache.get(conversation_id, stamp, token_budget, min_items)
         if held is not None:
-            return WindowEntries(held.entries, held.whole)
+            return WindowEntries(held.entries, held.whole, stamp, held.memo)
     window = repo.window(conversation_id, token_budget, min_items)
     entries = tuple(window_entries(session, conversation_id, window.items))
     if cache is not None and stamp is not None and repo.stamp(conversation_id) == stamp:
         kept = CachedWindow(stamp, token_budget, min_items, entries, window.whole)
         cache.put(conversation_id, kept)
+        return WindowEntries(entries, window.whole, stamp, kept.memo)
     return WindowEntries(entries, window.whole)
 
 
 class WindowEntries(NamedTuple):
-    """The window's entries, oldest first; ``whole``: no older item exists."""
+    """The window's entries, oldest first; ``whole``: no older item exists.
+
+    ``memo``: what is computed from a cached window at ``stamp`` may be kept there.
+    """
 
     entries: tuple[ContextEntry, ...]
     whole: bool
+    stamp: Stamp | None = None
+    memo: Memo | None = None
+
+
+def _memoized(
+    session: Session,
+    conversation_id: int,
+    window: WindowEntries,
+    token_budget: int,
+    settings: CompactionSettings,
+    times: bool,
+    replay_to: ReplayTarget,
+) -> AssembledContext:
+    """The assembled context of a cached window, computed once per settings.
+
+    Only for an assembly that depends on nothing else: no prompt and no
+    secret to mask. Kept only if the stamp still holds after it (at READ
+    COMMITTED a read past the window may see a later commit than the window).
+    """
+    assert window.memo is not None
+    key = (token_budget, times, replay_to, settings)
+    held = window.memo.find(key)
+    if isinstance(held, AssembledContext):
+        return held
+    _, assembled = _from_window(
+        session, conversation_id, window, token_budget, settings, times, replay_to, _as_stored
+    )
+    if AssemblyRepository(session).stamp(conversation_id) == window.stamp:
+        window.memo.keep(key, assembled)
+    return assembled
 
 
 def _from_window(

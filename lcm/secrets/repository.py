@@ -6,14 +6,25 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import Table, func, insert, select
+from sqlalchemy import Table, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
+from lcm.db.driver import DriverStatement
 from lcm.db.models import MessagePart
 from lcm.db.models import SecretSpan as SecretSpanRow
 from lcm.secrets.masking import SecretSpan
 
 SPANS: Table = SecretSpanRow.__table__  # type: ignore[assignment]
+
+# Every assembly asks it: built once (lcm.db.driver), not per call.
+_ANY_IN_CONVERSATION = DriverStatement(
+    select(SecretSpanRow.id)
+    .where(
+        SecretSpanRow.tenant_id == bindparam("tenant_id"),
+        SecretSpanRow.conversation_id == bindparam("conversation_id"),
+    )
+    .limit(1)
+)
 
 
 class SecretSpanRepository:
@@ -55,17 +66,8 @@ class SecretSpanRepository:
 
     def any_in_conversation(self, tenant_id: str, conversation_id: int) -> bool:
         """One probe of the (conversation, fingerprint) index."""
-        return (
-            self.session.scalar(
-                select(SecretSpanRow.id)
-                .where(
-                    SecretSpanRow.tenant_id == tenant_id,
-                    SecretSpanRow.conversation_id == conversation_id,
-                )
-                .limit(1)
-            )
-            is not None
-        )
+        params = {"tenant_id": tenant_id, "conversation_id": conversation_id}
+        return _ANY_IN_CONVERSATION.run(self.session, params).first() is not None
 
     def insert(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:

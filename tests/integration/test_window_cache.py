@@ -193,6 +193,28 @@ def test_readers_racing_ingest_and_compaction_see_their_own_snapshot(db: Databas
     assert assembled(db, cid, 600) == uncached_assembly(db, cid, 600)
 
 
+def test_an_unchanged_context_is_assembled_once_per_settings(db: Database) -> None:
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", texts(30))
+    compact(db, tenant.tenant_id, cid)  # summaries show their times in the settings' zone
+    in_tokyo = CompactionSettings(fresh_tail_count=4, timezone="Asia/Tokyo")
+    with db.snapshot_session() as session:
+        first = assemble(session, cid, 300, SETTINGS)
+        again = assemble(session, cid, 300, SETTINGS.model_copy())  # equal settings
+        timed = assemble(session, cid, 300, SETTINGS, times=True)
+        tokyo = assemble(session, cid, 300, in_tokyo)
+    assert again is first
+    assert timed is not first
+    assert timed.message_spans()
+    assert tokyo is not first
+    assert tokyo.messages != first.messages
+    ingest(db, tenant.tenant_id, "agent", texts(1, start=30))
+    with db.snapshot_session() as session:
+        grown = assemble(session, cid, 300, SETTINGS)
+    assert grown is not first
+    assert grown.messages == uncached_assembly(db, cid, 300)
+
+
 def entries_of(n: int) -> CachedWindow:
     return CachedWindow((1, n), 100, 1, tuple(range(n)), whole=True)  # type: ignore[arg-type]
 
