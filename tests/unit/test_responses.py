@@ -13,7 +13,7 @@ from lcm.assembly.assembler import AssembledContext
 MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": [{"type": "text", "text": 'naïve "quotes" \\ 東京 \u2028 😀'}]},
     {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "input": {"n": 1.5}}]},
-    {"role": "user", "content": "\"messages\":[] in the text"},
+    {"role": "user", "content": '"messages":[] in the text'},
 ]
 
 
