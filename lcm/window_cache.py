@@ -51,7 +51,7 @@ class Memo:
     ``MEMO_SIZE`` values, the oldest out first.
     """
 
-    MEMO_SIZE = 4
+    MEMO_SIZE = 2
 
     def __init__(self) -> None:
         self._held: list[tuple[object, object]] = []
