@@ -12,6 +12,11 @@ in-process worker) once its search backlog is indexed, with the raw
 conversation at a 20k budget too. With ``--against PATH`` (a checkout of
 another commit), three rounds alternate this tree's server and that one's on
 the same database: the before and after of a change, in one run.
+
+The context does not change between requests, so after the first the
+server's window cache (``lcm/window_cache.py``) answers: the figures are a
+turn's repeated assembly. The in-process figure reads the window each time,
+as the first assembly after an ingest does.
 """
 
 from __future__ import annotations
