@@ -69,7 +69,7 @@ def assemble(
     mask = secret_masking(session, tenant_id, conversation_id, settings)
     window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
     if cue is None and mask is _as_stored and window.memo is not None:
-        args = (window, token_budget, settings, times, replay_to)
+        args = (window, window.memo, token_budget, settings, times, replay_to)
         return _memoized(session, conversation_id, *args)
     # A choice is forced when the items do not all fit (a whole window may
     # still not: it holds at least the fresh tail's count of items).
@@ -140,27 +140,27 @@ def _memoized(
     session: Session,
     conversation_id: int,
     window: WindowEntries,
+    memo: Memo,
     token_budget: int,
     settings: CompactionSettings,
     times: bool,
     replay_to: ReplayTarget,
 ) -> AssembledContext:
-    """The assembled context of a cached window, computed once per settings.
+    """The assembled context of a cached window (``memo`` is its), once per settings.
 
     Only for an assembly that depends on nothing else: no prompt and no
     secret to mask. Kept only if the stamp still holds after it (at READ
     COMMITTED a read past the window may see a later commit than the window).
     """
-    assert window.memo is not None
     key = (token_budget, times, replay_to, settings)
-    held = window.memo.find(key)
+    held = memo.find(key)
     if isinstance(held, AssembledContext):
         return held
     _, assembled = _from_window(
         session, conversation_id, window, token_budget, settings, times, replay_to, _as_stored
     )
     if AssemblyRepository(session).stamp(conversation_id) == window.stamp:
-        window.memo.keep(key, assembled)
+        memo.keep(key, assembled)
     return assembled
 
 
