@@ -264,8 +264,12 @@ def _leaf_passes(
 
 
 def _assembly(db: Database, settings: Settings, cid: int, budget: int, repeat: int) -> list[float]:
+    """Assembly times, its window read each time as after a turn's ingest: the
+    process's window cache (lcm/window_cache.py) is told to forget it first."""
     times = []
     for _ in range(repeat + 1):
+        if db.window_cache is not None:
+            db.window_cache.forget_conversations([cid])
         started = time.perf_counter()
         with db.session() as s:
             assemble(s, cid, budget, settings)

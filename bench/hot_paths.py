@@ -9,7 +9,14 @@ round trip's floor).
 
 ``--embedded``: the same against a fresh ``lcm serve`` (SQLite file,
 in-process worker) once its search backlog is indexed, with the raw
-conversation at a 20k budget too.
+conversation at a 20k budget too. With ``--against PATH`` (a checkout of
+another commit), three rounds alternate this tree's server and that one's on
+the same database: the before and after of a change, in one run.
+
+The context does not change between requests, so after the first the
+server's window cache (``lcm/window_cache.py``) answers: the figures are a
+turn's repeated assembly. The in-process figure reads the window each time,
+as the first assembly after an ingest does.
 """
 
 from __future__ import annotations
@@ -86,7 +93,15 @@ def _conversations(db: Database, tenant_id: str) -> tuple[int, int, int]:
     return raw, compacted, items
 
 
-def _measure(base: str, key: str, db: Database, cases: list[Case], repeat: int, pid: int) -> None:
+def _measure(
+    base: str,
+    key: str,
+    db: Database,
+    cases: list[Case],
+    repeat: int,
+    pid: int,
+    in_process: bool = True,
+) -> None:
     """Each case over HTTP (the server's CPU per request too) and in-process, with
     ``GET /healthz`` in the same run."""
     with LcmClient(base, key) as lcm, httpx.Client(base_url=base) as plain:
@@ -94,10 +109,13 @@ def _measure(base: str, key: str, db: Database, cases: list[Case], repeat: int, 
         for session_key, cid, budget, label in cases:
             body = AssembleIn(token_budget=budget)
             over_http, cpu = _server_p50(partial(lcm.assemble, session_key, body), pid)
-            in_process = statistics.median(_assembly(db, db.settings, cid, budget, repeat * 4))
+            local = ""
+            if in_process:
+                ms = statistics.median(_assembly(db, db.settings, cid, budget, repeat * 4))
+                local = f"in-process {ms:5.1f} ms; "
             print(
-                f"  {label}: over HTTP p50 {over_http:5.1f} ms (server CPU {cpu:4.1f} ms); "
-                f"in-process {in_process:5.1f} ms; GET /healthz p50 {floor:4.1f} ms "
+                f"  {label}: over HTTP p50 {over_http:5.1f} ms (server CPU {cpu:4.1f} ms, "
+                f"{over_http / floor:4.1f}x /healthz); {local}GET /healthz p50 {floor:4.1f} ms "
                 f"(server CPU {floor_cpu:3.1f} ms)",
                 flush=True,
             )
@@ -136,6 +154,16 @@ def run(args: argparse.Namespace) -> None:
             db.dispose()
 
 
+def _start_serve(home: Path, log: Path, tree: Path | None) -> servers.ServeHandle:
+    """``lcm serve`` on ``home`` from ``tree`` (None: this one); tried twice, as a
+    start on a busy machine can outlast the helper's minute."""
+    env = {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"}
+    try:
+        return servers.start_serve(env, log=log, cwd=tree)
+    except servers.ServerUnavailable:
+        return servers.start_serve(env, log=log, cwd=tree)
+
+
 def _run_embedded(args: argparse.Namespace) -> None:
     """A fresh ``lcm serve`` on a SQLite home the conversations were written into."""
     workdir = Path(servers.make_workdir())
@@ -149,18 +177,26 @@ def _run_embedded(args: argparse.Namespace) -> None:
             issued = create_tenant(s, "bench")
         raw, compacted, items = _conversations(db, issued.tenant_id)
         index_search_backlog(db.transaction)  # what the fresh server would do first
-        serve = servers.start_serve(
-            {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"},
-            log=workdir / "serve.log",
-        )
-        try:
-            cases = [
-                ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
-                ("raw-20k", raw, 20_000, "20,000 raw messages, budget 20,000"),
-                ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
-            ]
-            _measure(serve.base_url, issued.api_key, db, cases, args.repeat, serve.process.pid)
-        finally:
-            serve.stop()
+        cases = [
+            ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
+            ("raw-20k", raw, 20_000, "20,000 raw messages, budget 20,000"),
+            ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
+        ]
+        against = getattr(args, "against", None)
+        trees: list[tuple[str, Path | None]] = [("this tree", None)]
+        if against:
+            trees.append(("against", Path(against).resolve()))
+        # With another tree, three rounds alternate the two servers (one at a
+        # time, on the same database), so the machine's drift falls on both.
+        for _ in range(3 if against else 1):
+            for label, tree in trees:
+                if against:
+                    print(f"  {label}:", flush=True)
+                serve = _start_serve(home, workdir / "serve.log", tree)
+                try:
+                    pid = serve.process.pid
+                    _measure(serve.base_url, issued.api_key, db, cases, args.repeat, pid, not tree)
+                finally:
+                    serve.stop()
     finally:
         db.dispose()

@@ -225,6 +225,9 @@ class Settings(TenantSettings, SemanticSettings):
     statement_timeout_ms: int = Field(5_000, ge=1)
     # Message views a process keeps (lcm/message_cache.py; 0: none).
     message_cache_size: int = Field(20_000, ge=0)
+    # Context entries in the assembly windows a process keeps, one window per
+    # conversation (lcm/window_cache.py; 0: none).
+    window_cache_size: int = Field(20_000, ge=0)
 
     # Heavy requests (grep, export; bootstrap, import) each API process runs
     # at once: per tenant and kind, and in all; a request waiting longer

@@ -34,7 +34,7 @@ from api.deps import (
 )
 from api.inline_compaction import InlineJobsDep
 from api.openapi import error_responses
-from api.responses import model_response
+from api.responses import model_response, model_response_with_json
 from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.address import SessionAddress
@@ -157,12 +157,13 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             tenant_id=caller.tenant_id,
         )
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
-    # Built from the domain's typed result: not validated again (see model_response).
-    return model_response(
+    # Built from the domain's typed result: not validated again (see model_response);
+    # its messages as the result encoded them (once per memoized context).
+    return model_response_with_json(
         AssembleOut.model_construct(
             conversation_id=conversation.id,
             token_budget=budget,
-            messages=result.messages,
+            messages=[],
             estimated_tokens=result.estimated_tokens,
             summary_count=result.summary_count,
             fresh_tail_count=result.fresh_tail_count,
@@ -172,7 +173,9 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             else None,
             message_times=_message_times(result.message_spans()) if body.include_times else None,
             recalled=_recalled(result),
-        )
+        ),
+        "messages",
+        result.messages_json(),
     )
 
 

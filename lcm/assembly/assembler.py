@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import to_json
+
 from lcm.assembly.hygiene import stub_tool_payloads, without_heartbeat_turns
 from lcm.assembly.normalize import normalized_turns, provider_messages
 from lcm.assembly.recall import RECALL_OPENING, RecalledSnippet, render_recalled
@@ -60,6 +62,20 @@ class AssembledContext:
     # Snippets of older messages the prompt named, shown in ``messages[recalled_index]``.
     recalled: tuple[RecalledSnippet, ...] = ()
     recalled_index: int | None = None
+    # ``messages`` as JSON, once encoded (an assembled context may be served many times).
+    _encoded: list[bytes] = field(default_factory=list, repr=False, compare=False)
+
+    def messages_json(self) -> bytes:
+        """``messages`` as JSON bytes, as pydantic encodes them, encoded once.
+
+        A memoized context (``lcm.window_cache``) is served again while its
+        conversation is unchanged: its half megabyte of JSON need not be
+        encoded again. ``messages`` must not change after it is built.
+        """
+        if not self._encoded:
+            # Two threads may both encode it: both get the same bytes.
+            self._encoded.append(to_json(self.messages))
+        return self._encoded[0]
 
     def message_spans(self) -> list[TimeSpan]:
         """The times each of ``messages`` covers, in the same order (assembled with ``times``)."""

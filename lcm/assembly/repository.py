@@ -23,7 +23,8 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from lcm.db.driver import DriverStatement
-from lcm.db.models import ContextItem, Message, MessagePart, Summary
+from lcm.db.models import ContextItem, Conversation, Message, MessagePart, Summary
+from lcm.window_cache import Stamp
 
 # Ordinals the first range covers: the budget over a chat-sized message's
 # tokens, between 256 and FIRST_SPAN (a 100k-token budget). Later ranges are
@@ -123,8 +124,16 @@ class AssemblyRepository:
         newest_first.reverse()
         return Window(newest_first, whole=True)
 
-    # The first range, with the conversation's oldest ordinal (where to stop), in
-    # one query built once: every assembly runs it.
+    def stamp(self, conversation_id: int) -> Stamp | None:
+        """The context's version and its newest item's message or summary id; None if empty.
+
+        What a window read at this stamp is valid for (``lcm.window_cache``).
+        """
+        row = _STAMP.run(self.session, {"conversation_id": conversation_id}).first()
+        if row is None:
+            return None
+        version, message_id, summary_id = row
+        return int(version), int(message_id) if message_id is not None else str(summary_id)
 
     def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
         """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
@@ -156,6 +165,16 @@ _FIRST_RANGE = DriverStatement(
         - bindparam("span"),
     )
     .order_by(ContextItem.ordinal.desc())
+)
+# The newest item's refs and the conversation's context version, by the index.
+_STAMP = DriverStatement(
+    select(Conversation.context_version, ContextItem.message_id, ContextItem.summary_id)
+    .join(Conversation, Conversation.id == ContextItem.conversation_id)
+    .where(
+        _IN_CONVERSATION,
+        ContextItem.ordinal
+        == select(func.max(ContextItem.ordinal)).where(_IN_CONVERSATION).scalar_subquery(),
+    )
 )
 # A later range, [low, high), newest first.
 _RANGE = DriverStatement(

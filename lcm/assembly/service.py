@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
 from lcm.assembly.recall import RecalledSnippet
 from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
-from lcm.assembly.repository import AssemblyRepository, Window
+from lcm.assembly.repository import AssemblyRepository
 from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, load_message_views, window_entries
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
@@ -29,6 +29,7 @@ from lcm.secrets import (
     stale_views,
 )
 from lcm.settings import CompactionSettings
+from lcm.window_cache import WINDOW_CACHE, CachedWindow, Memo, Stamp, WindowCache
 
 
 class PromptCue(Protocol):
@@ -74,12 +75,13 @@ def assemble(
     ``pass`` (:func:`secret_masking`).
     """
     mask = secret_masking(session, tenant_id, conversation_id, settings)
-    window = AssemblyRepository(session).window(
-        conversation_id, token_budget, settings.fresh_tail_count + 1
-    )
+    window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
+    if cue is None and mask is _as_stored and window.memo is not None:
+        args = (window, window.memo, token_budget, settings, times, replay_to)
+        return _memoized(session, conversation_id, *args)
     # A choice is forced when the items do not all fit (a whole window may
     # still not: it holds at least the fresh tail's count of items).
-    forced = not window.whole or sum(i.token_count for i in window.items) > token_budget
+    forced = not window.whole or sum(e.token_count for e in window.entries) > token_budget
     if cue is None or not (cue.ranks and forced):
         entries, assembled = _from_window(
             session, conversation_id, window, token_budget, settings, times, replay_to, mask
@@ -104,10 +106,76 @@ def assemble(
     )
 
 
+def read_window(
+    session: Session, conversation_id: int, token_budget: int, min_items: int
+) -> WindowEntries:
+    """The window's entries (``AssemblyRepository.window``), as stored (nothing masked).
+
+    From the process's :class:`WindowCache` while the conversation's stamp
+    (its context version and newest item) is the one they were read at;
+    else read, and kept if the stamp read again after them is unchanged (a
+    window newer than its stamp must not be kept: see ``lcm.window_cache``).
+    """
+    cache: WindowCache | None = session.info.get(WINDOW_CACHE)
+    repo = AssemblyRepository(session)
+    stamp = repo.stamp(conversation_id) if cache is not None else None
+    if cache is not None and stamp is not None:
+        held = cache.get(conversation_id, stamp, token_budget, min_items)
+        if held is not None:
+            return WindowEntries(held.entries, held.whole, stamp, held.memo)
+    window = repo.window(conversation_id, token_budget, min_items)
+    entries = tuple(window_entries(session, conversation_id, window.items))
+    if cache is not None and stamp is not None and repo.stamp(conversation_id) == stamp:
+        kept = CachedWindow(stamp, token_budget, min_items, entries, window.whole)
+        cache.put(conversation_id, kept)
+        return WindowEntries(entries, window.whole, stamp, kept.memo)
+    return WindowEntries(entries, window.whole)
+
+
+class WindowEntries(NamedTuple):
+    """The window's entries, oldest first; ``whole``: no older item exists.
+
+    ``memo``: what is computed from a cached window at ``stamp`` may be kept there.
+    """
+
+    entries: tuple[ContextEntry, ...]
+    whole: bool
+    stamp: Stamp | None = None
+    memo: Memo | None = None
+
+
+def _memoized(
+    session: Session,
+    conversation_id: int,
+    window: WindowEntries,
+    memo: Memo,
+    token_budget: int,
+    settings: CompactionSettings,
+    times: bool,
+    replay_to: ReplayTarget,
+) -> AssembledContext:
+    """The assembled context of a cached window (``memo`` is its), once per settings.
+
+    Only for an assembly that depends on nothing else: no prompt and no
+    secret to mask. Kept only if the stamp still holds after it (at READ
+    COMMITTED a read past the window may see a later commit than the window).
+    """
+    key = (token_budget, times, replay_to, settings)
+    held = memo.find(key)
+    if isinstance(held, AssembledContext):
+        return held
+    _, assembled = _from_window(
+        session, conversation_id, window, token_budget, settings, times, replay_to, _as_stored
+    )
+    if AssemblyRepository(session).stamp(conversation_id) == window.stamp:
+        memo.keep(key, assembled)
+    return assembled
+
+
 def _from_window(
     session: Session,
     conversation_id: int,
-    window: Window,
+    window: WindowEntries,
     token_budget: int,
     settings: CompactionSettings,
     times: bool,
@@ -115,12 +183,10 @@ def _from_window(
     mask: Masking,
 ) -> tuple[Sequence[ContextEntry], AssembledContext]:
     """Assembled from the window, read further back only when the tail needs it."""
-    if not window.items:
+    if not window.entries:
         return [], assemble_context([], token_budget, settings, times=times)
-    start = window.items[0].ordinal
-    entries = mask(
-        without_foreign_reasoning(window_entries(session, conversation_id, window.items), replay_to)
-    )
+    start = window.entries[0].ordinal
+    entries = mask(without_foreign_reasoning(window.entries, replay_to))
     if window.whole:
         return entries, assemble_context(entries, token_budget, settings, times=times)
     if not any(_bounds_the_tail(e) for e in entries):

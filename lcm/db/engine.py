@@ -28,6 +28,7 @@ from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.semantic_settings import SEMANTIC_ON
 from lcm.settings import Settings
+from lcm.window_cache import WINDOW_CACHE, WindowCache
 
 log = logging.getLogger(__name__)
 
@@ -227,9 +228,16 @@ class Database:
         self.message_cache = (
             MessageCache(settings.message_cache_size) if settings.message_cache_size > 0 else None
         )
+        # The newest windows assembly read, by conversation, each valid while
+        # its context version stands (lcm/window_cache.py).
+        self.window_cache = (
+            WindowCache(settings.window_cache_size) if settings.window_cache_size > 0 else None
+        )
         info: dict[str, Any] = {}
         if self.message_cache is not None:
             info[MESSAGE_CACHE] = self.message_cache
+        if self.window_cache is not None:
+            info[WINDOW_CACHE] = self.window_cache
         if settings.semantic:
             info[SEMANTIC_ON] = True
         self._sessions = sessionmaker(

@@ -40,6 +40,7 @@ from lcm.db.models import (
 )
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.progress import OnProgress, no_progress
+from lcm.window_cache import WINDOW_CACHE, WindowCache
 
 Attribute = InstrumentedAttribute[Any]
 
@@ -199,6 +200,11 @@ class ErasureRepository:
             # This process's views of their messages (other processes' views
             # can no longer be reached and age out: see lcm/message_cache.py).
             cache.forget_conversations(ids)
+        windows: WindowCache | None = self.session.info.get(WINDOW_CACHE)
+        if windows is not None:
+            # Their windows could no longer be served (their stamps are gone
+            # with them, see lcm/window_cache.py): only the memory is freed.
+            windows.forget_conversations(ids)
         summaries = self._summary_ids(ids)
         messages = select(Message.id).where(Message.conversation_id.in_(ids))
         statements = [

@@ -16,6 +16,16 @@ from lcm.secrets.masking import SecretSpan
 
 SPANS: Table = SecretSpanRow.__table__  # type: ignore[assignment]
 
+# Every assembly asks it: built once (lcm.db.driver), not per call.
+_ANY_IN_CONVERSATION = DriverStatement(
+    select(SecretSpanRow.id)
+    .where(
+        SecretSpanRow.tenant_id == bindparam("tenant_id"),
+        SecretSpanRow.conversation_id == bindparam("conversation_id"),
+    )
+    .limit(1)
+)
+
 
 class SecretSpanRepository:
     def __init__(self, session: Session) -> None:
@@ -56,7 +66,7 @@ class SecretSpanRepository:
 
     def any_in_conversation(self, tenant_id: str, conversation_id: int) -> bool:
         """One probe of the (conversation, fingerprint) index."""
-        params = {"tenant": tenant_id, "conversation": conversation_id}
+        params = {"tenant_id": tenant_id, "conversation_id": conversation_id}
         return _ANY_IN_CONVERSATION.run(self.session, params).first() is not None
 
     def any_erased(self, tenant_id: str, conversation_id: int) -> bool:
@@ -141,15 +151,3 @@ def _span(row: SecretSpanRow) -> SecretSpan:
     return SecretSpan(
         row.part, row.char_offset, row.char_length, row.kind, row.ordinal, row.erased_at is not None
     )
-
-
-# Every assemble runs it: built once and run on the driver (lcm/db/driver.py),
-# not compiled and processed through the ORM per call.
-_ANY_IN_CONVERSATION = DriverStatement(
-    select(SecretSpanRow.id)
-    .where(
-        SecretSpanRow.tenant_id == bindparam("tenant"),
-        SecretSpanRow.conversation_id == bindparam("conversation"),
-    )
-    .limit(1)
-)

@@ -104,3 +104,21 @@ def test_statement_count_of_a_compacted_conversation(
         fresh_tail_count=result.fresh_tail_count,
         fresh_tail_overflow=result.fresh_tail_overflow,
     )
+
+
+def test_an_unchanged_conversation_is_not_read_again(
+    db: Database, client: TestClient, selects: list[str]
+) -> None:
+    """The window and its assembly are kept while the context stands (lcm/window_cache.py):
+    a repeated assembly reads the key, the conversation, its stamp and the secret probe."""
+    tenant = new_tenant(db)
+    texts = [f"message {i}: deployed build {i} to staging and ran the checks" for i in range(80)]
+    cid = ingest(db, tenant.tenant_id, "unchanged", texts)
+    compact(db, tenant.tenant_id, cid)
+    body, count = assembled_over_http(client, "unchanged", tenant, 200_000, selects)
+    assert body["summary_count"] > 0
+    assert count <= 4
+    assert not [s for s in selects if "FROM messages" in s or "summaries" in s], selects
+    ingest(db, tenant.tenant_id, "unchanged", ["one more message"])
+    grown, _ = assembled_over_http(client, "unchanged", tenant, 200_000, selects)
+    assert grown["messages"][-1]["content"][0]["text"] == "one more message"
