@@ -29,12 +29,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.recall_dense import DenseIndex, dense_rankers
 from bench.recall_set import KINDS, STYLES, RecallQuestion, keywords, load, recall_at
 from bench.recall_set import reciprocal_rank as rr
 from bench.servers import postgres
 from bench.transcripts import DATA
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
+from lcm.errors import LcmError
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 from lcm.transcripts.openclaw import content_id
@@ -43,6 +45,7 @@ from lcm_client.models import BootstrapIn, GrepIn
 from tests import servers
 
 K = 10
+DEPTH = 50  # what hybrid fuses of each ranking
 Position = tuple[int, int]  # (conversation id, seq): what grep's matches and the export share
 Ranker = Callable[[RecallQuestion], list[Position]]
 
@@ -52,6 +55,9 @@ class Imported:
     key: str  # the conversation key the session was bootstrapped under
     conversation_id: int
     line_positions: dict[int, Position]  # source line -> the stored message
+    # Stored user / assistant messages with prose -> (role, their text parts): what the
+    # harness embeds (tool calls and tool output are left to full text, see recall_dense).
+    messages: dict[Position, tuple[str, str]]
 
 
 def line_client_ids(path: Path) -> dict[int, str]:
@@ -84,10 +90,15 @@ def import_source(lcm: LcmClient, source: str) -> Imported:
     key = _session_key(source)
     out = lcm.bootstrap(key, BootstrapIn(transcript_jsonl=path.read_text(encoding="utf-8")))
     assert out.conversation_id is not None, f"{source}: nothing imported"
-    seq_of = {}
+    seq_of, messages = {}, {}
     for line in lcm.export(key, conversation_id=out.conversation_id).splitlines():
         record = json.loads(line)
-        if record.get("type") == "message" and record.get("client_id"):
+        if record.get("type") != "message":
+            continue
+        text = " ".join(p["text"] for p in record["parts"] if p["part_type"] == "text").strip()
+        if record["role"] in ("user", "assistant") and text:
+            messages[(out.conversation_id, record["seq"])] = (record["role"], text)
+        if record.get("client_id"):
             seq_of[record["client_id"]] = record["seq"]
     positions = {
         number: (out.conversation_id, seq_of[cid])
@@ -98,7 +109,7 @@ def import_source(lcm: LcmClient, source: str) -> Imported:
         f"  {source}: {out.imported} messages ({out.format}) as conversation {out.conversation_id}",
         flush=True,
     )
-    return Imported(key, out.conversation_id, positions)
+    return Imported(key, out.conversation_id, positions, messages)
 
 
 def answer_groups(question: RecallQuestion, imported: Imported) -> list[set[Position]]:
@@ -127,11 +138,27 @@ def wait_for_search_index(sqlite_file: Path | None, timeout: float = 600) -> Non
         time.sleep(1)
 
 
-def grep_ranker(lcm: LcmClient, keys: dict[str, str], pattern_of: Callable[[str], str]) -> Ranker:
-    """Ask grep (full text by relevance, messages, the question's session) for the top K."""
+FORMS: dict[str, Callable[[str], str]] = {
+    "question": lambda q: q,
+    "keywords AND": lambda q: " ".join(keywords(q)),
+    "keywords OR": lambda q: " OR ".join(keywords(q)),
+}
 
-    def rank(question: RecallQuestion) -> list[Position]:
-        pattern = pattern_of(question.question)
+
+class FullText:
+    """grep's full-text ranking (by relevance, messages, the question's session), kept per
+    question and query form: hybrid fuses the same lists the full-text rows score."""
+
+    def __init__(self, lcm: LcmClient, keys: dict[str, str]) -> None:
+        self._lcm, self._keys = lcm, keys
+        self._seen: dict[tuple[str, str], list[Position]] = {}
+
+    def ranking(self, question: RecallQuestion, form: str) -> list[Position]:
+        if (question.id, form) not in self._seen:
+            self._seen[(question.id, form)] = self._grep(question, FORMS[form](question.question))
+        return self._seen[(question.id, form)]
+
+    def _grep(self, question: RecallQuestion, pattern: str) -> list[Position]:
         if not pattern.strip():
             return []
         body = GrepIn(
@@ -139,25 +166,21 @@ def grep_ranker(lcm: LcmClient, keys: dict[str, str], pattern_of: Callable[[str]
             mode="full_text",
             scope="messages",
             sort="relevance",
-            limit=K,
-            session_key=keys[question.source],
+            limit=DEPTH,
+            session_key=self._keys[question.source],
         )
         try:
-            result = lcm.grep(body)
+            result = self._lcm.grep(body)
         except ApiError as error:  # a query the tool refuses finds nothing
             print(f"    {question.id}: grep refused {pattern!r}: {error}", flush=True)
             return []
         return [(m.conversation_id, m.seq) for m in result.matches if m.seq is not None]
 
-    return rank
+    def rankers(self) -> dict[str, Ranker]:
+        def top(form: str) -> Ranker:
+            return lambda q: self.ranking(q, form)[:K]
 
-
-def full_text_rankers(lcm: LcmClient, keys: dict[str, str]) -> dict[str, Ranker]:
-    return {
-        "full text: question": grep_ranker(lcm, keys, lambda q: q),
-        "full text: keywords AND": grep_ranker(lcm, keys, lambda q: " ".join(keywords(q))),
-        "full text: keywords OR": grep_ranker(lcm, keys, lambda q: " OR ".join(keywords(q))),
-    }
+        return {f"full text: {form}": top(form) for form in FORMS}
 
 
 Scores = dict[str, list[tuple[RecallQuestion, float, float]]]  # ranker -> (q, recall@K, RR)
@@ -274,5 +297,28 @@ def run(args: argparse.Namespace) -> None:
         imported = {s: import_source(lcm, s) for s in sources}
         groups = {q.id: answer_groups(q, imported[q.source]) for q in questions}
         wait_for_search_index(sqlite_file)
-        keys = {s: i.key for s, i in imported.items()}
-        report(score(full_text_rankers(lcm, keys), questions, groups))
+        full_text = FullText(lcm, {s: i.key for s, i in imported.items()})
+        rankers = full_text.rankers()
+        rankers.update(_dense_rankers(imported, full_text))
+        report(score(rankers, questions, groups))
+
+
+def _dense_rankers(imported: dict[str, Imported], full_text: FullText) -> dict[str, Ranker]:
+    """Dense and hybrid, computed here with the project's embedder (an approximation)."""
+    try:
+        from lcm.semantic import load_embedder
+
+        embedder = load_embedder()
+    except (ImportError, LcmError) as error:
+        print(f"  dense / hybrid not measured: {error}", flush=True)
+        return {}
+    messages = {p: m for i in imported.values() for p, m in i.messages.items()}
+    started = time.perf_counter()
+    index = DenseIndex(embedder, messages)
+    print(
+        f"  embedded {len(messages)} messages in-process in {time.perf_counter() - started:.0f} s "
+        "(dense and hybrid below are the harness's approximation, not the server's grep)",
+        flush=True,
+    )
+    conversation_of = {s: i.conversation_id for s, i in imported.items()}
+    return dense_rankers(index, conversation_of, full_text.ranking, K)
