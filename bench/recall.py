@@ -221,7 +221,7 @@ def report(scores: Scores) -> None:
     columns = _columns()
     any_rows = next(iter(scores.values()))
     counts = [sum(1 for q, _, _ in any_rows if _kept(q, s, k)) for _, s, k in columns]
-    header = "  " + f"{'recall@10 (MRR)':28}"
+    header = "  " + f"{'recall@10 (MRR)':36}"
     header += "".join(f"{c[0]} n={n}".rjust(17) for c, n in zip(columns, counts, strict=True))
     print(header, flush=True)
     for label, rows in scores.items():
@@ -230,7 +230,7 @@ def report(scores: Scores) -> None:
             kept = [(r, m) for q, r, m in rows if _kept(q, style, kind)]
             recall, mrr = _mean([r for r, _ in kept]), _mean([m for _, m in kept])
             cells.append(f"{recall} ({mrr})".rjust(17))
-        print(f"  {label:28}" + "".join(cells), flush=True)
+        print(f"  {label:36}" + "".join(cells), flush=True)
 
 
 @contextmanager

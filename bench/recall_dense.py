@@ -57,6 +57,7 @@ class DenseIndex:
         self._embedder = embedder
         self._np = _numpy()
         self._owners = list(messages)
+        self.pool = frozenset(messages)  # what dense can return
         texts = [f"{role}: {content[:WINDOW]}" for role, content in messages.values()]
         self._vectors = _cached_embed(embedder, texts)
         self._words = _document_frequency(messages)
@@ -149,7 +150,8 @@ def dense_rankers(
     full_text: Callable[[RecallQuestion, str], list[Position]],
     k: int,
 ) -> dict[str, Ranker]:
-    """Dense and hybrid per query handling, plus the naive hybrid.
+    """Dense and hybrid per query handling, the naive hybrid, and full text kept to
+    dense's pool (the prose messages), so the two are also compared on equal candidates.
 
     ``full_text(question, form)`` is grep's ranking (top ``DEPTH``) for one
     query form, ``"question"`` or ``"keywords OR"``.
@@ -166,6 +168,10 @@ def dense_rankers(
     def hybrid(form: str, handling: str) -> Ranker:
         return lambda q: fuse(full_text(q, form), dense(q, handling))[:k]
 
+    # Full text on dense's pool: the ranking functions compared on equal candidates.
+    rankers["full text: keywords OR, prose only"] = lambda q: [
+        p for p in full_text(q, "keywords OR") if p in index.pool
+    ][:k]
     for handling in HANDLINGS:
         rankers[f"dense: {handling}"] = dense_only(handling)
         rankers[f"hybrid: {handling}"] = hybrid("keywords OR", handling)
