@@ -36,7 +36,10 @@ def scope_selector(body: ScopeIn) -> ScopeSelector:
 
 def grep_query(body: GrepIn) -> GrepQuery:
     file_ids = tuple(dict.fromkeys(body.file_ids or ()))
-    return GrepQuery(body.pattern, body.mode, body.scope, body.sort, body.limit, file_ids)
+    sort = body.sort
+    if body.mode in ("semantic", "hybrid") and "sort" not in body.model_fields_set:
+        sort = "relevance"  # ranking by meaning is the point of these modes
+    return GrepQuery(body.pattern, body.mode, body.scope, sort, body.limit, file_ids)
 
 
 def expand_query_request(body: ExpandQueryIn) -> ExpandQueryRequest:

@@ -14,6 +14,7 @@ from cli.debt import debt_app
 from cli.doctor import doctor
 from cli.doctor_clean import doctor_clean
 from cli.read import messages_command, summaries_command, summary_app
+from cli.semantic import reindex
 from cli.surgery import summary_dissolve, summary_operation, summary_rewrite
 from cli.tenants import key_app, tenant_app
 from lcm.logs import configure_logging
@@ -36,6 +37,7 @@ summary_app.command("operation")(summary_operation)
 app.command("messages")(messages_command)
 app.command("summaries")(summaries_command)
 app.command("doctor")(doctor)
+app.command("reindex")(reindex)
 app.command("doctor-clean")(doctor_clean)
 app.command("backup")(backup)
 app.command("restore")(restore)

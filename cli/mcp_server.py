@@ -40,6 +40,8 @@ file paths, decisions, numbers.
 mode "regex" (default, RE2 syntax, case-sensitive unless (?i)) for exact strings and \
 identifiers; mode "full_text" for topics in natural words: terms are ANDed, \
 "quoted phrases", -excluded, OR; ranked. Chinese/Japanese text works in full_text. \
+Where the server has semantic recall on, mode "semantic" finds text by meaning \
+(paraphrases, other words) and "hybrid" fuses it with full text (both rank by relevance). \
 sort "recency" (newest first), "relevance", or "hybrid" (relevance, newer preferred). \
 Scope defaults to this agent's session family. scope "files" searches inside stored \
 large files (pasted attachments, big tool output), file_ids inside only those files. \
@@ -66,7 +68,7 @@ them by their matches to query and expands only the best few under one deadline 
 per-conversation breakdown and truncated say what was covered. One call at a time per \
 session: a second while one runs is refused (409 expansion_busy)."""
 
-Mode = Literal["regex", "full_text"]
+Mode = Literal["regex", "full_text", "semantic", "hybrid"]
 Sort = Literal["recency", "relevance", "hybrid"]
 
 

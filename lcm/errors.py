@@ -132,3 +132,9 @@ class LlmBudgetExhausted(RateLimited):
     """The tenant's daily LLM token budget (``llm_daily_token_budget``) is spent."""
 
     code = "llm_budget_exhausted"
+
+
+class SemanticUnavailable(InvalidInput):
+    """Semantic search was asked for where it is off or its extra is not installed."""
+
+    code = "semantic_unavailable"

@@ -53,6 +53,10 @@ SWEEP_GRANTS = JobType("expansion.sweep_grants", "expansion")
 # Housekeeping shares the compaction queue: it is rare and short.
 RETENTION_SWEEP = JobType("retention.sweep", "compaction")
 INDEX_SEARCH_BACKLOG = JobType("search.index_backlog", "compaction")
+# Semantic recall (LCM_SEMANTIC=on): CPU-bound embedding, on the files queue
+# so a long backfill never holds compaction's workers.
+EMBED_CONVERSATION = JobType("semantic.embed", "files")
+SEMANTIC_BACKFILL = JobType("semantic.backfill", "files")
 PING = JobType("system.ping", "compaction")
 
 JOB_TYPES = (
@@ -67,6 +71,8 @@ JOB_TYPES = (
     SWEEP_GRANTS,
     RETENTION_SWEEP,
     INDEX_SEARCH_BACKLOG,
+    EMBED_CONVERSATION,
+    SEMANTIC_BACKFILL,
     PING,
 )
 
@@ -117,7 +123,19 @@ class IndexSearchBacklog:
         return []
 
 
-Job = WakeCompaction | SummarizeFile | IndexSearchBacklog
+@dataclass(frozen=True, slots=True)
+class EmbedConversation:
+    """Embed the conversation's messages and summaries that have no vector yet."""
+
+    conversation_id: int
+
+    job_type: ClassVar[JobType] = EMBED_CONVERSATION
+
+    def args(self) -> list[object]:
+        return [self.conversation_id]
+
+
+Job = WakeCompaction | SummarizeFile | IndexSearchBacklog | EmbedConversation
 
 
 def _always(_settings: Settings) -> bool:
@@ -146,5 +164,12 @@ BEAT = (
         INDEX_SEARCH_BACKLOG,
         lambda s: s.search_backlog_interval_seconds,
         when=lambda s: s.is_sqlite,
+    ),
+    # What a lost embed job, a crash or a model change left (lcm.semantic.backfill).
+    Periodic(
+        "semantic-backfill",
+        SEMANTIC_BACKFILL,
+        lambda s: s.semantic_backfill_interval_seconds,
+        when=lambda s: s.semantic,
     ),
 )

@@ -16,9 +16,16 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from lcm.job_types import IndexSearchBacklog, Job, SummarizeFile, WakeCompaction
+from lcm.job_types import (
+    EmbedConversation,
+    IndexSearchBacklog,
+    Job,
+    SummarizeFile,
+    WakeCompaction,
+)
 
 __all__ = [
+    "EmbedConversation",
     "IndexSearchBacklog",
     "Job",
     "JobSender",

@@ -20,6 +20,7 @@ from lcm.model_prices import ModelPrice as ModelPrice
 from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
 from lcm.override_rules import ModelOverride as ModelOverride
 from lcm.override_rules import SummaryModelOverride as SummaryModelOverride
+from lcm.semantic_settings import SemanticSettings, SemanticTenantSettings
 from lcm.session_globs import session_pattern_problem
 from lcm.summary_rules import SummaryModelRule, SummaryProviderName
 from lcm.tenant_limits import TenantLimits as TenantLimits
@@ -137,10 +138,9 @@ class CompactionSettings(BaseSettings):
     # sent as a stub naming the message (``expand``/``grep`` still reach it).
     stub_large_tool_payloads: bool = False
     stub_tool_payload_tokens: int = Field(2_000, ge=1, le=MAX_TOKENS)
-    # Assembly with a ``prompt``: when the budget forces a choice, keep the
-    # evictable items most relevant to it (grep's full-text relevance) over
-    # merely recent ones. Off by default: the kept prefix then changes with
-    # every prompt, which costs the provider's prompt cache.
+    # Assembly with a ``prompt``: when the budget forces a choice, keep the evictable
+    # items most relevant to it (grep's full-text relevance) over merely recent ones.
+    # Off by default: the kept prefix then changes with every prompt (prompt cache).
     prompt_aware_eviction: bool = False
     # Assembled messages carry placeholders (``[secret:aws_key#1]``) where a
     # secret was detected; ``pass`` sends the stored text (docs/secrets.md).
@@ -186,13 +186,13 @@ class CompactionSettings(BaseSettings):
         return max(self.condensed_target_tokens, min(self.leaf_chunk_tokens, pressure_half))
 
 
-class TenantSettings(CompactionSettings, TenantLimits):
+class TenantSettings(CompactionSettings, TenantLimits, SemanticTenantSettings):
     """Everything a tenant may override: the shape of ``PATCH /v1/tenant/settings``."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
 
 
-class Settings(TenantSettings):
+class Settings(TenantSettings, SemanticSettings):
     """Process-wide settings: storage, broker, limits, LLM access."""
 
     model_config = SettingsConfigDict(env_prefix="LCM_", env_file=".env", extra="ignore")

@@ -59,17 +59,16 @@ def post_grep(
     body: GrepIn,
     caller: ReadCaller,
     session: ReadSessionDep,
-    settings: SettingsDep,
     services: ServicesDep,
 ) -> Any:
     bounds = resolve_bounds(
         session, caller.tenant_id, scope_selector(body), body.since, body.before
     )
     query = grep_query(body)
+    limits = grep_limits(caller.settings)  # the tenant's: its semantic query handling
     if body.scope == "files":
-        found = grep_large_files(session, services.storage, bounds, query, grep_limits(settings))
-        return to_jsonable(found)
-    return to_jsonable(grep(session, bounds, query, grep_limits(settings)))
+        return to_jsonable(grep_large_files(session, services.storage, bounds, query, limits))
+    return to_jsonable(grep(session, bounds, query, limits))
 
 
 @router.get(

@@ -40,6 +40,7 @@ from lcm.errors import ContextChanged, StaleLease
 from lcm.files.extraction import FILE_ID_RE
 from lcm.secrets.masking import SecretSpan
 from lcm.secrets.service import content_masks, mask_detected
+from lcm.semantic.backfill import request_embedding
 from lcm.settings import CompactionSettings, TenantSettings
 from lcm.summarize.policy import SummaryPolicy
 from lcm.summarize.summarizer import Summarizer, SummaryResult
@@ -254,6 +255,7 @@ class CompactionEngine:
         view = summary_view(summary, plan.summary_ids)
         item_tokens = summary_context_tokens(view)
         _replace_range(repo, plan, summary, item_tokens, result, duration_ms)
+        request_embedding(session, conversation_id)  # semantic recall, after commit
         return PassOutcome(
             tenant_id,
             summary.id,

@@ -26,6 +26,7 @@ from lcm.db.driver import compile_all
 from lcm.db.write_gate import WriteGate
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
+from lcm.semantic_settings import SEMANTIC_ON
 from lcm.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,11 @@ class Database:
         self.message_cache = (
             MessageCache(settings.message_cache_size) if settings.message_cache_size > 0 else None
         )
-        info = {MESSAGE_CACHE: self.message_cache} if self.message_cache is not None else {}
+        info: dict[str, Any] = {}
+        if self.message_cache is not None:
+            info[MESSAGE_CACHE] = self.message_cache
+        if settings.semantic:
+            info[SEMANTIC_ON] = True
         self._sessions = sessionmaker(
             self.engine, expire_on_commit=False, autoflush=False, info=info
         )

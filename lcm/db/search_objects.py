@@ -15,12 +15,16 @@ from __future__ import annotations
 from typing import Any
 
 TSVECTOR_COLUMN = "content_tsv"
+# Postgres with pgvector only (migration 0028): the vector column and its HNSW index.
+PGVECTOR_COLUMN = "embedding"
+PGVECTOR_INDEX = "ix_embeddings_embedding_hnsw"
 SEARCH_INDEXES = frozenset(
     {
         "ix_messages_content_tsv",
         "ix_messages_content_trgm",
         "ix_summaries_content_tsv",
         "ix_summaries_content_trgm",
+        PGVECTOR_INDEX,
     }
 )
 # FTS5 tables and the shadow tables SQLite creates for them (``*_data``, ``*_idx`` …).
@@ -36,7 +40,7 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     if type_ == "table":
         return not name.startswith(FTS_TABLE_PREFIXES) and name not in SQLITE_SEARCH_TABLES
     if type_ == "column":
-        return name != TSVECTOR_COLUMN
+        return name not in (TSVECTOR_COLUMN, PGVECTOR_COLUMN)
     if type_ == "index":
         return name not in SEARCH_INDEXES
     return True

@@ -21,6 +21,7 @@ from lcm.ingest.repository import MessageRepository, NewPart
 from lcm.outbox import SummarizeFile, request_job
 from lcm.retrieval.search_backlog import request_indexing
 from lcm.secrets.service import DEFAULT_SCAN, ScannedText, SecretScan, message_texts, record_secrets
+from lcm.semantic.backfill import request_embedding
 from lcm.settings import CompactionSettings
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 
@@ -141,8 +142,8 @@ def ingest_messages(
     charge_storage(session, tenant_id, len(fresh), sum(f.byte_size for f in files), quota)
     for file_id in file_ids:  # after commit: the rows exist when a worker looks
         request_job(session, SummarizeFile(file_id))
-    # SQLite indexes the batch for search after it commits (not under its write lock).
-    request_indexing(session)
+    request_indexing(session)  # SQLite: search indexing after commit (not under its lock)
+    request_embedding(session, cid)  # semantic recall: after commit, where it is on
     written = (len(fresh), duplicates, first_seq, last_seq, tuple(file_ids))
     return IngestResult(cid, *written, *model, tokens)
 

@@ -46,6 +46,7 @@ from lcm.retrieval.grants_repository import GrantRepository
 from lcm.retrieval.grep import GrepLimits
 from lcm.retrieval.repository import HistoryRepository
 from lcm.retrieval.scope import ScopeSelector, conversation_ids
+from lcm.retrieval.semantic_grep import SemanticOptions
 from lcm.settings import Settings
 from lcm.summarize import LlmClients, LlmConnections, model_route
 from lcm.tenants.service import effective_settings
@@ -74,6 +75,7 @@ def grep_limits(settings: Settings) -> GrepLimits:
         timeout_ms=settings.statement_timeout_ms,
         max_pattern_chars=settings.grep_max_pattern_chars,
         half_life_hours=settings.grep_recency_half_life_hours,
+        semantic=SemanticOptions(settings.semantic, settings.semantic_query_handling),
     )
 
 

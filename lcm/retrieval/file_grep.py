@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
+from lcm.errors import InvalidInput
 from lcm.files.repository import LargeFileRepository
 from lcm.files.service import FileMatch, grep_files
 from lcm.files.storage import FileStorage
@@ -109,6 +110,10 @@ def _unknown_files(
 def _matchers(
     query: GrepQuery, limits: GrepLimits
 ) -> tuple[Callable[[str], bool], Callable[[str], list[tuple[int, int]]]]:
+    if query.mode in ("semantic", "hybrid"):
+        raise InvalidInput(
+            f'"mode": "{query.mode}" searches messages and summaries; files take regex or full_text'
+        )
     if query.mode == "regex":
         regex = compile_regex(query.pattern, limits.max_pattern_chars)
 

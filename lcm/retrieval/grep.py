@@ -33,10 +33,11 @@ from lcm.retrieval.query import (
 from lcm.retrieval.ranking_sql import MIN_EXPONENT, Target
 from lcm.retrieval.search_repository import SearchRepository, is_timeout, refuse_timeout
 from lcm.retrieval.search_rows import Bounds, SearchRow, Sort
+from lcm.retrieval.semantic_grep import SemanticAsk, SemanticOptions, semantic_grep
 from lcm.retrieval.snippets import build_snippet
 from lcm.secrets import SecretSpan, content_masks, detect, mask_ranges
 
-Mode = Literal["regex", "full_text"]
+Mode = Literal["regex", "full_text", "semantic", "hybrid"]
 Scope = Literal["messages", "summaries", "both", "files"]
 MAX_LIMIT = 200
 _TARGETS: dict[Scope, tuple[Target, ...]] = {
@@ -90,6 +91,7 @@ class GrepLimits:
     timeout_ms: int
     max_pattern_chars: int
     half_life_hours: float
+    semantic: SemanticOptions = field(default_factory=SemanticOptions)
 
 
 def message_ref(message_id: int) -> str:
@@ -110,6 +112,19 @@ def grep(
     repo = SearchRepository(session)
     targets = _TARGETS[query.scope]
     now = now or utcnow()
+    if query.mode == "semantic" or query.mode == "hybrid":
+        ask = SemanticAsk(
+            query.pattern,
+            query.mode,
+            targets,
+            query.sort,
+            query.limit,
+            limits.timeout_ms,
+            limits.half_life_hours,
+        )
+        found = semantic_grep(repo, bounds, ask, limits.semantic, now)
+        matches = _matches(session, bounds.tenant_id, found.found)
+        return GrepResult(matches, query.mode, query.sort, found.complete, None, found.notes)
     if query.mode == "full_text":
         text_query = parse_text_query(query.pattern)
         return _full_text(repo, bounds, query, text_query, targets, limits, now)

@@ -334,6 +334,18 @@ class SearchRepository:
             ids = union_all(ids, backlog_ids_where(lambda content: content.like(f"%{literal}%")))
         return row_id(target).in_(ids)
 
+    def rows_by_ids(
+        self, target: Target, bounds: Bounds, ids: Sequence[int | str]
+    ) -> list[SearchRow]:
+        """The rows of ``ids`` that ``bounds`` allows (a dense search's hits, made hits)."""
+        if not ids:
+            return []
+        stmt = row_select(target, None).where(
+            row_id(target).in_(list(ids)),
+            *within_bounds(target, bounds, indexed=self.dialect != "sqlite"),
+        )
+        return self._rows(target, stmt)
+
     def _rows(self, target: Target, stmt: Any) -> list[SearchRow]:
         return [to_row(target, row._mapping) for row in self.session.execute(stmt)]
 

@@ -44,6 +44,7 @@ from lcm.errors import Conflict, InvalidInput
 from lcm.files.storage import FileStorage
 from lcm.retrieval.search_backlog import request_indexing
 from lcm.secrets.service import DEFAULT_SCAN, ScannedText, SecretScan, message_texts, record_secrets
+from lcm.semantic.backfill import request_embedding
 from lcm.tenants.quota import UNLIMITED, StorageQuota, charge_storage
 from lcm.transfer.records import (
     ConversationRecord,
@@ -112,6 +113,7 @@ def import_conversation(
     cid = conversation.id
     seq_to_id = _import_messages(repo, tenant_id, cid, export.messages)
     request_indexing(session)  # SQLite: search indexing after commit
+    request_embedding(session, cid)  # semantic recall: after commit, where it is on
     file_bytes = _import_files(repo, storage, tenant_id, cid, export.files, seq_to_id)
     renamed = _import_summaries(repo, tenant_id, cid, export.summaries, seq_to_id)
     record_secrets(session, tenant_id, cid, _stored_texts(export, seq_to_id), secrets)

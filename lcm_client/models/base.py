@@ -59,7 +59,7 @@ SessionKeyText = Annotated[Text, Field(min_length=1, max_length=512)]
 NodeIdText = Annotated[Text, Field(min_length=1, max_length=64)]
 NodeIds = Annotated[list[NodeIdText], Field(max_length=MAX_SUMMARY_IDS)]
 Compaction = Literal["none", "scheduled", "ran"]
-GrepMode = Literal["regex", "full_text"]
+GrepMode = Literal["regex", "full_text", "semantic", "hybrid"]
 GrepScope = Literal["messages", "summaries", "both", "files"]
 GrepSort = Literal["recency", "relevance", "hybrid"]
 

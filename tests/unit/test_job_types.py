@@ -53,10 +53,11 @@ def test_celery_routes_each_job_to_its_declared_queue() -> None:
 
 
 def test_beat_schedules_registered_jobs_on_their_queues() -> None:
-    sqlite = beat_schedule(Settings(database_url="sqlite:////tmp/x.db"))
+    sqlite = beat_schedule(Settings(database_url="sqlite:////tmp/x.db", semantic=True))
     postgres = beat_schedule(Settings(database_url="postgresql://u@localhost/lcm"))
     assert set(sqlite) == {periodic.entry for periodic in BEAT}
-    assert set(sqlite) - set(postgres) == {"search-index-backlog"}
+    # Semantic recall's backfill runs only where it is on (LCM_SEMANTIC).
+    assert set(sqlite) - set(postgres) == {"search-index-backlog", "semantic-backfill"}
     jobs = {job.name: job for job in JOB_TYPES}
     for entry in sqlite.values():
         assert entry["options"]["queue"] == jobs[entry["task"]].queue

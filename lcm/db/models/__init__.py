@@ -35,6 +35,7 @@ from lcm.db.models.lifecycle import (
     TurnCommit,
 )
 from lcm.db.models.secrets import SecretSpan
+from lcm.db.models.semantic import Embedding, EmbeddingRun
 from lcm.db.models.work import (
     CompactionDebt,
     CompactionRun,
@@ -55,6 +56,8 @@ __all__ = [
     "ContextItem",
     "Conversation",
     "ConversationFork",
+    "Embedding",
+    "EmbeddingRun",
     "ExpansionGrant",
     "ExpansionLease",
     "Json",

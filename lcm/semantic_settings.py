@@ -1,0 +1,44 @@
+"""The settings of semantic recall (the ``semantic`` extra): the deployment's and a tenant's."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Session info key: set on every session of a deployment with semantic on
+# (lcm.db.engine), so a unit of work asks for embedding only there.
+SEMANTIC_ON = "lcm_semantic_on"
+
+QueryHandling = Literal["raw", "strip_roles", "strip_frequent", "both"]
+
+
+class SemanticTenantSettings(BaseSettings):
+    """What a tenant may override about semantic and hybrid grep."""
+
+    model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
+
+    # What the dense side of a semantic/hybrid grep embeds of the query:
+    # ``raw`` the query as given; ``strip_roles`` without role words
+    # (user, assistant, ...) and capitalised names, which otherwise pull the
+    # query to turns that address a person rather than say the thing;
+    # ``strip_frequent`` without words in more than 10% of the tenant's
+    # embedded texts; ``both`` (lcm.semantic.query_text).
+    semantic_query_handling: QueryHandling = "both"
+
+
+class SemanticSettings(BaseSettings):
+    """The deployment's semantic recall: on or off, and how its background work runs."""
+
+    model_config = SettingsConfigDict(env_prefix="LCM_", extra="ignore")
+
+    # Opt-in: embeds messages and summaries after commit and lets grep take
+    # "mode": "semantic" / "hybrid". Needs `pip install 'lcm-server[semantic]'`.
+    semantic: bool = False
+    # Texts embedded per write transaction by the embed job and the backfill.
+    semantic_batch: int = Field(64, ge=1, le=4_096)
+    # Beat's backfill: embeds what a lost job, a crash or a model change left.
+    semantic_backfill_interval_seconds: float = Field(300.0, gt=0)
+    # A backfill or reindex holds its lease this long between progress updates.
+    semantic_lease_seconds: int = Field(120, ge=5)

@@ -1,0 +1,289 @@
+"""Semantic recall end to end on both databases: embedding after commit, the
+backfill and its lease, and grep's semantic and hybrid modes.
+
+The embedder is the real model (the semantic extra is part of the test
+install). Jobs are recorded by a ``RecordingSender`` and run here as the
+worker would run them; ``tests/integration/test_semantic_worker.py`` runs
+them in a real Celery worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from lcm.db.engine import Database
+from lcm.db.models import Embedding, utcnow
+from lcm.outbox import EmbedConversation
+from lcm.semantic.backfill import LEASE, embed_conversation, run_backfill
+from lcm.semantic.embedder import Embedder, load_embedder
+from lcm.semantic.repository import EmbeddingRunRepository
+from lcm.semantic.search import DenseQuery, dense_search
+from lcm.tenants.service import IssuedKey
+from tests.conftest import RecordingSender, api_client, auth, new_tenant
+
+CAR = "My car would not start this morning, the battery was completely dead."
+FILLER = [
+    "We adopted a kitten from the shelter last week.",
+    "The quarterly budget review moved to Thursday afternoon.",
+    "Can you recommend a good recipe for lentil soup?",
+    "The new office plants need watering twice a week.",
+    "I finished reading the novel about the lighthouse keeper.",
+]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sdb(request: pytest.FixtureRequest) -> Iterator[Database]:
+    """A database whose deployment has semantic recall on (``LCM_SEMANTIC=on``)."""
+    base: Database = request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
+    database = Database(base.settings.model_copy(update={"semantic": True}), RecordingSender())
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def sender(sdb: Database) -> RecordingSender:
+    assert isinstance(sdb.sender, RecordingSender)
+    return sdb.sender
+
+
+@pytest.fixture
+def sclient(sdb: Database, sender: RecordingSender) -> Iterator[TestClient]:
+    yield from api_client(sdb.settings, sdb, sender)
+
+
+def post_messages(client: TestClient, who: IssuedKey, key: str, texts: Sequence[str]) -> int:
+    body = {"messages": [{"role": "user", "content": t} for t in texts]}
+    response = client.post(f"/v1/conversations/{key}/messages", json=body, headers=auth(who))
+    assert response.status_code == 200, response.text
+    return int(response.json()["conversation_id"])
+
+
+def grep(client: TestClient, who: IssuedKey, pattern: str, mode: str, **extra: Any) -> Any:
+    body = {"pattern": pattern, "mode": mode, "scope": "messages", "all_conversations": True}
+    response = client.post("/v1/grep", json={**body, **extra}, headers=auth(who))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def vectors(db: Database, model: str | None = None) -> int:
+    with db.read_session() as session:
+        query = select(func.count()).select_from(Embedding)
+        if model is not None:
+            query = query.where(Embedding.model == model)
+        return int(session.scalar(query) or 0)
+
+
+def run_jobs(db: Database, sender: RecordingSender) -> None:
+    """What the worker does with the recorded embed jobs."""
+    for job in sender.jobs:
+        if isinstance(job, EmbedConversation):
+            embed_conversation(db.transaction, load_embedder(), job.conversation_id, 64)
+    sender.jobs.clear()
+
+
+def test_ingest_asks_for_embedding_after_commit_and_does_not_wait(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    cid = post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    # The request answered with nothing embedded: the vectors are the job's.
+    assert vectors(sdb) == 0
+    assert EmbedConversation(cid) in sender.jobs
+    run_jobs(sdb, sender)
+    assert vectors(sdb, load_embedder().model_name) == 1 + len(FILLER)
+    # Running the job again (a duplicate delivery) embeds nothing twice.
+    assert embed_conversation(sdb.transaction, load_embedder(), cid, 64) == 0
+    assert vectors(sdb) == 1 + len(FILLER)
+    # Erasing the conversation erases its vectors.
+    response = sclient.delete("/v1/conversations/agent:main", headers=auth(who))
+    assert response.status_code == 204, response.text
+    assert vectors(sdb) == 0
+
+
+def test_a_paraphrase_is_found_by_semantic_and_hybrid_where_full_text_misses(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    run_jobs(sdb, sender)
+    question = "vehicle failed to turn over"
+    assert grep(sclient, who, question, "full_text")["matches"] == []
+    semantic = grep(sclient, who, question, "semantic", limit=3)
+    assert semantic["mode"] == "semantic"
+    assert semantic["complete"] is True
+    assert CAR in semantic["matches"][0]["snippet"]
+    assert semantic["matches"][0]["ref"].startswith("msg_")
+    hybrid = grep(sclient, who, question, "hybrid", limit=3, sort="relevance")
+    assert CAR in hybrid["matches"][0]["snippet"]
+
+
+def test_hybrid_finds_a_message_not_embedded_yet_through_full_text(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    post_messages(sclient, who, "agent:main", FILLER)
+    run_jobs(sdb, sender)
+    post_messages(sclient, who, "agent:main", ["the zanzibar rollout is blocked on QA"])
+    sender.jobs.clear()  # its embed job has not run
+    found = grep(sclient, who, "zanzibar rollout", "hybrid")
+    assert [m["snippet"] for m in found["matches"] if "zanzibar" in m["snippet"]]
+    semantic = grep(sclient, who, "zanzibar rollout", "semantic")
+    assert not [m for m in semantic["matches"] if "zanzibar" in m["snippet"]]
+
+
+def test_dense_results_stay_inside_the_tenant_and_the_scope(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    alice, bob = new_tenant(sdb, "alice"), new_tenant(sdb, "bob")
+    post_messages(sclient, alice, "agent:main", [CAR])
+    post_messages(sclient, bob, "agent:main", FILLER)
+    post_messages(sclient, bob, "agent:other", ["The truck's engine would not crank today."])
+    run_jobs(sdb, sender)
+    found = grep(sclient, bob, "car would not start", "semantic", limit=50)
+    assert CAR not in str(found)
+    assert len(found["matches"]) == len(FILLER) + 1
+    scoped = grep(
+        sclient,
+        bob,
+        "car would not start",
+        "semantic",
+        all_conversations=False,
+        session_key="agent:main",
+    )
+    assert {m["snippet"] for m in scoped["matches"]} == set(FILLER)
+    later = grep(sclient, bob, "car would not start", "hybrid", since=utcnow().isoformat())
+    assert later["matches"] == []
+
+
+def test_semantic_modes_are_refused_where_semantic_is_off(
+    db: Database, client: TestClient, tenant: IssuedKey, sender: RecordingSender
+) -> None:
+    post_messages(client, tenant, "agent:main", [CAR])
+    assert not [j for j in sender.jobs if isinstance(j, EmbedConversation)]
+    for mode in ("semantic", "hybrid"):
+        response = client.post(
+            "/v1/grep",
+            json={"pattern": "car", "mode": mode, "all_conversations": True},
+            headers=auth(tenant),
+        )
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == "semantic_unavailable"
+
+
+def test_the_backfill_embeds_what_a_lost_job_left(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    sender.jobs.clear()  # the broker lost the embed job
+    result = run_backfill(sdb.transaction, load_embedder(), 4, 60)
+    assert result is not None
+    assert result.embedded == 1 + len(FILLER)
+    assert vectors(sdb) == 1 + len(FILLER)
+    with sdb.read_session() as session:
+        run = EmbeddingRunRepository(session).get(LEASE)
+        assert run is not None
+        assert run.finished_at is not None
+        assert run.done == run.total == 1 + len(FILLER)
+
+
+def test_a_model_change_re_embeds_everything_under_the_new_name(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    run_jobs(sdb, sender)
+    old = load_embedder()
+    new = dataclasses.replace(old, model_name="minilm-next")
+    result = run_backfill(sdb.transaction, new, 64, 60)
+    assert result is not None
+    assert (result.embedded, result.deleted) == (1 + len(FILLER), 1 + len(FILLER))
+    assert vectors(sdb, "minilm-next") == vectors(sdb) == 1 + len(FILLER)
+
+
+class _Held:
+    """An embedder that blocks in ``embed`` until released: a backfill caught mid-run."""
+
+    def __init__(self, real: Embedder) -> None:
+        self.real, self.inside, self.release = real, threading.Event(), threading.Event()
+        self.model_name, self.dimension = real.model_name, real.dimension
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.inside.set()
+        assert self.release.wait(60)
+        return self.real.embed(texts)
+
+
+def test_two_backfills_at_once_never_both_run(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    sender.jobs.clear()
+    held = _Held(load_embedder())
+    outcome: list[Any] = []
+    first = threading.Thread(
+        target=lambda: outcome.append(run_backfill(sdb.transaction, held, 64, 60))  # type: ignore[arg-type]
+    )
+    first.start()
+    assert held.inside.wait(60)
+    # The first holds the lease mid-run: a second (beat, or `lcm reindex`) steps aside.
+    assert run_backfill(sdb.transaction, load_embedder(), 64, 60) is None
+    held.release.set()
+    first.join(60)
+    assert outcome
+    assert outcome[0] is not None
+    assert outcome[0].embedded == 1 + len(FILLER)
+    assert vectors(sdb) == 1 + len(FILLER)
+
+
+def test_the_lease_is_taken_by_exactly_one_of_two_racing_callers(sdb: Database) -> None:
+    barrier = threading.Barrier(2)
+    won: list[bool] = []
+
+    def take(owner: str) -> None:
+        with sdb.transaction() as session:
+            barrier.wait(10)
+            now = utcnow()
+            won.append(
+                EmbeddingRunRepository(session).take(
+                    LEASE, owner, "m", now + timedelta(seconds=60), now
+                )
+            )
+
+    threads = [threading.Thread(target=take, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(won) == [False, True]
+
+
+def test_a_dense_scan_past_its_deadline_says_it_is_incomplete(
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = Database(sqlite_db.settings.model_copy(update={"semantic": True}), RecordingSender())
+    who = new_tenant(db)
+    client_iter = api_client(db.settings, db, RecordingSender())
+    client = next(client_iter)
+    cid = post_messages(client, who, "agent:main", [CAR, *FILLER])
+    embed_conversation(db.transaction, load_embedder(), cid, 64)
+    monkeypatch.setattr("lcm.semantic.search._SCAN_BATCH", 2)
+    ask = DenseQuery(who.tenant_id, None, ("message",), None, None, "car", "raw", 10)
+    with db.read_session() as session:
+        cut = dense_search(session, load_embedder(), ask, time.monotonic() - 1)
+        whole = dense_search(session, load_embedder(), ask, time.monotonic() + 60)
+    assert cut.complete is False
+    assert len(cut.hits) == 2
+    assert whole.complete is True
+    assert len(whole.hits) == 1 + len(FILLER)
+    db.dispose()

@@ -1,0 +1,78 @@
+"""The embedder: the shipped model and tokenizer load, pinned, and embed by meaning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lcm.errors import SemanticUnavailable
+from lcm.semantic import embedder as embedder_module
+from lcm.semantic.embedder import DIMENSION, MODEL_NAME, load_embedder
+
+
+def test_embed_returns_unit_float32_rows_of_the_model_dimension() -> None:
+    embedder = load_embedder()
+    assert embedder.model_name == MODEL_NAME
+    assert embedder.dimension == DIMENSION == 384
+    vectors = embedder.embed(["the deploy failed on the staging cluster", "", "x " * 2000])
+    assert vectors.shape == (3, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_the_embedder_is_loaded_once_per_process() -> None:
+    assert load_embedder() is load_embedder()
+
+
+def test_a_paraphrase_is_nearer_than_an_unrelated_text() -> None:
+    query, paraphrase, unrelated = load_embedder().embed(
+        [
+            "my car would not start this morning",
+            "the vehicle refused to turn over when I tried to drive to work",
+            "we adopted a kitten from the shelter last week",
+        ]
+    )
+    assert float(query @ paraphrase) > float(query @ unrelated) + 0.2
+
+
+def test_batching_does_not_change_a_vector() -> None:
+    embedder = load_embedder()
+    texts = [f"note number {i} about the quarterly budget" for i in range(40)]
+    together = embedder.embed(texts)
+    alone = embedder.embed([texts[35]])
+    np.testing.assert_allclose(together[35], alone[0], atol=1e-4)
+
+
+def test_a_model_file_that_does_not_match_its_pin_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(embedder_module, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(SemanticUnavailable, match="sha256"):
+        embedder_module._load()
+
+
+def test_a_missing_tokenizer_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(embedder_module, "TOKENIZER_PATH", tmp_path / "tokenizer.json")
+    with pytest.raises(SemanticUnavailable, match=r"tokenizer\.json"):
+        embedder_module._load()
+
+
+def test_without_the_extra_the_error_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = embedder_module.import_module
+
+    def missing(name: str, *args: Any) -> Any:
+        if name == "onnxruntime":
+            raise ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime")
+        return real(name, *args)
+
+    monkeypatch.setattr(embedder_module, "import_module", missing)
+    with pytest.raises(SemanticUnavailable, match=r"lcm-server\[semantic\]") as caught:
+        embedder_module._load()
+    assert caught.value.code == "semantic_unavailable"
+    assert not embedder_module.semantic_installed()
