@@ -234,8 +234,9 @@ def report(scores: Scores) -> None:
 
 
 @contextmanager
-def serve(use_postgres: bool) -> Iterator[tuple[str, str, Path | None]]:
-    """A fresh ``lcm serve``: its base URL, an API key, its SQLite file (None on Postgres)."""
+def serve(use_postgres: bool, semantic: bool) -> Iterator[tuple[str, str, str, Path | None]]:
+    """A fresh ``lcm serve``: its base URL, an API key, its database URL and SQLite file
+    (None on Postgres); ``semantic`` turns semantic recall on."""
     workdir = Path(servers.make_workdir())
     home = workdir / "home"
     home.mkdir()
@@ -248,9 +249,11 @@ def serve(use_postgres: bool) -> Iterator[tuple[str, str, Path | None]]:
             env = {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"}
             if use_postgres:
                 env["LCM_DATABASE_URL"] = url
+            if semantic:
+                env["LCM_SEMANTIC"] = "on"
             handle = servers.start_serve(env, log=workdir / "serve.log")
             try:
-                yield handle.base_url, api_key, sqlite_file
+                yield handle.base_url, api_key, url, sqlite_file
             finally:
                 handle.stop()
     finally:
@@ -275,10 +278,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recall: lcm serve on a private embedded Postgres instead of SQLite",
     )
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="recall: also the server's semantic / hybrid grep (LCM_SEMANTIC=on; waits "
+        "until every message has its vector, which takes long on a busy machine)",
+    )
+    parser.add_argument(
+        "--semantic-wait",
+        type=float,
+        default=3600.0,
+        help="recall --semantic: seconds to wait for the server's embedding",
+    )
+    parser.add_argument(
+        "--sources",
+        nargs="+",
+        default=None,
+        help="recall: only the sessions whose path contains one of these strings",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
     questions = load()
+    if args.sources:
+        questions = [q for q in questions if any(part in q.source for part in args.sources)]
     sources = sorted({q.source for q in questions})
     if not all((DATA / s).exists() for s in sources):
         print(f"  the recall set's sessions are not under {DATA}: nothing to measure", flush=True)
@@ -291,15 +314,22 @@ def run(args: argparse.Namespace) -> None:
     )
     timeouts = Timeouts(read=300, write=300)  # a 4 MB session's bootstrap
     with (
-        serve(getattr(args, "postgres", False)) as (base, api_key, sqlite_file),
+        serve(args.postgres, args.semantic) as (base, api_key, url, sqlite_file),
         LcmClient(base, api_key, timeouts=timeouts) as lcm,
     ):
         imported = {s: import_source(lcm, s) for s in sources}
         groups = {q.id: answer_groups(q, imported[q.source]) for q in questions}
         wait_for_search_index(sqlite_file)
-        full_text = FullText(lcm, {s: i.key for s, i in imported.items()})
+        keys = {s: i.key for s, i in imported.items()}
+        full_text = FullText(lcm, keys)
         rankers = full_text.rankers()
         rankers.update(_dense_rankers(imported, full_text))
+        if args.semantic:
+            from bench.recall_server import SemanticGrep, wait_for_embeddings
+
+            took = wait_for_embeddings(url, timeout=args.semantic_wait)
+            print(f"  the server embedded every text in {took:.0f} s", flush=True)
+            rankers.update(SemanticGrep(lcm, keys, K).rankers())
         report(score(rankers, questions, groups))
 
 
