@@ -231,6 +231,17 @@ def report(scores: Scores) -> None:
             recall, mrr = _mean([r for r, _ in kept]), _mean([m for _, m in kept])
             cells.append(f"{recall} ({mrr})".rjust(17))
         print(f"  {label:36}" + "".join(cells), flush=True)
+    _report_misses(scores)
+
+
+def _report_misses(scores: Scores) -> None:
+    """Questions no ranking answered at all: the first place to look for a wrong answer line."""
+    best: dict[str, float] = {}
+    for rows in scores.values():
+        for q, recall, _ in rows:
+            best[q.id] = max(best.get(q.id, 0.0), recall)
+    missed = sorted(qid for qid, recall in best.items() if recall == 0.0)
+    print(f"  answered by no ranking ({len(missed)}): {', '.join(missed) or '-'}", flush=True)
 
 
 @contextmanager
