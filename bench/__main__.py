@@ -21,6 +21,7 @@ from bench import (
     isolation,
     plugin,
     pooler,
+    recall,
     search_cost,
     search_lock,
     secrets,
@@ -52,6 +53,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "isolation": isolation.run,
     "secrets": secrets.run,
     "semantic": semantic.run,
+    "recall": recall.run,
 }
 
 
@@ -94,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     hot_paths.add_arguments(parser)
     secrets_real.add_arguments(parser)
     semantic.add_arguments(parser)
+    recall.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

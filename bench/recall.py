@@ -1,0 +1,365 @@
+"""Recall that survives paraphrase: ``python -m bench recall``.
+
+Imports every session the recall set (``bench/recall_set.jsonl``, see
+``bench/recall_set.py``) refers to from ``../shared/data`` into a fresh
+``lcm serve`` (SQLite by default, ``--postgres`` for a private embedded
+Postgres) through ``POST …/bootstrap``, maps each answer line to the message
+lcm stored for it (the transcript entry's own id, read back from the
+export), waits until the search backlog is indexed, then asks every question
+through ``POST /v1/grep`` (``lcm_client``), scoped to its session, top 10,
+and prints recall@10 and MRR per query form, per kind and per style.
+
+Full text is measured in three forms, so the baseline is fair: the question
+as typed, its keywords (stop words removed mechanically, ANDed as the tool
+reads words) and the same keywords ORed (what a BM25 engine ranks). The
+baseline is the best of the three.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.recall_dense import DenseIndex, dense_rankers
+from bench.recall_set import KINDS, STYLES, RecallQuestion, keywords, load, recall_at
+from bench.recall_set import reciprocal_rank as rr
+from bench.servers import postgres
+from bench.transcripts import DATA
+from lcm.db.engine import Database
+from lcm.db.migrate import upgrade
+from lcm.errors import LcmError
+from lcm.settings import Settings
+from lcm.tenants.service import create_tenant
+from lcm.transcripts.openclaw import content_id
+from lcm_client import ApiError, LcmClient, Timeouts
+from lcm_client.models import BootstrapIn, GrepIn
+from tests import servers
+
+K = 10
+DEPTH = 50  # what hybrid fuses of each ranking
+Position = tuple[int, int]  # (conversation id, seq): what grep's matches and the export share
+Ranker = Callable[[RecallQuestion], list[Position]]
+
+
+@dataclass(slots=True)
+class Imported:
+    key: str  # the conversation key the session was bootstrapped under
+    conversation_id: int
+    line_positions: dict[int, Position]  # source line -> the stored message
+    # Stored user / assistant messages with prose -> (role, their text parts): what the
+    # harness embeds (tool calls and tool output are left to full text, see recall_dense).
+    messages: dict[Position, tuple[str, str]]
+
+
+def line_client_ids(path: Path) -> dict[int, str]:
+    """Each line's transcript entry id, as the importers name the message they store for it.
+
+    A Claude Code line's ``uuid``, a pi v2+ entry's ``id``, else (pi v1) the
+    hash of the entry the importer uses. Lines that store no message (headers,
+    progress, compaction records) get an id too; they just never match.
+    """
+    ids = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        own = value.get("uuid") if isinstance(value.get("uuid"), str) else value.get("id")
+        ids[number] = own if isinstance(own, str) and own else content_id(value)
+    return ids
+
+
+def _session_key(source: str) -> str:
+    return "recall-" + re.sub(r"[^a-z0-9]+", "-", Path(source).stem.lower()).strip("-")
+
+
+def import_source(lcm: LcmClient, source: str) -> Imported:
+    """Bootstrap ``source`` into its own conversation; map its lines to stored messages."""
+    path = DATA / source
+    key = _session_key(source)
+    out = lcm.bootstrap(key, BootstrapIn(transcript_jsonl=path.read_text(encoding="utf-8")))
+    assert out.conversation_id is not None, f"{source}: nothing imported"
+    seq_of, messages = {}, {}
+    for line in lcm.export(key, conversation_id=out.conversation_id).splitlines():
+        record = json.loads(line)
+        if record.get("type") != "message":
+            continue
+        text = " ".join(p["text"] for p in record["parts"] if p["part_type"] == "text").strip()
+        if record["role"] in ("user", "assistant") and text:
+            messages[(out.conversation_id, record["seq"])] = (record["role"], text)
+        if record.get("client_id"):
+            seq_of[record["client_id"]] = record["seq"]
+    positions = {
+        number: (out.conversation_id, seq_of[cid])
+        for number, cid in line_client_ids(path).items()
+        if cid in seq_of
+    }
+    print(
+        f"  {source}: {out.imported} messages ({out.format}) as conversation {out.conversation_id}",
+        flush=True,
+    )
+    return Imported(key, out.conversation_id, positions, messages)
+
+
+def answer_groups(question: RecallQuestion, imported: Imported) -> list[set[Position]]:
+    """The question's answer groups as stored messages; a line storing none is an error."""
+    groups = []
+    for group in question.answers:
+        missing = [n for n in group if n not in imported.line_positions]
+        if missing:
+            raise ValueError(f"{question.id}: lines {missing} store no message")
+        groups.append({imported.line_positions[n] for n in group})
+    return groups
+
+
+def wait_for_search_index(sqlite_file: Path | None, timeout: float = 600) -> None:
+    """Until SQLite's search backlog is empty (Postgres indexes in the ingest transaction)."""
+    if sqlite_file is None:
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        with sqlite3.connect(f"file:{sqlite_file}?mode=ro", uri=True) as conn:
+            (left,) = conn.execute("SELECT count(*) FROM search_backlog").fetchone()
+        if left == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{left} messages still in the search backlog")
+        time.sleep(1)
+
+
+FORMS: dict[str, Callable[[str], str]] = {
+    "question": lambda q: q,
+    "keywords AND": lambda q: " ".join(keywords(q)),
+    "keywords OR": lambda q: " OR ".join(keywords(q)),
+}
+
+
+class FullText:
+    """grep's full-text ranking (by relevance, messages, the question's session), kept per
+    question and query form: hybrid fuses the same lists the full-text rows score."""
+
+    def __init__(self, lcm: LcmClient, keys: dict[str, str]) -> None:
+        self._lcm, self._keys = lcm, keys
+        self._seen: dict[tuple[str, str], list[Position]] = {}
+
+    def ranking(self, question: RecallQuestion, form: str) -> list[Position]:
+        if (question.id, form) not in self._seen:
+            self._seen[(question.id, form)] = self._grep(question, FORMS[form](question.question))
+        return self._seen[(question.id, form)]
+
+    def _grep(self, question: RecallQuestion, pattern: str) -> list[Position]:
+        if not pattern.strip():
+            return []
+        body = GrepIn(
+            pattern=pattern,
+            mode="full_text",
+            scope="messages",
+            sort="relevance",
+            limit=DEPTH,
+            session_key=self._keys[question.source],
+        )
+        try:
+            result = self._lcm.grep(body)
+        except ApiError as error:  # a query the tool refuses finds nothing
+            print(f"    {question.id}: grep refused {pattern!r}: {error}", flush=True)
+            return []
+        return [(m.conversation_id, m.seq) for m in result.matches if m.seq is not None]
+
+    def rankers(self) -> dict[str, Ranker]:
+        def top(form: str) -> Ranker:
+            return lambda q: self.ranking(q, form)[:K]
+
+        return {f"full text: {form}": top(form) for form in FORMS}
+
+
+Scores = dict[str, list[tuple[RecallQuestion, float, float]]]  # ranker -> (q, recall@K, RR)
+
+
+def score(
+    rankers: dict[str, Ranker], questions: Sequence[RecallQuestion], groups: dict[str, list]
+) -> Scores:
+    scores: Scores = defaultdict(list)
+    for label, rank in rankers.items():
+        started = time.perf_counter()
+        for q in questions:
+            ranked = rank(q)
+            scores[label].append((q, recall_at(ranked, groups[q.id], K), rr(ranked, groups[q.id])))
+        took = (time.perf_counter() - started) * 1000 / max(1, len(questions))
+        print(f"  {label}: {took:.1f} ms a question", flush=True)
+    return scores
+
+
+def _mean(values: Sequence[float]) -> str:
+    return f"{sum(values) / len(values):.3f}" if values else "    -"
+
+
+def _columns() -> list[tuple[str, str | None, str | None]]:
+    """Report columns: (name, style kept or None for all, kind kept or None for all)."""
+    columns: list[tuple[str, str | None, str | None]] = [("all", None, None)]
+    columns += [(s, s, None) for s in STYLES]
+    columns += [(k, "paraphrase", k) for k in KINDS]  # per kind: paraphrase questions
+    return columns
+
+
+def _kept(q: RecallQuestion, style: str | None, kind: str | None) -> bool:
+    return style in (None, q.style) and kind in (None, q.kind)
+
+
+def report(scores: Scores) -> None:
+    """recall@K (MRR) per ranker: overall, per style, per kind (paraphrase questions)."""
+    columns = _columns()
+    any_rows = next(iter(scores.values()))
+    counts = [sum(1 for q, _, _ in any_rows if _kept(q, s, k)) for _, s, k in columns]
+    header = "  " + f"{'recall@10 (MRR)':36}"
+    header += "".join(f"{c[0]} n={n}".rjust(17) for c, n in zip(columns, counts, strict=True))
+    print(header, flush=True)
+    for label, rows in scores.items():
+        cells = []
+        for _, style, kind in columns:
+            kept = [(r, m) for q, r, m in rows if _kept(q, style, kind)]
+            recall, mrr = _mean([r for r, _ in kept]), _mean([m for _, m in kept])
+            cells.append(f"{recall} ({mrr})".rjust(17))
+        print(f"  {label:36}" + "".join(cells), flush=True)
+    _report_misses(scores)
+
+
+def _report_misses(scores: Scores) -> None:
+    """Questions no ranking answered at all: the first place to look for a wrong answer line."""
+    best: dict[str, float] = {}
+    for rows in scores.values():
+        for q, recall, _ in rows:
+            best[q.id] = max(best.get(q.id, 0.0), recall)
+    missed = sorted(qid for qid, recall in best.items() if recall == 0.0)
+    print(f"  answered by no ranking ({len(missed)}): {', '.join(missed) or '-'}", flush=True)
+
+
+@contextmanager
+def serve(use_postgres: bool, semantic: bool) -> Iterator[tuple[str, str, str, Path | None]]:
+    """A fresh ``lcm serve``: its base URL, an API key, its database URL and SQLite file
+    (None on Postgres); ``semantic`` turns semantic recall on."""
+    workdir = Path(servers.make_workdir())
+    home = workdir / "home"
+    home.mkdir()
+    try:
+        with _database(use_postgres, home) as (url, sqlite_file):
+            db = Database(Settings(database_url=url))
+            with db.transaction() as s:
+                api_key = create_tenant(s, "recall").api_key
+            db.dispose()
+            env = {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"}
+            if use_postgres:
+                env["LCM_DATABASE_URL"] = url
+            if semantic:
+                env["LCM_SEMANTIC"] = "on"
+            handle = servers.start_serve(env, log=workdir / "serve.log")
+            try:
+                yield handle.base_url, api_key, url, sqlite_file
+            finally:
+                handle.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def _database(use_postgres: bool, home: Path) -> Iterator[tuple[str, Path | None]]:
+    if use_postgres:
+        with postgres() as url:
+            yield url, None
+        return
+    sqlite_file = home / "lcm.db"
+    url = f"sqlite:///{sqlite_file}"
+    upgrade(url)
+    yield url, sqlite_file
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="recall: lcm serve on a private embedded Postgres instead of SQLite",
+    )
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="recall: also the server's semantic / hybrid grep (LCM_SEMANTIC=on; waits "
+        "until every message has its vector, which takes long on a busy machine)",
+    )
+    parser.add_argument(
+        "--semantic-wait",
+        type=float,
+        default=3600.0,
+        help="recall --semantic: seconds to wait for the server's embedding",
+    )
+    parser.add_argument(
+        "--sources",
+        nargs="+",
+        default=None,
+        help="recall: only the sessions whose path contains one of these strings",
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    questions = load()
+    if args.sources:
+        questions = [q for q in questions if any(part in q.source for part in args.sources)]
+    sources = sorted({q.source for q in questions})
+    if not all((DATA / s).exists() for s in sources):
+        print(f"  the recall set's sessions are not under {DATA}: nothing to measure", flush=True)
+        return
+    print(
+        f"  {len(questions)} questions over {len(sources)} sessions "
+        f"({sum(q.style == 'paraphrase' for q in questions)} paraphrase, "
+        f"{sum(q.style == 'identifier' for q in questions)} identifier); top {K}",
+        flush=True,
+    )
+    timeouts = Timeouts(read=300, write=300)  # a 4 MB session's bootstrap
+    with (
+        serve(args.postgres, args.semantic) as (base, api_key, url, sqlite_file),
+        LcmClient(base, api_key, timeouts=timeouts) as lcm,
+    ):
+        imported = {s: import_source(lcm, s) for s in sources}
+        groups = {q.id: answer_groups(q, imported[q.source]) for q in questions}
+        wait_for_search_index(sqlite_file)
+        keys = {s: i.key for s, i in imported.items()}
+        full_text = FullText(lcm, keys)
+        rankers = full_text.rankers()
+        rankers.update(_dense_rankers(imported, full_text))
+        if args.semantic:
+            from bench.recall_server import SemanticGrep, wait_for_embeddings
+
+            took = wait_for_embeddings(url, timeout=args.semantic_wait)
+            print(f"  the server embedded every text in {took:.0f} s", flush=True)
+            rankers.update(SemanticGrep(lcm, keys, K).rankers())
+        report(score(rankers, questions, groups))
+
+
+def _dense_rankers(imported: dict[str, Imported], full_text: FullText) -> dict[str, Ranker]:
+    """Dense and hybrid, computed here with the project's embedder (an approximation)."""
+    try:
+        from lcm.semantic import load_embedder
+
+        embedder = load_embedder()
+    except (ImportError, LcmError) as error:
+        print(f"  dense / hybrid not measured: {error}", flush=True)
+        return {}
+    messages = {p: m for i in imported.values() for p, m in i.messages.items()}
+    started = time.perf_counter()
+    index = DenseIndex(embedder, messages)
+    print(
+        f"  embedded {len(messages)} messages in-process in {time.perf_counter() - started:.0f} s "
+        "(dense and hybrid below are the harness's approximation, not the server's grep)",
+        flush=True,
+    )
+    conversation_of = {s: i.conversation_id for s, i in imported.items()}
+    return dense_rankers(index, conversation_of, full_text.ranking, K)
