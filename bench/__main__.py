@@ -10,6 +10,7 @@ from bench import (
     body_memory,
     compaction,
     console,
+    cost,
     drain,
     erase,
     fair_choice,
@@ -49,6 +50,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "body_memory": body_memory.run,
     "isolation": isolation.run,
     "secrets": secrets.run,
+    "cost": cost.run,
 }
 
 
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     body_memory.add_arguments(parser)
     isolation.add_arguments(parser)
     hot_paths.add_arguments(parser)
+    cost.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

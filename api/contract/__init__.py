@@ -74,6 +74,7 @@ from api.contract.conversations import (
     SkippedWrite,
     TurnIn,
     TurnOut,
+    TurnUsageIn,
 )
 from api.contract.tenant import (
     SCOPES,
@@ -85,6 +86,8 @@ from api.contract.tenant import (
     DoctorOut,
     DoctorRepairOut,
     ExportOut,
+    HostUsageLineOut,
+    HostUsageOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -170,6 +173,8 @@ __all__ = [
     "GrepSort",
     "Health",
     "HostCursorOut",
+    "HostUsageLineOut",
+    "HostUsageOut",
     "ImportOut",
     "IssuedKeyOut",
     "KeyIn",
@@ -207,6 +212,7 @@ __all__ = [
     "Tokens",
     "TurnIn",
     "TurnOut",
+    "TurnUsageIn",
     "Usage",
     "UsageLineOut",
     "UsageOut",

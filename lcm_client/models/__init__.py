@@ -62,6 +62,7 @@ from lcm_client.models.conversations import (
     SkippedWrite,
     TurnIn,
     TurnOut,
+    TurnUsageIn,
 )
 from lcm_client.models.tenant import (
     SCOPES,
@@ -73,6 +74,8 @@ from lcm_client.models.tenant import (
     DoctorOut,
     DoctorRepairOut,
     ExportOut,
+    HostUsageLineOut,
+    HostUsageOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -158,6 +161,8 @@ __all__ = [
     "GrepSort",
     "Health",
     "HostCursorOut",
+    "HostUsageLineOut",
+    "HostUsageOut",
     "ImportOut",
     "IssuedKeyOut",
     "KeyIn",
@@ -195,6 +200,7 @@ __all__ = [
     "Tokens",
     "TurnIn",
     "TurnOut",
+    "TurnUsageIn",
     "Usage",
     "UsageLineOut",
     "UsageOut",
