@@ -12,6 +12,7 @@ from lcm.db.engine import Database
 from lcm.db.models import HostUsage
 from lcm.tenants.service import IssuedKey
 from tests.conftest import auth, new_tenant
+from tests.e2e.test_console_snapshot import signed_in
 
 USAGE = {
     "input_tokens": 1_200,
@@ -97,3 +98,19 @@ def test_bad_usage_is_refused_and_stores_nothing(
     status = client.get("/v1/conversations/host-bad/status", headers=headers)
     assert status.status_code == 404  # not even the conversation was created
     assert client.get("/v1/tenant/usage", headers=headers).json()["host"]["turns"] == 0
+
+
+def test_the_console_usage_page_shows_cache_tokens(
+    db: Database, tenant: IssuedKey, client: TestClient
+) -> None:
+    path = "/v1/conversations/host-console/turns"
+    r = client.post(path, json=turn(1, USAGE, model="claude-sonnet-4-5"), headers=auth(tenant))
+    assert r.status_code == 200, r.text
+    signed_in(client, tenant.api_key)
+    page = client.get("/console/usage")
+    assert page.status_code == 200, page.text
+    assert "claude-sonnet-4-5" in page.text
+    assert "90,000 cache read" in page.text
+    assert "4,000 cache write" in page.text
+    assert "94.5%" in page.text  # 90,000 of 95,200 prompt tokens came from the cache
+    assert client.get("/console/usage", params={"days": "0"}).status_code == 400
