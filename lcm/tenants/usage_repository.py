@@ -151,8 +151,7 @@ class UsageRepository:
             .group_by(day, HostUsage.model)
         )
         return [
-            HostTokenRow(str(d), str(m), int(c), int(i), int(o), int(r), int(w))
-            for d, m, c, i, o, r, w in rows
+            HostTokenRow(str(row[0]), str(row[1]), *(int(n) for n in row[2:])) for row in rows
         ]
 
     def _utc_day(self, column: Any) -> ColumnElement[str]:
