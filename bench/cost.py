@@ -25,6 +25,7 @@ import re
 import shutil
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--cost-turns", type=int, default=None, help="at most this many turns a session (cost)"
+    )
+    parser.add_argument(
+        "--cost-csv", default=None, help="write every turn's figures to this CSV file (cost)"
     )
     parser.add_argument(
         "--cost-variant",
@@ -202,3 +206,8 @@ def run(args: argparse.Namespace) -> None:
             serve.stop()
             shutil.rmtree(workdir, ignore_errors=True)
     report(replays, budget)
+    if args.cost_csv:
+        header = "replay,session,turn,tokens,cacheable_tokens,broke,compacted"
+        rows = [header, *(row for r in replays for row in r.csv_rows())]
+        Path(args.cost_csv).write_text("\n".join(rows) + "\n")
+        print(f"  every turn: {args.cost_csv}", flush=True)

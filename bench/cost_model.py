@@ -54,6 +54,7 @@ class TurnCost:
     cached_tokens: int
     broke: bool  # the prefix kept less than BREAK_SHARE of the previous request
     compacted: bool  # compaction ran since the previous request
+    session: int = 0  # which replayed session, in order
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Replay:
     summary_output_tokens: int = 0
     summary_calls: int = 0
     _previous: str = ""
+    _session: int = -1
 
     def request(self, text: str, compacted: bool = False) -> TurnCost:
         """Record the next request (serialized); a session's first starts cold."""
@@ -73,13 +75,22 @@ class Replay:
         common = cacheable_chars(self._previous, text) if self._previous else 0
         cached = tokens * common // len(text) if text else 0
         broke = bool(self._previous) and common < BREAK_SHARE * len(self._previous)
-        turn = TurnCost(tokens, cached, broke, compacted)
+        turn = TurnCost(tokens, cached, broke, compacted, max(0, self._session))
         self.turns.append(turn)
         self._previous = text
         return turn
 
     def new_session(self) -> None:
         self._previous = ""
+        self._session += 1
+
+    def csv_rows(self) -> list[str]:
+        """One line a turn: replay, session, turn, tokens, cacheable tokens, break, compacted."""
+        return [
+            f"{self.name},{t.session},{n},{t.tokens},{t.cached_tokens},{int(t.broke)},"
+            f"{int(t.compacted)}"
+            for n, t in enumerate(self.turns)
+        ]
 
     def per_thousand(self, value: int) -> float:
         return 1000 * value / max(1, len(self.turns))
