@@ -150,11 +150,10 @@ def _post(http: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]
 
 
 def report(replays: Sequence[Replay], budget: int) -> None:
-    """The cost table: one row per replay."""
+    """The cost table, then where each replay's prefix broke."""
     print(
         f"  {'replay':24} {'turns':>6} {'sum. in /1k turns':>18} {'sum. out /1k':>13} "
-        f"{'calls /1k':>9} {'cacheable':>9} {'median':>7} {'breaks /1k':>10} {'by compaction':>13} "
-        f"{'share at break':>14} {'mean req':>9} {'max req':>8}",
+        f"{'calls /1k':>9} {'cacheable':>9} {'median':>7} {'mean req':>9} {'max req':>8}",
         flush=True,
     )
     for r in replays:
@@ -163,12 +162,20 @@ def report(replays: Sequence[Replay], budget: int) -> None:
             f"{r.per_thousand(r.summary_input_tokens):>18,.0f} "
             f"{r.per_thousand(r.summary_output_tokens):>13,.0f} "
             f"{r.per_thousand(r.summary_calls):>9.1f} {r.overall_share():>9.1%} "
-            f"{r.median_share():>7.1%} {r.per_thousand(len(r.breaks())):>10.1f} "
-            f"{r.per_thousand(len(r.compaction_breaks())):>13.1f} "
-            f"{r.mean_break_share():>14.1%} {r.mean_tokens():>9,.0f} {r.max_tokens():>8,}",
+            f"{r.median_share():>7.1%} {r.mean_tokens():>9,.0f} {r.max_tokens():>8,}",
             flush=True,
         )
     print(f"  (budget {budget:,}; request tokens are the assembled messages only)", flush=True)
+    print("  where the prefix broke: breaks per 1k turns, cached share at them, tokens lost")
+    for r in replays:
+        causes = []
+        for cause in ("compaction", "thinking", "other"):
+            n = len(r.breaks_by(cause))
+            share = f"{r.mean_break_share(cause):.1%}" if n else "-"
+            causes.append(
+                f"{cause} {r.per_thousand(n):.1f} (cached {share}, lost {r.lost_share(cause):.2%})"
+            )
+        print(f"  {r.name[:24]:24} " + "; ".join(causes), flush=True)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -207,7 +214,7 @@ def run(args: argparse.Namespace) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
     report(replays, budget)
     if args.cost_csv:
-        header = "replay,session,turn,tokens,cacheable_tokens,broke,compacted"
+        header = "replay,session,turn,tokens,cacheable_tokens,broke,compacted,cause"
         rows = [header, *(row for r in replays for row in r.csv_rows())]
         Path(args.cost_csv).write_text("\n".join(rows) + "\n")
         print(f"  every turn: {args.cost_csv}", flush=True)

@@ -19,8 +19,12 @@ from bench.workload import Step
 from lcm.tokens import estimate_tokens
 
 # A turn whose cacheable prefix is shorter than this share of the previous
-# request lost part of what the cache held: compaction rewrote something.
+# request, by at least BREAK_MIN_CHARS (~250 tokens), lost part of what the
+# cache held. Smaller losses are the request's closing characters, or its
+# last user message extended by the next input (roles alternate).
 BREAK_SHARE = 0.99
+BREAK_MIN_CHARS = 1_000
+_THINKING = '"type":"thinking"'
 
 
 def serialized(messages: Sequence[Any]) -> str:
@@ -55,6 +59,9 @@ class TurnCost:
     broke: bool  # the prefix kept less than BREAK_SHARE of the previous request
     compacted: bool  # compaction ran since the previous request
     session: int = 0  # which replayed session, in order
+    # Where a break is: "compaction"; "thinking" (the previous request's
+    # last assistant message lost its thinking block); "other"; "" (no break).
+    cause: str = ""
 
 
 @dataclass
@@ -74,8 +81,11 @@ class Replay:
         tokens = estimate_tokens(text)
         common = cacheable_chars(self._previous, text) if self._previous else 0
         cached = tokens * common // len(text) if text else 0
-        broke = bool(self._previous) and common < BREAK_SHARE * len(self._previous)
-        turn = TurnCost(tokens, cached, broke, compacted, max(0, self._session))
+        lost = len(self._previous) - common
+        broke = bool(self._previous) and lost > (1 - BREAK_SHARE) * len(self._previous)
+        broke = broke and lost >= BREAK_MIN_CHARS
+        cause = _cause(self._previous, common, compacted) if broke else ""
+        turn = TurnCost(tokens, cached, broke, compacted, max(0, self._session), cause)
         self.turns.append(turn)
         self._previous = text
         return turn
@@ -88,7 +98,7 @@ class Replay:
         """One line a turn: replay, session, turn, tokens, cacheable tokens, break, compacted."""
         return [
             f"{self.name},{t.session},{n},{t.tokens},{t.cached_tokens},{int(t.broke)},"
-            f"{int(t.compacted)}"
+            f"{int(t.compacted)},{t.cause}"
             for n, t in enumerate(self.turns)
         ]
 
@@ -111,8 +121,16 @@ class Replay:
         """Breaks right after a compaction (the others: the assembly itself changed)."""
         return [t for t in self.turns if t.broke and t.compacted]
 
-    def mean_break_share(self) -> float:
-        broken = self.breaks()
+    def breaks_by(self, cause: str) -> list[TurnCost]:
+        return [t for t in self.turns if t.cause == cause]
+
+    def lost_share(self, cause: str) -> float:
+        """Request tokens the cache could not serve at breaks of ``cause``, of all tokens."""
+        lost = sum(t.tokens - t.cached_tokens for t in self.breaks_by(cause))
+        return lost / max(1, sum(t.tokens for t in self.turns))
+
+    def mean_break_share(self, cause: str = "compaction") -> float:
+        broken = self.breaks_by(cause)
         return statistics.fmean(t.cached_tokens / t.tokens for t in broken) if broken else 1.0
 
     def mean_tokens(self) -> float:
@@ -159,6 +177,12 @@ def rolling_replay(sessions: Sequence[Sequence[Step]], rolling: Rolling) -> Repl
             replay.summary_output_tokens += rolling.summary_tokens
             turns = turns[-rolling.keep_turns :]
     return replay
+
+
+def _cause(previous: str, common: int, compacted: bool) -> str:
+    if compacted:
+        return "compaction"
+    return "thinking" if _THINKING in previous[common - 16 : common + 24] else "other"
 
 
 def _summary_message(number: int, tokens: int) -> dict[str, Any]:
