@@ -56,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cost-turns", type=int, default=None, help="at most this many turns a session (cost)"
     )
     parser.add_argument(
+        "--cost-variants-only",
+        action="store_true",
+        help="replay only the --cost-variant settings, not the defaults (cost)",
+    )
+    parser.add_argument(
         "--cost-csv", default=None, help="write every turn's figures to this CSV file (cost)"
     )
     parser.add_argument(
@@ -182,7 +187,10 @@ def run(args: argparse.Namespace) -> None:
     steps, told = sessions(args.cost_turns)
     budget = args.cost_budget
     print(f"  {told}, {sum(map(len, steps))} turns, budget {budget:,}", flush=True)
-    variants = [("lcm (defaults)", "{}"), *(v.split(":", 1) for v in args.cost_variant)]
+    variants = [] if args.cost_variants_only else [("lcm (defaults)", "{}")]
+    variants += [
+        (name, overrides) for name, overrides in (v.split(":", 1) for v in args.cost_variant)
+    ]
     workdir = servers.make_workdir()
     home = workdir / "home"
     home.mkdir()
