@@ -150,9 +150,7 @@ class UsageRepository:
             .where(HostUsage.tenant_id == tenant_id, HostUsage.created_at >= since)
             .group_by(day, HostUsage.model)
         )
-        return [
-            HostTokenRow(str(row[0]), str(row[1]), *(int(n) for n in row[2:])) for row in rows
-        ]
+        return [HostTokenRow(str(row[0]), str(row[1]), *(int(n) for n in row[2:])) for row in rows]
 
     def _utc_day(self, column: Any) -> ColumnElement[str]:
         if self.session.get_bind().dialect.name == "postgresql":
