@@ -10,6 +10,7 @@ from bench import (
     body_memory,
     compaction,
     console,
+    cost,
     drain,
     erase,
     fair_choice,
@@ -54,6 +55,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "secrets": secrets.run,
     "semantic": semantic.run,
     "recall": recall.run,
+    "cost": cost.run,
 }
 
 
@@ -97,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     secrets_real.add_arguments(parser)
     semantic.add_arguments(parser)
     recall.add_arguments(parser)
+    cost.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)

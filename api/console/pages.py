@@ -1,7 +1,8 @@
-"""Console pages that read: conversations, one conversation, a summary, messages."""
+"""Console pages that read: conversations, one conversation, a summary, messages, usage."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, time, timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -27,6 +28,7 @@ from lcm.errors import NotFound
 from lcm.int64 import INT64_MAX
 from lcm.retrieval.describe import describe_summary
 from lcm.tenants.service import effective_settings
+from lcm.tenants.usage import usage_report
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -139,3 +141,18 @@ def messages(
     first = start if start is not None else max(1, (seq or 1) - PAGE_SIZE // 2)
     page = message_page(session, found, first, seq, mask)
     return render(request, "messages.html", console, conversation=found, page=page)
+
+
+@router.get("/usage")
+def usage(
+    request: Request,
+    console: ConsoleUser,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    days: Annotated[Int64, Query(ge=1, le=366)] = 30,
+) -> HTMLResponse:
+    """lcm's own LLM use and the host's model tokens (cache reads and writes), by day."""
+    today = datetime.now(UTC).date()
+    since = datetime.combine(today - timedelta(days=days - 1), time(), UTC)
+    report = usage_report(session, console.principal.tenant_id, since, settings.model_prices)
+    return render(request, "usage.html", console, report=report, days=days)

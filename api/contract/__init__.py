@@ -74,6 +74,7 @@ from api.contract.conversations import (
     SkippedWrite,
     TurnIn,
     TurnOut,
+    TurnUsageIn,
 )
 from api.contract.secrets import (
     MAX_ERASE_SPAN_IDS,
@@ -99,6 +100,8 @@ from api.contract.tenant import (
     DoctorOut,
     DoctorRepairOut,
     ExportOut,
+    HostUsageLineOut,
+    HostUsageOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -185,6 +188,8 @@ __all__ = [
     "GrepSort",
     "Health",
     "HostCursorOut",
+    "HostUsageLineOut",
+    "HostUsageOut",
     "ImportOut",
     "IssuedKeyOut",
     "KeyIn",
@@ -231,6 +236,7 @@ __all__ = [
     "Tokens",
     "TurnIn",
     "TurnOut",
+    "TurnUsageIn",
     "Usage",
     "UsageLineOut",
     "UsageOut",

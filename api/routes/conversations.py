@@ -43,7 +43,7 @@ from lcm.assembly.service import assemble
 from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
 from lcm.conversations.service import resolve_for_read, target_for_read
-from lcm.ingest.turns import LivePrompt, store_messages
+from lcm.ingest.turns import store_messages
 from lcm.lifecycle.gateway import TurnInput, take_turn
 from lcm.lifecycle.recall import recall_prompt
 from lcm.policy.overrides import ModelInfo, settings_for_call
@@ -122,7 +122,7 @@ def post_turn(
         TurnInput(
             body.token_budget,
             ModelInfo(body.model, body.context_window),
-            LivePrompt(body.current_token_count, body.overflow),
+            body.live_prompt(),
         ),
         caller.settings,
         services.storage,

@@ -29,7 +29,6 @@ from api.schemas import prepared_batch
 from api.validation import SessionKey
 from lcm.address import SessionAddress
 from lcm.conversations.reset import new_session, reset_session
-from lcm.ingest.turns import LivePrompt
 from lcm.lifecycle.forks import end_fork, prepare_fork
 from lcm.lifecycle.gateway import TurnInput, commit_host_turn
 from lcm.policy.overrides import ModelInfo
@@ -61,7 +60,7 @@ def post_commit(
         TurnInput(
             body.token_budget,
             ModelInfo(body.model, body.context_window),
-            LivePrompt(body.current_token_count, body.overflow),
+            body.live_prompt(),
         ),
         caller.settings,
         services.storage,

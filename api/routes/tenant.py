@@ -10,7 +10,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
-from api.contract import TenantSettingsOut, UsageLineOut, UsageOut, UsagePurposeOut
+from api.contract import (
+    HostUsageLineOut,
+    HostUsageOut,
+    TenantSettingsOut,
+    UsageLineOut,
+    UsageOut,
+    UsagePurposeOut,
+)
 from api.deps import AdminCaller, DatabaseDep, ReadSessionDep, ServicesDep, SessionDep, SettingsDep
 from api.openapi import error_responses
 from api.schemas import TenantSettingsPatch
@@ -71,7 +78,8 @@ def get_usage(
 ) -> UsageOut:
     """LLM tokens, passes and estimated cost by UTC day and model, from ``since`` on.
 
-    ``by_purpose`` shows the same calls by purpose and provider/model.
+    ``by_purpose`` shows the same calls by purpose and provider/model;
+    ``host_usage`` the host's own model tokens its turns reported.
     """
     report = usage_report(session, caller.tenant_id, _since(since), settings.model_prices)
     return UsageOut(
@@ -83,6 +91,8 @@ def get_usage(
         passes=report.passes,
         estimated_cost_usd=report.estimated_cost_usd,
         unpriced_models=report.unpriced_models,
+        host_usage=[HostUsageLineOut(**asdict(line)) for line in report.host_lines],
+        host=HostUsageOut(**asdict(report.host)),
     )
 
 

@@ -26,6 +26,7 @@ from lcm.db.models import (
     ConversationFork,
     Embedding,
     ExpansionGrant,
+    HostUsage,
     LargeFile,
     LlmUsage,
     Message,
@@ -234,6 +235,9 @@ class ErasureRepository:
             delete(SummaryOperation).where(SummaryOperation.conversation_id.in_(ids)),
             # Usage is billing history: it stays, no longer linked to the conversation.
             update(LlmUsage).where(LlmUsage.conversation_id.in_(ids)).values(conversation_id=None),
+            update(HostUsage)
+            .where(HostUsage.conversation_id.in_(ids))
+            .values(conversation_id=None),
             delete(Conversation).where(Conversation.id.in_(ids)),
         ]
         return sum(self._rowcount(stmt) for stmt in statements)

@@ -20,6 +20,7 @@ from lcm.policy.overrides import ModelInfo, for_model
 from lcm.policy.threshold import ThresholdCheck, evaluate_threshold
 from lcm.secrets.service import SecretScan
 from lcm.settings import Settings
+from lcm.tenants.host_usage import HostTurnUsage, record_host_usage
 from lcm.tenants.quota import StorageQuota
 
 
@@ -45,6 +46,9 @@ class LivePrompt:
     # The provider refused the prompt as too long: compact under the budget
     # before the host retries.
     overflow: bool = False
+    # What the host's model call of this turn used (cache reads and writes
+    # included): stored with the turn for the usage report.
+    usage: HostTurnUsage | None = None
 
 
 def overflow_target(threshold_tokens: int, stored_tokens: int, live_tokens: int | None) -> int:
@@ -147,7 +151,12 @@ def record_turn(
     )
     conversation_id = ingest.conversation_id
     # What this turn named, else what an earlier one did: the sweep uses the same.
-    settings = for_model(settings, *_remember_model(session, model, ingest))
+    named = _remember_model(session, model, ingest)
+    settings = for_model(settings, *named)
+    if live.usage is not None and ingest.ingested:
+        # Only a turn's first delivery counts it: a retried turn (every
+        # message a duplicate) would count the same model call twice.
+        record_host_usage(session, tenant_id, conversation_id, named[0], live.usage)
     stored = _stored_tokens(session, ingest)
     tokens = stored if live.current_token_count is None else live.current_token_count
     check = evaluate_threshold(tokens, token_budget, settings)

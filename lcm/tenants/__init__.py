@@ -15,6 +15,7 @@ if TYPE_CHECKING:
         open_session,
         text_matches,
     )
+    from lcm.tenants.host_usage import HostTurnUsage, record_host_usage
     from lcm.tenants.keys import (
         DEFAULT_SCOPES,
         SCOPES,
@@ -56,6 +57,7 @@ __all__ = [
     "SESSION_SECONDS",
     "UNLIMITED",
     "ConsoleSession",
+    "HostTurnUsage",
     "IssuedKey",
     "KeyInfo",
     "Scope",
@@ -78,6 +80,7 @@ __all__ = [
     "list_tenants",
     "llm_budget_exhausted",
     "open_session",
+    "record_host_usage",
     "require_llm_budget",
     "revoke_key",
     "rotate_key",
@@ -102,6 +105,7 @@ __getattr__ = lazy_exports(
             "open_session",
             "text_matches",
         ),
+        "lcm.tenants.host_usage": ("HostTurnUsage", "record_host_usage"),
         "lcm.tenants.keys": (
             "IssuedKey",
             "KeyInfo",

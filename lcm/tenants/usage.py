@@ -1,5 +1,6 @@
 """A tenant's usage: LLM tokens, passes and an estimated cost, by UTC day and model,
-and by purpose (summaries, large files, expand-query) and provider."""
+and by purpose (summaries, large files, expand-query) and provider; and the host's
+own model tokens its turns reported, cache reads and writes included."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import date, datetime
 from sqlalchemy.orm import Session
 
 from lcm.settings import ModelPrice
-from lcm.tenants.usage_repository import TokenRow, UsageRepository
+from lcm.tenants.usage_repository import HostTokenRow, TokenRow, UsageRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +39,62 @@ class PurposeLine:
 
 
 @dataclass(frozen=True, slots=True)
+class HostUsageLine:
+    """The host's model calls of one UTC day and model, as its turns reported them."""
+
+    day: date
+    model: str  # "" when the turns named none
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+    @classmethod
+    def of(cls, row: HostTokenRow) -> HostUsageLine:
+        return cls(
+            date.fromisoformat(row.day),
+            row.model,
+            row.turns,
+            row.input_tokens,
+            row.output_tokens,
+            row.cache_read_tokens,
+            row.cache_write_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HostUsageTotals:
+    """The window's host usage summed; ``cache_read_share`` of all prompt tokens."""
+
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cache_read_share: float | None  # None: no prompt tokens reported
+
+    @classmethod
+    def of(cls, lines: list[HostUsageLine]) -> HostUsageTotals:
+        read = sum(line.cache_read_tokens for line in lines)
+        prompt = read + sum(line.input_tokens + line.cache_write_tokens for line in lines)
+        return cls(
+            turns=sum(line.turns for line in lines),
+            input_tokens=sum(line.input_tokens for line in lines),
+            output_tokens=sum(line.output_tokens for line in lines),
+            cache_read_tokens=read,
+            cache_write_tokens=sum(line.cache_write_tokens for line in lines),
+            cache_read_share=round(read / prompt, 4) if prompt else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReport:
     since: datetime
     lines: list[UsageLine]
     by_purpose: list[PurposeLine]
+    host_lines: list[HostUsageLine]
+    host: HostUsageTotals
     input_tokens: int
     output_tokens: int
     passes: int
@@ -108,10 +161,18 @@ def usage_report(
         )
     ]
     costs = [line.estimated_cost_usd for line in lines if line.estimated_cost_usd is not None]
+    host_lines = [
+        HostUsageLine.of(row)
+        for row in sorted(
+            repo.host_tokens_by_day_and_model(tenant_id, since), key=lambda r: (r.day, r.model)
+        )
+    ]
     return UsageReport(
         since=since,
         lines=lines,
         by_purpose=by_purpose,
+        host_lines=host_lines,
+        host=HostUsageTotals.of(host_lines),
         input_tokens=sum(line.input_tokens for line in lines),
         output_tokens=sum(line.output_tokens for line in lines),
         passes=sum(line.passes for line in lines),

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from lcm.db.models import LlmUsage, Summary
+from lcm.db.models import HostUsage, LlmUsage, Summary
 from lcm.summarize.extractive import EXTRACTIVE_MODEL
 
 
@@ -30,6 +30,19 @@ class PurposeRow:
     calls: int
     input_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostTokenRow:
+    """The host's reported model usage of one (UTC day, model)."""
+
+    day: str  # YYYY-MM-DD, UTC
+    model: str  # "" when the turns named none
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
 
 
 class UsageRepository:
@@ -98,6 +111,46 @@ class UsageRepository:
             .group_by(day, Summary.model)
         )
         return {(str(d), str(m)): int(c) for d, m, c in rows}
+
+    def add_host_usage(
+        self,
+        tenant_id: str,
+        conversation_id: int,
+        model: str,
+        tokens: tuple[int, int, int, int],
+    ) -> None:
+        """One row: input, output, cache read and cache write tokens, in that order."""
+        input_tokens, output_tokens, cache_read, cache_write = tokens
+        self.session.add(
+            HostUsage(
+                tenant_id=tenant_id,
+                conversation_id=conversation_id,
+                model=model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_read_tokens=cache_read,
+                cache_write_tokens=cache_write,
+            )
+        )
+
+    def host_tokens_by_day_and_model(self, tenant_id: str, since: datetime) -> list[HostTokenRow]:
+        """The host's reported usage per (UTC day, model) from ``since`` on."""
+        day = self._utc_day(HostUsage.created_at)
+        sums = [
+            func.coalesce(func.sum(column), 0)
+            for column in (
+                HostUsage.input_tokens,
+                HostUsage.output_tokens,
+                HostUsage.cache_read_tokens,
+                HostUsage.cache_write_tokens,
+            )
+        ]
+        rows = self.session.execute(
+            select(day, HostUsage.model, func.count(), *sums)
+            .where(HostUsage.tenant_id == tenant_id, HostUsage.created_at >= since)
+            .group_by(day, HostUsage.model)
+        )
+        return [HostTokenRow(str(row[0]), str(row[1]), *(int(n) for n in row[2:])) for row in rows]
 
     def _utc_day(self, column: Any) -> ColumnElement[str]:
         if self.session.get_bind().dialect.name == "postgresql":

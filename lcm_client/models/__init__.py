@@ -62,6 +62,7 @@ from lcm_client.models.conversations import (
     SkippedWrite,
     TurnIn,
     TurnOut,
+    TurnUsageIn,
 )
 from lcm_client.models.secrets import (
     MAX_ERASE_SPAN_IDS,
@@ -87,6 +88,8 @@ from lcm_client.models.tenant import (
     DoctorOut,
     DoctorRepairOut,
     ExportOut,
+    HostUsageLineOut,
+    HostUsageOut,
     ImportOut,
     IssuedKeyOut,
     KeyIn,
@@ -173,6 +176,8 @@ __all__ = [
     "GrepSort",
     "Health",
     "HostCursorOut",
+    "HostUsageLineOut",
+    "HostUsageOut",
     "ImportOut",
     "IssuedKeyOut",
     "KeyIn",
@@ -219,6 +224,7 @@ __all__ = [
     "Tokens",
     "TurnIn",
     "TurnOut",
+    "TurnUsageIn",
     "Usage",
     "UsageLineOut",
     "UsageOut",

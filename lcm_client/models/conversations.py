@@ -80,6 +80,22 @@ class ModelIn(RequestBody):
     context_window: TokenBudget | None = None
 
 
+UsageTokens = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+
+
+class TurnUsageIn(RequestBody):
+    """What the host's model call of the turn used, as its provider reported it.
+
+    ``input_tokens``: prompt tokens billed at the full rate; ``cache_read_tokens``
+    and ``cache_write_tokens``: prompt tokens the provider's cache served and stored.
+    """
+
+    input_tokens: UsageTokens = 0
+    output_tokens: UsageTokens = 0
+    cache_read_tokens: UsageTokens = 0
+    cache_write_tokens: UsageTokens = 0
+
+
 class TurnIn(BatchIn, ModelIn):
     token_budget: TokenBudget
     # The host's live prompt tokens (context + system prompt + tool schemas):
@@ -88,6 +104,9 @@ class TurnIn(BatchIn, ModelIn):
     # The provider refused the last prompt as too long: overflow debt, compacted
     # under the budget before the retry (inline), or scheduled.
     overflow: bool = False
+    # The host's model usage of the turn: stored with it for /v1/tenant/usage
+    # (counted once: not again when every message is a duplicate).
+    usage: TurnUsageIn | None = None
 
 
 class TurnOut(SkippedWrite):

@@ -47,6 +47,32 @@ class UsagePurposeOut(BaseModel):
     estimated_cost_usd: float | None
 
 
+class HostUsageLineOut(BaseModel):
+    """The host's own model calls of one UTC day and model, as its turns reported them."""
+
+    day: date
+    model: str = Field(description="The model the turns named; empty when they named none")
+    turns: int = Field(description="Turns that reported usage")
+    input_tokens: int = Field(description="Prompt tokens billed at the full rate")
+    output_tokens: int
+    cache_read_tokens: int = Field(description="Prompt tokens the provider's cache served")
+    cache_write_tokens: int = Field(description="Prompt tokens written to the provider's cache")
+
+
+class HostUsageOut(BaseModel):
+    """The window's host usage summed."""
+
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cache_read_share: float | None = Field(
+        description="Cache reads over all prompt tokens (input + cache read + cache write); "
+        "null when none were reported"
+    )
+
+
 class UsageOut(BaseModel):
     """The tenant's usage since ``since``, by UTC day and model, and its totals."""
 
@@ -60,6 +86,12 @@ class UsageOut(BaseModel):
     passes: int
     estimated_cost_usd: float = Field(description="Sum over the lines that have a price")
     unpriced_models: list[str] = Field(description="Models used without a configured price")
+    host_usage: list[HostUsageLineOut] = Field(
+        default_factory=list,
+        description="The host's own model tokens its turns reported (usage on …/turns), "
+        "by UTC day and model; not lcm's LLM use, not in the totals above",
+    )
+    host: HostUsageOut | None = Field(default=None, description="host_usage summed over the window")
 
 
 class ConversationItemOut(BaseModel):

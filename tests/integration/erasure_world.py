@@ -26,7 +26,7 @@ from lcm.compaction.inline import run_inline
 from lcm.compaction.jobs import CompactionJobs
 from lcm.compaction.service import owe_compaction
 from lcm.db.engine import Database
-from lcm.db.models import Base, LlmUsage, Message, Summary, utcnow
+from lcm.db.models import Base, HostUsage, LlmUsage, Message, Summary, utcnow
 from lcm.retrieval.grants import issue_grant
 from lcm.settings import Settings
 from lcm.summarize.extractive import ExtractiveProvider
@@ -154,6 +154,17 @@ def build_conversation(
                 output_tokens=3,
             )
         )
+        session.add(
+            HostUsage(
+                tenant_id=tenant_id,
+                conversation_id=cid,
+                model="m",
+                input_tokens=90,
+                output_tokens=9,
+                cache_read_tokens=900,
+                cache_write_tokens=40,
+            )
+        )
     with db.read_session() as session:
         depths = set(session.scalars(select(Summary.depth).where(Summary.conversation_id == cid)))
     assert {0, 1} <= depths, f"compaction made no condensed summary: {depths}"
@@ -233,6 +244,7 @@ class Owned:
 # Usage rows stay as billing history; only their conversation link is cleared.
 # The tenant row stays; its quota counters drop by what was erased.
 KEPT_UNLINKED = {
+    "host_usage": frozenset({"conversation_id"}),
     "llm_usage": frozenset({"conversation_id"}),
     "tenants": frozenset({"stored_messages", "stored_file_bytes"}),
 }

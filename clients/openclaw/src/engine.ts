@@ -22,6 +22,7 @@ import {
   modelIdentity,
   type ReplayTarget,
   toLcmBatch,
+  turnUsage,
 } from "./messages.ts";
 import { hostReader, syncHostTranscript, type TranscriptReader } from "./transcript.ts";
 
@@ -174,12 +175,14 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
   async function turn(ids: Ids, messages: AgentMessage[], tokenBudget?: number, settings?: RuntimeSettings) {
     const batch = toLcmBatch(messages);
     if (batch.length === 0) return { ingested: 0 };
+    const usage = turnUsage(messages);
     return await writing(ids, () =>
       http.request<{ ingested: number }>("POST", path(ids, "turns"), {
         session_id: ids.sessionId,
         messages: batch,
         token_budget: budgetOf(tokenBudget ?? settings?.limits?.promptTokenBudget),
         ...modelSignals(settings),
+        ...(usage ? { usage } : {}),
       }),
     );
   }
@@ -251,6 +254,7 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
     /** One accepted turn, exactly once per advancement key (the server stores the key). */
     async commitTurn(params: Ids & { advancementKey: string; messages: AgentMessage[]; runtimeContext?: RuntimeContext; runtimeSettings?: RuntimeSettings }) {
       const live = params.runtimeContext?.currentTokenCount;
+      const usage = turnUsage(params.messages);
       const body = {
         advancement_key: params.advancementKey,
         session_id: params.sessionId,
@@ -258,6 +262,7 @@ export function createLcmEngine(cfg: LcmConfig, client?: LcmClient, shared = new
         token_budget: budgetOf(params.runtimeContext?.tokenBudget ?? params.runtimeSettings?.limits?.promptTokenBudget),
         ...modelSignals(params.runtimeSettings),
         ...(typeof live === "number" && live >= 0 ? { current_token_count: Math.floor(live) } : {}),
+        ...(usage ? { usage } : {}),
       };
       const out = await writing(params, () => http.request<{ status: "committed" | "duplicate" }>("POST", path(params, "commits"), body));
       return { status: out.status };

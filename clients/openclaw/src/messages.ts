@@ -130,6 +130,33 @@ export function toLcmBatch(messages: AgentMessage[]): LcmMessage[] {
   return messages.map(toLcm).filter((m): m is LcmMessage => m !== null);
 }
 
+/** A turn's model usage as lcm-server's `…/turns` takes it (`usage`). */
+export type TurnUsage = { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number };
+
+const MAX_TOKENS = 1_000_000_000; // the server refuses a larger count
+const tokenCount = (n: unknown) => (typeof n === "number" && Number.isFinite(n) && n > 0 ? Math.min(Math.floor(n), MAX_TOKENS) : 0);
+
+/**
+ * What the host's model calls of a turn used: OpenClaw puts the provider's
+ * counts on each assistant message it writes (`usage.input`, `output`,
+ * `cacheRead`, `cacheWrite`). Summed over the turn's assistant messages;
+ * undefined when none reported a token (so nothing is sent). Messages this
+ * plugin assembled carry zeros and are skipped by name.
+ */
+export function turnUsage(messages: AgentMessage[]): TurnUsage | undefined {
+  const sum: TurnUsage = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0 };
+  for (const message of messages as Record<string, any>[]) {
+    if (message?.role !== "assistant" || message.model === "lcm-assembled") continue;
+    const usage = message.usage;
+    if (!usage || typeof usage !== "object") continue;
+    sum.input_tokens = Math.min(MAX_TOKENS, sum.input_tokens + tokenCount(usage.input));
+    sum.output_tokens = Math.min(MAX_TOKENS, sum.output_tokens + tokenCount(usage.output));
+    sum.cache_read_tokens = Math.min(MAX_TOKENS, sum.cache_read_tokens + tokenCount(usage.cacheRead));
+    sum.cache_write_tokens = Math.min(MAX_TOKENS, sum.cache_write_tokens + tokenCount(usage.cacheWrite));
+  }
+  return Object.values(sum).some((n) => n > 0) ? sum : undefined;
+}
+
 const ZERO_USAGE = {
   input: 0,
   output: 0,

@@ -6,7 +6,7 @@ import plugin from "../index.ts";
 import { LcmError } from "../src/client.ts";
 import { resolveConfig } from "../src/config.ts";
 import { createLcmEngine, replayTarget } from "../src/engine.ts";
-import { fromLcm, toLcm } from "../src/messages.ts";
+import { fromLcm, toLcm, turnUsage } from "../src/messages.ts";
 import { createLcmTools } from "../src/tools.ts";
 import { assistantMsg, config, lcm, toolResultMsg, unique, userMsg } from "./helpers.ts";
 
@@ -100,6 +100,28 @@ test("ingest, ingestBatch, afterTurn store each message once; assemble returns t
   assert.deepEqual(out.messages.map((m: any) => m.role), ["user", "assistant", "user", "assistant"]);
   assert.ok(out.estimatedTokens > 0);
   assert.equal(out.systemPromptAddition, undefined, "nothing summarized yet");
+});
+
+test("afterTurn and commitTurn forward the host's model usage, cache reads and writes included", async () => {
+  const engine = createLcmEngine(config());
+  const ids = { sessionKey: unique("usage"), sessionId: "s1" };
+  const used = (input: number, cacheRead: number, cacheWrite: number) => ({
+    ...assistantMsg(`answer ${input}`),
+    usage: { input, output: 7, cacheRead, cacheWrite, totalTokens: input + 7 + cacheRead + cacheWrite, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+  });
+  // Zeros (an assembled message, a provider without counts) report nothing.
+  assert.equal(turnUsage([userMsg("q"), assistantMsg("a")]), undefined);
+  const host = async () => (await lcm("GET", "/v1/tenant/usage")).body.host;
+  const before = await host();
+  // Two model calls in one turn (a tool call, then the answer): summed.
+  await engine.afterTurn({ ...ids, messages: [userMsg("go"), used(11, 3_001, 50), used(13, 3_003, 0)], prePromptMessageCount: 0, tokenBudget: 100000 });
+  await engine.commitTurn({ ...ids, advancementKey: unique("adv"), messages: [userMsg("next"), used(17, 4_000, 9)] });
+  const after = await host();
+  assert.equal(after.turns - before.turns, 2);
+  assert.equal(after.input_tokens - before.input_tokens, 11 + 13 + 17);
+  assert.equal(after.output_tokens - before.output_tokens, 21);
+  assert.equal(after.cache_read_tokens - before.cache_read_tokens, 3_001 + 3_003 + 4_000);
+  assert.equal(after.cache_write_tokens - before.cache_write_tokens, 59);
 });
 
 test("assemble of an unknown session passes the host's messages through", async () => {

@@ -121,6 +121,32 @@ class LlmUsage(Base):
         ]
 
 
+class HostUsage(Base):
+    """What the host's own model call of a turn used, as the host reported it on ``…/turns``.
+
+    Not lcm's cost (that is ``llm_usage``): the gateway's prompt and reply
+    tokens, and how much of the prompt its provider's cache read or wrote,
+    so an operator sees what the assembled context costs on the host's bill.
+    """
+
+    __tablename__ = "host_usage"
+    # The usage report reads a tenant's rows since a date.
+    __table_args__ = (Index("ix_host_usage_tenant_created", "tenant_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = tenant_fk(index=False)  # the composite index leads with it
+    # Billing history, like llm_usage: erasing a conversation unlinks its rows.
+    conversation_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("conversations.id", ondelete="SET NULL"), index=True
+    )
+    model: Mapped[str] = mapped_column(String(200))  # "" when the turn named none
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 class ExpansionGrant(Base):
     """A scoped, expiring, revocable licence for an expand-query loop to read."""
 

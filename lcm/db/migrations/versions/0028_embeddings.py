@@ -11,7 +11,7 @@ pgvector later: the statements of :func:`add_pgvector_column`, then
 ``lcm reindex``; docs/configuration.md).
 
 Revision ID: 0028_embeddings
-Revises: 0026_secret_scans
+Revises: 0027_host_usage
 Create Date: 2026-11-28
 """
 
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0028_embeddings"
-down_revision = "0026_secret_scans"
+down_revision = "0027_host_usage"
 branch_labels = None
 depends_on = None
 
