@@ -6,7 +6,7 @@ tenant + active scope), lease, cursor and progress; ``secret_scan_marks``
 records the detector version each conversation was last scanned with.
 
 Revision ID: 0026_secret_scans
-Revises: 0024_message_ids_once
+Revises: 0025_secret_reads_and_erasure
 Create Date: 2026-11-28
 """
 
