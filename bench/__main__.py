@@ -16,6 +16,7 @@ from bench import (
     gateway,
     gateway_ab,
     grep,
+    growth,
     hot_paths,
     ingest,
     isolation,
@@ -35,6 +36,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "drain": drain.run,
     "transcripts": transcripts.run,
     "grep": grep.run,
+    "growth": growth.run,
     "waits": waits.run,
     "erase": erase.run,
     "fair_choice": fair_choice.run,
@@ -67,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes",
         default="1000,10000,100000",
-        help="conversation lengths (messages) of the compaction scenario, comma-separated",
+        help="conversation lengths (messages) of the compaction and growth scenarios, "
+        "comma-separated (growth also takes 1k, 1m)",
     )
     parser.add_argument(
         "--drain-concurrency", type=int, default=25, help="threads per worker process (drain)"
@@ -89,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     body_memory.add_arguments(parser)
     isolation.add_arguments(parser)
     hot_paths.add_arguments(parser)
+    growth.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)
