@@ -24,10 +24,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, insert, text
+from sqlalchemy import Connection, insert, select, text
 
 from bench.grep import _vocabulary
-from lcm.db.models import Conversation
+from lcm.assembly.render import summary_context_tokens
+from lcm.context import SummaryView
+from lcm.db.models import ContextItem, Conversation, Summary, SummaryParent
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 RAW_TAIL = 200
@@ -83,7 +85,7 @@ INSERT INTO messages (id, tenant_id, conversation_id, seq, role, content, conten
                       token_count, created_at)
 SELECT m.id, :tenant, :first_cid + (m.g - 1) / :per_conv, :seq0 + (m.g - 1) % :per_conv + 1,
        CASE WHEN m.g % 2 = 1 THEN 'user' ELSE 'assistant' END, m.body, 'text',
-       length(m.body) / 4 + 1, {self.at("m.id")}
+       (length(m.body) + 3) / 4, {self.at("m.id")}
 FROM (SELECT s.g, s.id, CAST(s.id AS text) || ': ' || b.body || {_PHRASES} AS body
       FROM (SELECT g, :first_id + g AS id FROM {self.series("1", ":n", "g")}) s
       JOIN bench_bodies b ON b.n = s.id % {BODIES}) m
@@ -103,11 +105,11 @@ FROM messages WHERE id > :lo AND id <= :hi
 INSERT INTO summaries (id, tenant_id, conversation_id, kind, depth, content, token_count,
                        source_token_count, earliest_at, latest_at, descendant_count, file_ids,
                        created_at, escalation, model, rewrites)
-SELECT {self.summary_id(":base + j")}, :tenant, :cid, :kind, :depth,
-       'Summary ' || j || ' at depth ' || :depth || ': the deploy of the cache server was '
-       || 'checked and the config fixed.', 100, 1000, {start}, {start}, :fanout, '[]', {start},
-       'normal', 'instant', 0
-FROM {self.series("0", ":n - 1", "j")}
+SELECT {self.summary_id(":base + j")}, :tenant, :cid, :kind, :depth, c, (length(c) + 3) / 4,
+       1000, {start}, {start}, :fanout, '[]', {start}, 'normal', 'instant', 0
+FROM (SELECT j, 'Summary ' || CAST(j AS text) || ' at depth ' || CAST(:depth AS text)
+             || ': the deploy of the cache server was checked and the config fixed.' AS c
+      FROM {self.series("0", ":n - 1", "j")}) summary_text
 """
 
     def leaf_links(self) -> str:
@@ -234,7 +236,53 @@ class Seeder:
             text("UPDATE conversations SET last_seq = :n, last_ordinal = :o WHERE id = :c"),
             {"n": n, "o": level_n + loose + RAW_TAIL, "c": cid},
         )
+        self._price_summary_items(cid)
         return cid
+
+    def _price_summary_items(self, cid: int) -> None:
+        """Each summary item's cost as assembly renders it (as a pass would store it)."""
+        items = ContextItem.__table__
+        summaries = Summary.__table__
+        rows = self.conn.execute(
+            select(summaries)
+            .join(items, items.c.summary_id == summaries.c.id)
+            .where(items.c.conversation_id == cid)
+        ).all()
+        links = SummaryParent.__table__
+        parents: dict[str, list[str]] = {}
+        for sid, parent in self.conn.execute(
+            select(links.c.summary_id, links.c.parent_id)
+            .where(links.c.summary_id.in_([r.id for r in rows]))
+            .order_by(links.c.summary_id, links.c.ordinal)
+        ):
+            parents.setdefault(sid, []).append(parent)
+        priced = [
+            {
+                "c": cid,
+                "s": r.id,
+                "t": summary_context_tokens(
+                    SummaryView(
+                        id=r.id,
+                        kind=r.kind,
+                        depth=r.depth,
+                        content=r.content,
+                        token_count=r.token_count,
+                        earliest_at=r.earliest_at,
+                        latest_at=r.latest_at,
+                        descendant_count=r.descendant_count,
+                        parent_ids=tuple(parents.get(r.id, [])),
+                    )
+                ),
+            }
+            for r in rows
+        ]
+        self.conn.execute(
+            text(
+                "UPDATE context_items SET token_count = :t "
+                "WHERE conversation_id = :c AND summary_id = :s"
+            ),
+            priced,
+        )
 
     def _summaries(self, cid: int, kind: str, depth: int, n: int) -> int:
         base = self.next_summary
