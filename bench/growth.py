@@ -1,6 +1,7 @@
 """How each operation's cost grows with the work (issue 37, item 3).
 
-Two curves on Postgres (fsync on), every figure a median of ``--repeat``
+Two curves on Postgres (fsync on; ``--embedded``: a SQLite file, its search
+backlog drained after each load as ``lcm serve`` would), every figure a median of ``--repeat``
 runs after a warm-up, quoted as a ratio to a one-row primary-key read
 (``SELECT content FROM messages WHERE id = …`` in its own session) measured
 just before and after each point of the curve:
@@ -20,7 +21,8 @@ messages) and of the top summary (its subtree grows with the conversation);
 expand of a depth-1 summary at a 4,000-token cap; a leaf pass and a condensed pass
 (database work: the context read and plan, then the commit; the summarizer
 answers at once); erase. ``--memory`` adds the resident memory of ``lcm api``
-and a Celery worker after they served the biggest histories.
+and a Celery worker (``lcm serve`` with ``--embedded``) before and after they
+serve a hundred conversations (``bench.growth_memory``).
 """
 
 from __future__ import annotations
