@@ -17,6 +17,7 @@ from bench import (
     gateway,
     gateway_ab,
     grep,
+    growth,
     hot_paths,
     ingest,
     isolation,
@@ -39,6 +40,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "drain": drain.run,
     "transcripts": transcripts.run,
     "grep": grep.run,
+    "growth": growth.run,
     "waits": waits.run,
     "erase": erase.run,
     "fair_choice": fair_choice.run,
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes",
         default="1000,10000,100000",
-        help="conversation lengths (messages) of the compaction scenario, comma-separated",
+        help="conversation lengths (messages) of the compaction and growth scenarios, "
+        "comma-separated (growth also takes 1k, 1m)",
     )
     parser.add_argument(
         "--drain-concurrency", type=int, default=25, help="threads per worker process (drain)"
@@ -100,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     semantic.add_arguments(parser)
     recall.add_arguments(parser)
     cost.add_arguments(parser)
+    growth.add_arguments(parser)
     args = parser.parse_args(argv)
     for name in args.scenarios or list(SCENARIOS):
         print(f"== {name}", flush=True)
