@@ -55,6 +55,9 @@ from lcm_client.models import (
     MessagesOut,
     NoContent,
     Readiness,
+    SecretErasedOut,
+    SecretEraseIn,
+    SecretReadsOut,
     SecretScanIn,
     SecretScanOut,
     SecretsReportOut,
@@ -364,6 +367,25 @@ def secret_scan(scan_id: int) -> Call[SecretScanOut]:
 def secrets_report(conversation_id: int | None) -> Call[SecretsReportOut]:
     params = {} if conversation_id is None else {"conversation_id": str(conversation_id)}
     return Call("GET", "/v1/tenant/secrets/report", SecretsReportOut, params=params)
+
+
+def secret_reads(
+    conversation_id: int | None, key_id: int | None, cursor: str | None, limit: int
+) -> Call[SecretReadsOut]:
+    params: dict[str, str] = {"limit": str(limit)}
+    for name, value in (
+        ("conversation_id", conversation_id),
+        ("key_id", key_id),
+        ("cursor", cursor),
+    ):
+        if value is not None:
+            params[name] = str(value)
+    return Call("GET", "/v1/tenant/secrets/reads", SecretReadsOut, params=params)
+
+
+def erase_secrets(body: SecretEraseIn) -> Call[SecretErasedOut]:
+    # Replayable: a second erasure of the same values changes nothing.
+    return Call("POST", "/v1/tenant/secrets/erase", SecretErasedOut, _body(body))
 
 
 def erase_tenant(confirm: str) -> Call[NoContent]:

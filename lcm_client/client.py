@@ -47,6 +47,9 @@ from lcm_client.models import (
     MessagesIn,
     MessagesOut,
     Readiness,
+    SecretErasedOut,
+    SecretEraseIn,
+    SecretReadsOut,
     SecretScanIn,
     SecretScanOut,
     SecretsReportOut,
@@ -276,6 +279,21 @@ class LcmClient:
     def secrets_report(self, conversation_id: int | None = None) -> SecretsReportOut:
         """Stored findings by kind per conversation (admin key)."""
         return self.send(calls.secrets_report(conversation_id))
+
+    def secret_reads(
+        self,
+        *,
+        conversation_id: int | None = None,
+        key_id: int | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> SecretReadsOut:
+        """Reads that returned originals, newest first (admin key; ``next_cursor`` continues)."""
+        return self.send(calls.secret_reads(conversation_id, key_id, cursor, limit))
+
+    def erase_secrets(self, body: SecretEraseIn) -> SecretErasedOut:
+        """Replace secrets' originals with their placeholders for good (admin key)."""
+        return self.send(calls.erase_secrets(body))
 
     def erase_tenant(self, confirm: str) -> None:
         """Erase the calling tenant; ``confirm`` repeats its name."""

@@ -42,6 +42,7 @@ from lcm_client.models import (
     KeyIn,
     MessageIn,
     MessagesIn,
+    SecretEraseIn,
     SecretScanIn,
     SessionResetIn,
     SummaryDescription,
@@ -220,6 +221,10 @@ def scenario(call: Call, key: str) -> None:
     assert scanned.status == "done", scanned
     assert scanned.messages_done >= 1
     assert isinstance(call("secrets_report").conversations, list)
+    assert call("secret_reads", limit=5).reads == []  # no key read originals yet
+    erased = call("erase_secrets", SecretEraseIn(value="not-a-stored-secret-value"))
+    assert erased.spans == 0
+    assert erased.conversation_ids == []
     with pytest.raises(BadRequest) as unconfirmed:
         call("erase_tenant", "not-the-tenant-name")
     assert unconfirmed.value.code == "confirm_required"
