@@ -38,13 +38,15 @@ def search(
     session: ReadSessionDep,
     settings: SettingsDep,
     q: QueryText = "",
-    mode: Literal["regex", "full_text"] = "full_text",
+    # No mode: hybrid where the deployment has semantic recall on, else full text.
+    mode: Literal["regex", "full_text", "hybrid", "semantic"] | None = None,
     scope: Literal["messages", "summaries", "both"] = "both",
     # A string: the form sends an empty field when no conversation is given.
     conversation: Annotated[Text, Query(max_length=19)] = "",
 ) -> HTMLResponse:
     result: GrepResult | None = None
     error: str | None = None
+    mode = mode or ("hybrid" if settings.semantic else "full_text")
     selector = (
         ScopeSelector(conversation_id=number(conversation, "conversation"))
         if conversation
@@ -53,7 +55,9 @@ def search(
     if q:
         try:
             bounds = resolve_bounds(session, console.principal.tenant_id, selector)
-            query = GrepQuery(q, mode, scope, "recency", 100)
+            # By meaning, newest first would bury the nearest text among the merely near.
+            sort = "relevance" if mode in ("hybrid", "semantic") else "recency"
+            query = GrepQuery(q, mode, scope, sort, 100)
             result = grep(session, bounds, query, grep_limits(settings))
         except InvalidInput as refused:
             error = refused.message
@@ -63,6 +67,7 @@ def search(
         console,
         q=q,
         mode=mode,
+        semantic=settings.semantic,
         scope=scope,
         conversation=conversation,
         result=result,
