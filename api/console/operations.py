@@ -18,7 +18,7 @@ from lcm.console.actions import owe_manual_compaction, retry_conversation
 from lcm.console.views import live_debts
 from lcm.errors import InvalidInput
 from lcm.retrieval.expansion import grep_limits
-from lcm.retrieval.grep import GrepQuery, GrepResult, grep
+from lcm.retrieval.grep import GrepQuery, GrepResult, Sort, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -56,7 +56,7 @@ def search(
         try:
             bounds = resolve_bounds(session, console.principal.tenant_id, selector)
             # By meaning, newest first would bury the nearest text among the merely near.
-            sort = "relevance" if mode in ("hybrid", "semantic") else "recency"
+            sort: Sort = "relevance" if mode in ("hybrid", "semantic") else "recency"
             query = GrepQuery(q, mode, scope, sort, 100)
             result = grep(session, bounds, query, grep_limits(settings))
         except InvalidInput as refused:
