@@ -20,6 +20,7 @@ from lcm.errors import InvalidInput
 from lcm.retrieval.expansion import grep_limits
 from lcm.retrieval.grep import GrepQuery, GrepResult, Sort, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 LIVE_ROWS = 200
@@ -58,7 +59,9 @@ def search(
             # By meaning, newest first would bury the nearest text among the merely near.
             sort: Sort = "relevance" if mode in ("hybrid", "semantic") else "recency"
             query = GrepQuery(q, mode, scope, sort, 100)
-            result = grep(session, bounds, query, grep_limits(settings))
+            # The tenant's own grep settings (semantic_query_handling, …), as /v1/grep.
+            effective = effective_settings(session, console.principal.tenant_id, settings)
+            result = grep(session, bounds, query, grep_limits(effective))
         except InvalidInput as refused:
             error = refused.message
     return render(
