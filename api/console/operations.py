@@ -18,7 +18,7 @@ from lcm.console.actions import owe_manual_compaction, retry_conversation
 from lcm.console.views import live_debts
 from lcm.errors import InvalidInput
 from lcm.retrieval.expansion import grep_limits
-from lcm.retrieval.grep import GrepQuery, GrepResult, Sort, grep
+from lcm.retrieval.grep import GrepQuery, GrepResult, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 from lcm.tenants.service import effective_settings
 
@@ -57,8 +57,8 @@ def search(
         try:
             bounds = resolve_bounds(session, console.principal.tenant_id, selector)
             # By meaning, newest first would bury the nearest text among the merely near.
-            sort: Sort = "relevance" if mode in ("hybrid", "semantic") else "recency"
-            query = GrepQuery(q, mode, scope, sort, 100)
+            by_meaning = mode in ("hybrid", "semantic")
+            query = GrepQuery(q, mode, scope, "relevance" if by_meaning else "recency", 100)
             # The tenant's own grep settings (semantic_query_handling, …), as /v1/grep.
             effective = effective_settings(session, console.principal.tenant_id, settings)
             result = grep(session, bounds, query, grep_limits(effective))
