@@ -20,6 +20,7 @@ from lcm.errors import InvalidInput
 from lcm.retrieval.expansion import grep_limits
 from lcm.retrieval.grep import GrepQuery, GrepResult, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+from lcm.tenants.service import effective_settings
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 LIVE_ROWS = 200
@@ -38,13 +39,15 @@ def search(
     session: ReadSessionDep,
     settings: SettingsDep,
     q: QueryText = "",
-    mode: Literal["regex", "full_text"] = "full_text",
+    # No mode: hybrid where the deployment has semantic recall on, else full text.
+    mode: Literal["regex", "full_text", "hybrid", "semantic"] | None = None,
     scope: Literal["messages", "summaries", "both"] = "both",
     # A string: the form sends an empty field when no conversation is given.
     conversation: Annotated[Text, Query(max_length=19)] = "",
 ) -> HTMLResponse:
     result: GrepResult | None = None
     error: str | None = None
+    mode = mode or ("hybrid" if settings.semantic else "full_text")
     selector = (
         ScopeSelector(conversation_id=number(conversation, "conversation"))
         if conversation
@@ -53,8 +56,12 @@ def search(
     if q:
         try:
             bounds = resolve_bounds(session, console.principal.tenant_id, selector)
-            query = GrepQuery(q, mode, scope, "recency", 100)
-            result = grep(session, bounds, query, grep_limits(settings))
+            # By meaning, newest first would bury the nearest text among the merely near.
+            by_meaning = mode in ("hybrid", "semantic")
+            query = GrepQuery(q, mode, scope, "relevance" if by_meaning else "recency", 100)
+            # The tenant's own grep settings (semantic_query_handling, …), as /v1/grep.
+            effective = effective_settings(session, console.principal.tenant_id, settings)
+            result = grep(session, bounds, query, grep_limits(effective))
         except InvalidInput as refused:
             error = refused.message
     return render(
@@ -63,6 +70,7 @@ def search(
         console,
         q=q,
         mode=mode,
+        semantic=settings.semantic,
         scope=scope,
         conversation=conversation,
         result=result,

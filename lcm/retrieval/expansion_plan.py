@@ -2,8 +2,8 @@
 
 A call over one conversation expands it. A call over several (a session
 family, or ``all_conversations``) ranks them by their best matches to the
-query, with grep's own full-text relevance (each conversation's best
-match), and expands the top ``K``
+query, with grep's own relevance (each conversation's best match: full
+text, or hybrid where the deployment has semantic recall on), and expands the top ``K``
 (``expand_query_top_conversations``): the conversations of any
 ``summary_ids`` first, then the ranked ones. A family's conversations
 without a match are reported as ``no_match``; matched ones beyond ``K`` are
@@ -100,8 +100,9 @@ def rank_conversations(
 ) -> list[tuple[int, float]]:
     """Up to ``limit`` conversations with matches for ``query``, best first.
 
-    Each by its best match's relevance, grep's own (full text, messages and
-    summaries). A query full text cannot parse ranks nothing: the loop still
+    Each by its best match's relevance, grep's own (full text, or hybrid
+    where semantic recall is on; messages and summaries). A query full text
+    cannot parse ranks nothing (hybrid ranks it by meaning): the loop still
     searches with its own terms where it runs.
     """
     try:

@@ -139,12 +139,15 @@ def grep(
 def best_conversations(
     session: Session, bounds: Bounds, pattern: str, limits: GrepLimits, limit: int
 ) -> list[tuple[int, float]]:
-    """Conversations by their best full-text match to ``pattern`` (messages and summaries).
+    """Conversations by their best match to ``pattern`` (messages and summaries).
 
-    The relevance is grep's own (``sort: relevance``); best first, ties to
-    the newer conversation. :class:`InvalidInput` for a pattern full text
-    refuses, as grep.
+    The relevance is grep's own (``sort: relevance``): full text, or hybrid
+    where the deployment has semantic recall on (:func:`_best_by_meaning`);
+    best first, ties to the newer conversation. :class:`InvalidInput` for a
+    pattern full text refuses, as grep (hybrid ranks it by meaning alone).
     """
+    if limits.semantic.enabled:
+        return _best_by_meaning(session, bounds, pattern, limits, limit)
     repo = SearchRepository(session)
     text_query = parse_text_query(pattern)
     best: dict[int, float] = {}
@@ -159,6 +162,33 @@ def best_conversations(
         if is_timeout(exc):
             raise refuse_timeout(limits.timeout_ms) from exc
         raise
+    return sorted(best.items(), key=lambda item: (-item[1], -item[0]))[:limit]
+
+
+def _best_by_meaning(
+    session: Session, bounds: Bounds, pattern: str, limits: GrepLimits, limit: int
+) -> list[tuple[int, float]]:
+    """Conversations by their best hybrid grep hit: full text and meaning, fused by rank.
+
+    One hybrid grep over the widest pool grep allows (``MAX_LIMIT`` texts);
+    a conversation scores as its best text's fused score. The dense side
+    has no "no match": a conversation with a text among the nearest by
+    meaning counts as matched even where no word of ``pattern`` occurs.
+    """
+    ask = SemanticAsk(
+        pattern,
+        "hybrid",
+        _TARGETS["both"],
+        "relevance",
+        MAX_LIMIT,
+        limits.timeout_ms,
+        limits.half_life_hours,
+    )
+    found = semantic_grep(SearchRepository(session), bounds, ask, limits.semantic, utcnow())
+    best: dict[int, float] = {}
+    for row, _spans in found.found:
+        score = row.score or 0.0
+        best[row.conversation_id] = max(score, best.get(row.conversation_id, score))
     return sorted(best.items(), key=lambda item: (-item[1], -item[0]))[:limit]
 
 

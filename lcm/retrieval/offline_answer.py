@@ -68,18 +68,24 @@ def offline_answer(tools: GrantedTools, request: ExpandQueryRequest) -> ExpandQu
 
 
 def _search(tools: GrantedTools, query: str) -> GrepResult | None:
-    """Full text; then the query as a regex; then as a literal, case-insensitively.
+    """Full text; then the query as a regex; then as a literal, case-insensitively;
+    then, where semantic recall is on, hybrid.
 
     The first attempt with matches wins. Word tokenizers split some strings
     (URLs, paths, ``ops-7``) so that full text misses them, and a query in
     regex syntax is refused by full text: the later attempts cover both.
+    Hybrid comes last because its dense side always has nearest texts: first,
+    it would win over an exact identifier match the regex attempts find.
     """
-    last: GrepResult | None = None
-    for mode, pattern in (
+    attempts = [
         ("full_text", query),
         ("regex", query),
         ("regex", "(?i)" + re2.escape(query)),
-    ):
+    ]
+    if tools.limits.semantic.enabled:
+        attempts.append(("hybrid", query))
+    last: GrepResult | None = None
+    for mode, pattern in attempts:
         outcome = tools.call(
             "grep", {"pattern": pattern, "mode": mode, "sort": "relevance", "limit": _HITS}
         )
