@@ -14,13 +14,17 @@ message):
   like secrets (``AWS_SECRET_ACCESS_KEY``, ``*_TOKEN``, ``*_PASSWORD``,
   ``~/.ssh/id_rsa``) are never looked up, and a sentence found for another
   name is dropped if it carries a secret-like name or value.
+
+And one reading of a grep pattern: :func:`keywords_query`, hybrid grep's
+full-text side, the pattern's keywords any of which may match.
 """
 
 from __future__ import annotations
 
 import re
+import string
 
-from lcm.retrieval.query import TextQuery, parse_text_query
+from lcm.retrieval.query import Term, TextQuery, parse_text_query
 
 MAX_QUERY_TERMS = 24
 MAX_PROMPT_CHARS = 20_000  # only the start of a long prompt is read
@@ -29,7 +33,9 @@ MAX_IDENTIFIER_CHARS = 200  # a longer "name" is pasted data, not something to l
 MAX_SNIPPET_CHARS = 400
 
 _WORD = re.compile(r"[^\W_]{2,}")
-_STOP_WORDS = frozenset(
+# English stop words and question words: what a question is made of besides
+# the things it asks about.
+STOP_WORDS = frozenset(
     """
     a about above after again all also am an and any are as at be because been before
     being below between both but by can could did do does doing done down during each
@@ -78,13 +84,52 @@ def relevance_query(prompt: str | None) -> TextQuery | None:
     words: list[str] = []
     for match in _WORD.finditer(prompt[:MAX_PROMPT_CHARS]):
         word = match.group().lower()
-        if word not in _STOP_WORDS and word not in words:
+        if word not in STOP_WORDS and word not in words:
             words.append(word)
             if len(words) == MAX_QUERY_TERMS:
                 break
     if not words:
         return None
     return parse_text_query(" OR ".join(words))
+
+
+def keywords_query(query: TextQuery) -> TextQuery:
+    """``query``'s positive terms as ONE any-term group, stop words left out.
+
+    A question used as a grep pattern ("which port did we move the dev server
+    to?") rarely has all its words in one message, so ANDed they match
+    nothing; any of its keywords matching, ranked by how many match, finds the
+    answer. Quoted phrases stay phrases and ``-excluded`` terms stay excluded;
+    when only stop words are left, all the terms are kept.
+    """
+    # A word loses the punctuation around it ("end?" is "end"), for highlights.
+    terms = [
+        t if t.phrase else Term(t.text.strip(string.punctuation)) for t in query.positive_terms
+    ]
+    terms = [t for t in terms if t.text] or list(query.positive_terms)
+    kept = _unique([t for t in terms if t.phrase or t.text.lower() not in STOP_WORDS])
+    kept = (kept or _unique(terms))[:MAX_QUERY_TERMS]
+    excluded = tuple(_unique(list(query.excluded)))
+    # Web-search syntax has no parentheses and binds AND tighter than OR, so
+    # "(a OR b) AND NOT x" is written "a -x OR b -x" (Postgres reads ``raw``).
+    exclusions = "".join(f" -{_quoted(t)}" for t in excluded)
+    raw = " OR ".join(_quoted(t) + exclusions for t in kept)
+    return TextQuery(raw, (tuple(kept),), excluded)
+
+
+def _unique(terms: list[Term]) -> list[Term]:
+    seen: set[tuple[str, bool]] = set()
+    out = []
+    for term in terms:
+        key = (term.text.lower(), term.phrase)
+        if key not in seen:
+            seen.add(key)
+            out.append(term)
+    return out
+
+
+def _quoted(term: Term) -> str:
+    return '"' + term.text.replace('"', " ") + '"'
 
 
 def recall_identifiers(prompt: str | None) -> list[str]:

@@ -4,7 +4,10 @@
 vector to each text's best chunk; :mod:`lcm.semantic.search`). ``hybrid``
 fuses the full-text ranking and the dense ranking by reciprocal rank
 (``sum 1 / (RRF_K + rank)``, k = 60, the usual constant): a text either side
-ranks high comes first, without comparing a bm25 score to a cosine. A
+ranks high comes first, without comparing a bm25 score to a cosine. Its
+full-text side reads the pattern's keywords, any of them matching
+(:func:`~lcm.retrieval.prompt_terms.keywords_query`): a question's words
+ANDed would rarely all be in one message. A
 message not embedded yet (its job has not run) is still found by the
 full-text side. Both modes keep grep's bounds (tenant, scope, since/before,
 in-context), its statement deadline and its ``complete`` flag.
@@ -23,6 +26,7 @@ from typing import Literal
 from sqlalchemy.exc import OperationalError
 
 from lcm.errors import InvalidInput, SemanticUnavailable
+from lcm.retrieval.prompt_terms import keywords_query
 from lcm.retrieval.query import TextQuery, highlight_pattern, parse_text_query
 from lcm.retrieval.ranking_sql import MIN_EXPONENT, Target
 from lcm.retrieval.search_repository import SearchRepository, is_timeout, refuse_timeout
@@ -119,8 +123,10 @@ def semantic_grep(
 
 
 def _text_query(ask: SemanticAsk) -> tuple[TextQuery | None, list[str]]:
+    """The pattern as full text: hybrid reads its keywords, any of them matching."""
     try:
-        return parse_text_query(ask.pattern), []
+        query = parse_text_query(ask.pattern)
+        return (keywords_query(query) if ask.mode == "hybrid" else query), []
     except InvalidInput as exc:
         if ask.mode == "semantic":
             return None, []  # only snippet highlights are lost

@@ -75,6 +75,11 @@ def grep(client: TestClient, who: IssuedKey, pattern: str, mode: str, **extra: A
     return response.json()
 
 
+def plain(snippet: str) -> str:
+    """A snippet without its highlight marks."""
+    return snippet.replace("«", "").replace("»", "")
+
+
 def vectors(db: Database, model: str | None = None) -> int:
     with db.read_session() as session:
         query = select(func.count()).select_from(Embedding)
@@ -139,6 +144,37 @@ def test_hybrid_finds_a_message_not_embedded_yet_through_full_text(
     assert [m["snippet"] for m in found["matches"] if "zanzibar" in m["snippet"]]
     semantic = grep(sclient, who, "zanzibar rollout", "semantic")
     assert not [m for m in semantic["matches"] if "zanzibar" in m["snippet"]]
+
+
+def test_hybrid_full_text_reads_a_question_as_its_keywords_any_of_them(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    answer = "Final call: the dev server listens on port 8443 from now on."
+    post_messages(sclient, who, "agent:main", [*FILLER, answer, "The dev team meets on Monday."])
+    sender.jobs.clear()  # nothing embedded: what hybrid finds is its full-text side's
+    question = "which port did we move the dev server to in the end?"
+    assert grep(sclient, who, question, "full_text")["matches"] == []  # still ANDed
+    found = grep(sclient, who, question, "hybrid", sort="relevance")
+    snippets = [plain(m["snippet"]) for m in found["matches"]]
+    # Both hold a keyword; the one holding more of them ranks first.
+    assert answer in snippets[0], snippets
+    assert [s for s in snippets if "dev team" in s]
+    assert found["matches"][0]["score"] == pytest.approx(1 / 61, abs=1e-6)  # rank 1 of one side
+
+
+def test_hybrid_keywords_keep_phrases_and_exclusions(
+    sdb: Database, sclient: TestClient, sender: RecordingSender
+) -> None:
+    who = new_tenant(sdb)
+    dev = "the dev server listens on port 8443"
+    staging = "the staging box listens on port 9000"
+    builds = "the server for dev builds is slow"
+    post_messages(sclient, who, "agent:main", [dev, staging, builds])
+    sender.jobs.clear()  # not embedded: what is found is full text's
+    pattern = 'which port is the "dev server" on in the end -staging'
+    found = grep(sclient, who, pattern, "hybrid")
+    assert [plain(m["snippet"]) for m in found["matches"]] == [dev]
 
 
 def test_dense_results_stay_inside_the_tenant_and_the_scope(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from lcm.retrieval.prompt_terms import (
     is_secret_like,
+    keywords_query,
     recall_identifiers,
     recall_sentence,
     relevance_query,
 )
+from lcm.retrieval.query import Term, fts5_expression, parse_text_query
 
 
 def test_relevance_terms_skip_stop_words_and_punctuation() -> None:
@@ -18,6 +20,26 @@ def test_relevance_terms_skip_stop_words_and_punctuation() -> None:
     assert relevance_query("What was it, and why?") is None
     assert relevance_query("?! ...") is None
     assert relevance_query(None) is None
+
+
+def test_keywords_of_a_pattern_are_one_any_term_group() -> None:
+    query = keywords_query(
+        parse_text_query("Which port did we move the dev server to, in the end?")
+    )
+    assert [t.text for t in query.positive_terms] == ["port", "move", "dev", "server", "end"]
+    assert len(query.groups) == 1
+    assert query.excluded == ()
+    kept = keywords_query(parse_text_query('which port is the "dev server" on -staging'))
+    assert kept.groups == ((Term("port"), Term("dev server", phrase=True)),)
+    assert kept.excluded == (Term("staging"),)
+    assert fts5_expression(kept) == '(("port" OR "dev server")) NOT "staging"'
+    # Postgres reads raw as web-search syntax, where AND binds tighter than OR.
+    assert kept.raw == '"port" -"staging" OR "dev server" -"staging"'
+    assert [t.text for t in keywords_query(parse_text_query("what is it?")).positive_terms] == [
+        "what",
+        "is",
+        "it",
+    ]
 
 
 def test_identifiers_constant_case_paths_tickets_secret_like_left_out() -> None:
