@@ -7,7 +7,6 @@ gateway operator recognises them; per-tenant overrides layer on top of these.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -15,6 +14,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from lcm.injected_tags import DEFAULT_INJECTED_CONTEXT_TAGS as DEFAULT_INJECTED_CONTEXT_TAGS
+from lcm.injected_tags import check_tag_names
 from lcm.model_prices import DEFAULT_MODEL_PRICES as DEFAULT_MODEL_PRICES
 from lcm.model_prices import ModelPrice as ModelPrice
 from lcm.override_rules import MAX_TOKENS as MAX_TOKENS
@@ -30,19 +31,6 @@ from lcm.timezones import is_timezone
 
 def _default_home() -> Path:
     return Path.home() / ".lcm"
-
-
-_TAG_NAME = re.compile(r"[A-Za-z_][-A-Za-z0-9_.]{0,99}")
-
-
-# Memory and context plugins inject these blocks into prompts; they are
-# retrieval context of one turn, not conversation, and are kept out of summaries.
-DEFAULT_INJECTED_CONTEXT_TAGS = [
-    "active_memory_plugin",
-    "relevant-memories",
-    "relevant_memories",
-    "hindsight_memories",
-]
 
 
 class CompactionSettings(SecretControls):
@@ -166,10 +154,7 @@ class CompactionSettings(SecretControls):
     @field_validator("strip_injected_context_tags")
     @classmethod
     def _tag_names(cls, value: list[str]) -> list[str]:
-        for tag in value:
-            if not _TAG_NAME.fullmatch(tag):
-                raise ValueError(f"not an XML tag name: {tag[:60]!r}")
-        return value
+        return check_tag_names(value)
 
     def capped_budget(self, token_budget: int) -> int:
         """``token_budget`` lowered to ``max_assembly_token_budget`` (the operator's cap)."""

@@ -17,12 +17,8 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from lcm.assembly import summary_context_tokens
-from lcm.compaction.engine import (
-    CompactionEngine,
-    FenceCheck,
-    PassOutcome,
-    record_pass,
-)
+from lcm.compaction.engine import CompactionEngine, PassOutcome
+from lcm.compaction.pass_writes import FenceCheck, record_pass
 from lcm.compaction.repair_repository import RepairRepository
 from lcm.compaction.repository import CompactionRepository
 from lcm.compaction.source import render_messages, render_summaries

@@ -28,7 +28,8 @@ from sqlalchemy.orm import Session
 
 from lcm.assembly import summary_context_tokens
 from lcm.compaction.debt_repository import Claim
-from lcm.compaction.engine import CompactionEngine, FenceCheck, PassOutcome, record_pass
+from lcm.compaction.engine import CompactionEngine, PassOutcome
+from lcm.compaction.pass_writes import FenceCheck, record_pass
 from lcm.compaction.repair import sources_text
 from lcm.compaction.repair_repository import RepairRepository
 from lcm.compaction.repository import CompactionRepository
