@@ -25,9 +25,10 @@ import hashlib
 import re
 from typing import Any, Literal
 
-import re2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from lcm.re2_engine import RefusedPattern, compile_linear
 
 SecretSurface = Literal["summarizer", "assemble", "grep", "describe", "export", "console"]
 SECRET_SURFACES: tuple[SecretSurface, ...] = (
@@ -50,15 +51,11 @@ _HASHED = re.compile(r"sha256:[0-9a-f]{64}")
 
 def compile_secret_pattern(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (``ValueError`` saying why when it cannot be)."""
-    options = re2.Options()
-    options.max_mem = _RE2_MAX_MEM
-    options.log_errors = False
     try:
-        compiled = re2.compile(pattern, options)
-    except re2.error as exc:
-        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        compiled = compile_linear(pattern, _RE2_MAX_MEM)
+    except RefusedPattern as exc:
         raise ValueError(
-            f"pattern refused by RE2 ({detail}); backreferences and lookaround cannot run in "
+            f"pattern refused by RE2 ({exc.detail}); backreferences and lookaround cannot run in "
             "linear time"
         ) from exc
     if compiled.search("") is not None:

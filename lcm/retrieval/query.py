@@ -19,9 +19,8 @@ import re._parser as sre_parse
 from dataclasses import dataclass
 from typing import Any
 
-import re2
-
 from lcm.errors import InvalidInput
+from lcm.re2_engine import RefusedPattern, compile_linear
 
 # Han, Hiragana, Katakana, Hangul: scripts written without spaces between
 # words, which word tokenizers cannot split; these go through trigram indexes.
@@ -79,15 +78,11 @@ def compile_regex(pattern: str, max_chars: int) -> RegexQuery:
             f"pattern is {len(pattern)} characters; the limit is {max_chars}",
             code="pattern_too_long",
         )
-    options = re2.Options()
-    options.max_mem = _RE2_MAX_MEM
-    options.log_errors = False
     try:
-        compiled = re2.compile(pattern, options)
-    except re2.error as exc:
-        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        compiled = compile_linear(pattern, _RE2_MAX_MEM)
+    except RefusedPattern as exc:
         raise InvalidInput(
-            f"pattern refused by the RE2 engine ({detail}); backreferences and lookaround "
+            f"pattern refused by the RE2 engine ({exc.detail}); backreferences and lookaround "
             "are not supported because they cannot run in linear time",
             code="invalid_pattern",
         ) from exc
