@@ -6,24 +6,38 @@ change to a conversation's context items, or to what one of them shows,
 bumps ``conversations.context_version`` in the same transaction (ingest,
 each compaction pass, a repair, surgery, a reset, an import). So a window
 read at one version is the window for as long as the version stands, and is
-kept here under a **stamp**: the version, with the id of the newest item's
-message or summary. The stamp's second half is what makes it safe across an
-erasure: on SQLite a conversation's id can be given again once it is
-erased, and its version starts again from zero, but a message id is never
-given twice (migration 0024) and a summary id is random, so a new
-conversation never shows an erased one's stamp.
+kept here under a **stamp**: the version, the count of versions that were
+appends, and the newest item's ordinal with the id of its message or
+summary. The id is what makes the stamp safe across an erasure: on SQLite a
+conversation's id can be given again once it is erased, and its version
+starts again from zero, but a message id is never given twice (migration
+0024) and a summary id is random, so a new conversation never shows an
+erased one's stamp.
+
+**Appends.** A gateway ingests, then assembles, every turn: each ingest
+bumps the version, so the stamp alone would have the window read again every
+turn. Ingest also bumps ``conversations.context_appends`` in the same
+statement, and nothing else does (migration 0029): its new items take
+ordinals past every item the context holds, and nothing else of it changes.
+So while ``version - appends`` is unchanged, only appends happened since a
+window was kept; if its newest item is still in the context at its ordinal
+(the same message: this is what rules out a conversation erased and its id
+given again), the window at the new stamp is the kept one followed by the
+items after that ordinal, trimmed from the oldest end as the budget would
+have read it (:func:`lcm.assembly.growth.grown`). Only those items are read.
 
 The stamp is read in the reader's own transaction before the window is
 looked up, so what is served is what that snapshot holds. A window read
-from the database is kept only if the stamp read again after it is
-unchanged: under READ COMMITTED (Postgres outside a snapshot session) the
+from the database, or grown, is kept only if the stamp read again after it
+is unchanged: under READ COMMITTED (Postgres outside a snapshot session) the
 window's statements may see a later commit than the first stamp did, and a
 newer window must never be kept under an older stamp.
 
 Entries are kept as read, before secret masking or the replay target's
 filtering: both are applied per request on top. A window also keeps what was
 computed from it (:class:`Memo`: the assembled context for a few settings),
-which is as valid as the window itself. Memory is bounded by the
+which is as valid as the window itself (a grown window starts a new one).
+Memory is bounded by the
 number of entries kept across conversations (least recently used
 conversation out first); a window larger than the whole capacity is not kept.
 """
@@ -34,14 +48,33 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from lcm.context import ContextEntry
 
 # Session.info key: the Database's window cache, handed to every session it opens.
 WINDOW_CACHE = "lcm_window_cache"
 
-# A conversation's context version and its newest item's message id or summary id.
-Stamp = tuple[int, int | str]
+
+class Stamp(NamedTuple):
+    """What a conversation's context was when a window was read (see the module docstring)."""
+
+    version: int  # conversations.context_version
+    appends: int  # conversations.context_appends: the versions that were ingest's appends
+    ordinal: int  # the newest item's ordinal
+    newest: int | str  # its message id, or its summary id
+
+    def follows_appends_to(self, earlier: Stamp) -> bool:
+        """Only appends changed the context since ``earlier``, if it is the same context.
+
+        Whether it is (not a conversation erased and its id given again) is
+        told by ``earlier``'s newest item: still in the context at its ordinal.
+        """
+        return (
+            self.version > earlier.version
+            and self.version - self.appends == earlier.version - earlier.appends
+            and self.ordinal > earlier.ordinal
+        )
 
 
 class Memo:
@@ -95,10 +128,14 @@ class WindowCache:
     def get(
         self, conversation_id: int, stamp: Stamp, token_budget: int, min_items: int
     ) -> CachedWindow | None:
-        """The conversation's window for this budget at ``stamp``, if held."""
+        """The conversation's window for this budget at ``stamp``, if held.
+
+        Else the one held at an earlier stamp that only appends followed
+        (:meth:`Stamp.follows_appends_to`): the caller grows it, or reads.
+        """
         with self._lock:
             held = self._held.get(conversation_id)
-            if held is None or held.stamp != stamp:
+            if held is None or not (held.stamp == stamp or stamp.follows_appends_to(held.stamp)):
                 return None
             if held.token_budget != token_budget or held.min_items != min_items:
                 return None

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
+from lcm.assembly.growth import reaches_budget
 from lcm.db.driver import DriverStatement
 from lcm.db.models import ContextItem, Conversation, Message, MessagePart, Summary
 from lcm.window_cache import Stamp
@@ -111,7 +112,7 @@ class AssemblyRepository:
             for item in rows:
                 newest_first.append(item)
                 total += item.token_count
-                if total > token_budget and len(newest_first) >= min_items:
+                if reaches_budget(total, len(newest_first), token_budget, min_items):
                     newest_first.reverse()
                     return Window(newest_first, whole=False)
             if upper <= lowest:
@@ -125,15 +126,31 @@ class AssemblyRepository:
         return Window(newest_first, whole=True)
 
     def stamp(self, conversation_id: int) -> Stamp | None:
-        """The context's version and its newest item's message or summary id; None if empty.
+        """The context's version, its appends, its newest item's ordinal and ref; None if empty.
 
         What a window read at this stamp is valid for (``lcm.window_cache``).
         """
         row = _STAMP.run(self.session, {"conversation_id": conversation_id}).first()
         if row is None:
             return None
-        version, message_id, summary_id = row
-        return int(version), int(message_id) if message_id is not None else str(summary_id)
+        version, appends, ordinal, message_id, summary_id = row
+        newest = int(message_id) if message_id is not None else str(summary_id)
+        return Stamp(int(version), int(appends), int(ordinal), newest)
+
+    def appended(self, conversation_id: int, since: Stamp, until: int) -> list[ItemRef] | None:
+        """The items after ``since``'s newest, up to ordinal ``until``, oldest first.
+
+        None unless ``since``'s newest item is still in the context at its
+        ordinal (read by the same range query): otherwise the context is not
+        ``since``'s grown by appends (``lcm.window_cache``).
+        """
+        bounds = {"conversation_id": conversation_id, "low": since.ordinal, "high": until + 1}
+        rows = [ItemRef._make(row) for row in _RANGE.run(self.session, bounds).all()]
+        if not rows or rows[-1].ordinal != since.ordinal or _ref(rows[-1]) != since.newest:
+            return None
+        rows.pop()
+        rows.reverse()
+        return rows
 
     def latest_turn_start(self, conversation_id: int, before: int) -> int | None:
         """Ordinal of the newest turn-starting user message before ``before``, in the raw run.
@@ -145,6 +162,10 @@ class AssemblyRepository:
         params = {"conversation_id": conversation_id, "before": before}
         ordinal = _LATEST_TURN_START.run(self.session, params).scalar()
         return None if ordinal is None else int(ordinal)
+
+
+def _ref(item: ItemRef) -> int | str | None:
+    return item.message_id if item.message_id is not None else item.summary_id
 
 
 _WIDTH = len(ITEM_COLUMNS)
@@ -166,9 +187,15 @@ _FIRST_RANGE = DriverStatement(
     )
     .order_by(ContextItem.ordinal.desc())
 )
-# The newest item's refs and the conversation's context version, by the index.
+# The conversation's context version and appends, the newest item's ordinal and refs.
 _STAMP = DriverStatement(
-    select(Conversation.context_version, ContextItem.message_id, ContextItem.summary_id)
+    select(
+        Conversation.context_version,
+        Conversation.context_appends,
+        ContextItem.ordinal,
+        ContextItem.message_id,
+        ContextItem.summary_id,
+    )
     .join(Conversation, Conversation.id == ContextItem.conversation_id)
     .where(
         _IN_CONVERSATION,

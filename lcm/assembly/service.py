@@ -14,9 +14,10 @@ from typing import NamedTuple, Protocol
 from sqlalchemy.orm import Session
 
 from lcm.assembly.assembler import AssembledContext, assemble_context
+from lcm.assembly.growth import grown
 from lcm.assembly.recall import RecalledSnippet
 from lcm.assembly.replay import ReplayTarget, without_foreign_reasoning
-from lcm.assembly.repository import AssemblyRepository
+from lcm.assembly.repository import AssemblyRepository, first_span
 from lcm.context import ContextEntry
 from lcm.context_store.repository import load_context, load_message_views, window_entries
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
@@ -112,24 +113,52 @@ def read_window(
     """The window's entries (``AssemblyRepository.window``), as stored (nothing masked).
 
     From the process's :class:`WindowCache` while the conversation's stamp
-    (its context version and newest item) is the one they were read at;
-    else read, and kept if the stamp read again after them is unchanged (a
-    window newer than its stamp must not be kept: see ``lcm.window_cache``).
+    (its context version and newest item) is the one they were read at, or
+    grown from it by the items appended since, when only appends happened
+    (the turn after an ingest); else read. A window read or grown is kept if
+    the stamp read again after it is unchanged (a window newer than its
+    stamp must not be kept: see ``lcm.window_cache``).
     """
     cache: WindowCache | None = session.info.get(WINDOW_CACHE)
     repo = AssemblyRepository(session)
     stamp = repo.stamp(conversation_id) if cache is not None else None
-    if cache is not None and stamp is not None:
-        held = cache.get(conversation_id, stamp, token_budget, min_items)
-        if held is not None:
-            return WindowEntries(held.entries, held.whole, stamp, held.memo)
-    window = repo.window(conversation_id, token_budget, min_items)
-    entries = tuple(window_entries(session, conversation_id, window.items))
-    if cache is not None and stamp is not None and repo.stamp(conversation_id) == stamp:
-        kept = CachedWindow(stamp, token_budget, min_items, entries, window.whole)
+    if cache is None or stamp is None:
+        window = repo.window(conversation_id, token_budget, min_items)
+        return WindowEntries(
+            tuple(window_entries(session, conversation_id, window.items)), window.whole
+        )
+    held = cache.get(conversation_id, stamp, token_budget, min_items)
+    if held is not None and held.stamp == stamp:
+        return WindowEntries(held.entries, held.whole, stamp, held.memo)
+    read = _grown(session, conversation_id, held, stamp) if held is not None else None
+    if read is None:
+        window = repo.window(conversation_id, token_budget, min_items)
+        read = tuple(window_entries(session, conversation_id, window.items)), window.whole
+    entries, whole = read
+    if repo.stamp(conversation_id) == stamp:
+        kept = CachedWindow(stamp, token_budget, min_items, entries, whole)
         cache.put(conversation_id, kept)
-        return WindowEntries(entries, window.whole, stamp, kept.memo)
-    return WindowEntries(entries, window.whole)
+        return WindowEntries(entries, whole, stamp, kept.memo)
+    return WindowEntries(entries, whole)
+
+
+def _grown(
+    session: Session, conversation_id: int, held: CachedWindow, stamp: Stamp
+) -> tuple[tuple[ContextEntry, ...], bool] | None:
+    """``held`` grown by the items appended after it, up to ``stamp``'s newest.
+
+    None where the window is read instead: more items were appended than
+    a read's first range covers (a read is then no dearer), or ``held``'s
+    newest item is no longer in the context at its ordinal (not this
+    context grown: ``lcm.window_cache``).
+    """
+    if stamp.ordinal - held.stamp.ordinal > first_span(held.token_budget, held.min_items):
+        return None
+    items = AssemblyRepository(session).appended(conversation_id, held.stamp, stamp.ordinal)
+    if items is None:
+        return None
+    appended = window_entries(session, conversation_id, items)
+    return grown(held.entries, held.whole, appended, held.token_budget, held.min_items)
 
 
 class WindowEntries(NamedTuple):

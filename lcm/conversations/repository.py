@@ -196,8 +196,25 @@ class ConversationRepository:
         row = (_ADVANCE_WITH_ACTIVITY if seq_by > 0 else _ADVANCE).run(self.session, params).one()
         return int(row[0]), int(row[1])
 
+    def advance_appending(self, conversation_id: int, messages: int) -> tuple[int, int]:
+        """``advance_counters`` for ingest's ``messages`` new messages, appended to the context.
+
+        Bumps ``context_appends`` with ``context_version``: their items take
+        the ordinals reserved here, after every item the context holds (the
+        reserved ordinals start past ``last_ordinal``), and nothing else of
+        the context changes. Only ingest may say so (``lcm.window_cache``).
+        """
+        params = {
+            "conversation": conversation_id,
+            "seq_by": messages,
+            "ordinal_by": messages,
+            "now": utcnow(),
+        }
+        row = _ADVANCE_APPENDING.run(self.session, params).one()
+        return int(row[0]), int(row[1])
+
     def advance_counting_tokens(self, conversation_id: int, messages: int) -> tuple[int, int, int]:
-        """``advance_counters`` for ``messages`` new messages, and the context's token total.
+        """``advance_appending``, and the context's token total.
 
         The total is read by the same statement, before this writer adds its
         items: while the row lock is held no other writer changes the context
@@ -277,6 +294,13 @@ _ADVANCE_COUNTERS = (
 )
 _ADVANCE = DriverStatement(_ADVANCE_COUNTERS)
 _ADVANCE_WITH_ACTIVITY = DriverStatement(_ADVANCE_COUNTERS.values(updated_at=bindparam("now")))
+# Ingest's appends: one more version that was an append (lcm/window_cache.py).
+_APPENDED = {
+    **_COUNTERS,
+    "context_appends": Conversation.context_appends + 1,
+    "updated_at": bindparam("now"),
+}
+_ADVANCE_APPENDING = DriverStatement(_ADVANCE_COUNTERS.values(_APPENDED))
 _CONTEXT_TOKENS = (
     select(func.coalesce(func.sum(ContextItem.token_count), 0))
     .where(ContextItem.conversation_id == bindparam("conversation"))
@@ -285,7 +309,7 @@ _CONTEXT_TOKENS = (
 _ADVANCE_COUNTING_TOKENS = DriverStatement(
     update(Conversation)
     .where(_BY_CONVERSATION)
-    .values({**_COUNTERS, "updated_at": bindparam("now")})
+    .values(_APPENDED)
     .returning(Conversation.last_seq, Conversation.last_ordinal, _CONTEXT_TOKENS)
 )
 

@@ -205,9 +205,7 @@ def _write_rows(
         )
         tokens = before + sum(m.token_count for m in fresh)
     else:
-        last_seq, last_ordinal = conversations.advance_counters(
-            conversation_id, seq_by=len(fresh), ordinal_by=len(fresh)
-        )
+        last_seq, last_ordinal = conversations.advance_appending(conversation_id, len(fresh))
     first_seq, first_ordinal = last_seq - len(fresh) + 1, last_ordinal - len(fresh) + 1
     ids = MessageRepository(session).insert_batch(
         tenant_id,

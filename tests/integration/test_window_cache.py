@@ -15,7 +15,7 @@ from lcm.context_store.repository import window_entries
 from lcm.db.engine import Database
 from lcm.erasure.service import erase_conversation
 from lcm.settings import CompactionSettings
-from lcm.window_cache import CachedWindow, WindowCache
+from lcm.window_cache import CachedWindow, Stamp, WindowCache
 from tests.conftest import new_tenant, settings_for
 from tests.integration.retrieval_data import compact, ingest
 
@@ -215,22 +215,26 @@ def test_an_unchanged_context_is_assembled_once_per_settings(db: Database) -> No
     assert grown.messages == uncached_assembly(db, cid, 300)
 
 
+def stamp_of(version: int, newest: int) -> Stamp:
+    return Stamp(version, 0, newest, newest)
+
+
 def entries_of(n: int) -> CachedWindow:
-    return CachedWindow((1, n), 100, 1, tuple(range(n)), whole=True)  # type: ignore[arg-type]
+    return CachedWindow(stamp_of(1, n), 100, 1, tuple(range(n)), whole=True)  # type: ignore[arg-type]
 
 
 def test_the_cache_drops_the_least_recently_used_conversation_first() -> None:
     cache = WindowCache(capacity=10)
     cache.put(1, entries_of(4))
     cache.put(2, entries_of(4))
-    assert cache.get(1, (1, 4), 100, 1) is not None  # 1 is now the most recent
+    assert cache.get(1, stamp_of(1, 4), 100, 1) is not None  # 1 is now the most recent
     cache.put(3, entries_of(4))
-    assert cache.get(2, (1, 4), 100, 1) is None
-    assert cache.get(1, (1, 4), 100, 1) is not None
+    assert cache.get(2, stamp_of(1, 4), 100, 1) is None
+    assert cache.get(1, stamp_of(1, 4), 100, 1) is not None
     assert len(cache) == 8
     cache.put(4, entries_of(11))  # larger than the whole cache: not kept
-    assert cache.get(4, (1, 11), 100, 1) is None
+    assert cache.get(4, stamp_of(1, 11), 100, 1) is None
     assert len(cache) == 8
-    assert cache.get(1, (2, 4), 100, 1) is None  # another stamp
+    assert cache.get(1, stamp_of(2, 4), 100, 1) is None  # another stamp
     cache.forget_conversations([1, 3])
     assert len(cache) == 0

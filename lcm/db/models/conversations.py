@@ -107,6 +107,12 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     # Bumped by every change of context_items: passes commit only if unchanged.
     context_version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Bumped with context_version, in the same statement, by ingest alone:
+    # its new items go after every other. While ``context_version -
+    # context_appends`` stands, only appends changed the context, so a
+    # process's cached window grows instead of being read again
+    # (lcm/window_cache.py).
+    context_appends: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # Highest seq handed out; the row lock on it serializes concurrent ingest.
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     # Highest context_items ordinal handed out (ordinals only ever grow).
