@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import event, select
 
 from api.contract import AssembleOut
 from lcm.assembly.service import assemble
 from lcm.db.engine import Database
+from lcm.db.models import Message
 from tests.conftest import auth, new_tenant
 from tests.integration.retrieval_data import compact, ingest
 
@@ -20,6 +21,10 @@ from tests.integration.retrieval_data import compact, ingest
 # parents (its context here lies within the first range).
 RAW_SELECTS = 4
 COMPACTED_SELECTS = 6
+# The turn after an ingest: the key, the conversation, the secret probe, the
+# stamp, the items appended since the kept window, their messages, the stamp
+# again for the window and for its assembly (both kept).
+APPENDED_SELECTS = 8
 
 
 @pytest.fixture
@@ -122,3 +127,55 @@ def test_an_unchanged_conversation_is_not_read_again(
     ingest(db, tenant.tenant_id, "unchanged", ["one more message"])
     grown, _ = assembled_over_http(client, "unchanged", tenant, 200_000, selects)
     assert grown["messages"][-1]["content"][0]["text"] == "one more message"
+
+
+def test_a_turn_after_an_ingest_reads_only_the_appended_items(
+    db: Database, client: TestClient, selects: list[str]
+) -> None:
+    """The window kept before the ingest grows by the new items (lcm/window_cache.py):
+    one range read from its newest item on, and the new messages by id, nothing older."""
+    tenant = new_tenant(db)
+    line = "ran the migration and checked the logs "
+    cid = ingest(db, tenant.tenant_id, "growing", [f"{i}: " + line * 3 for i in range(2_000)])
+    assembled_over_http(client, "growing", tenant, 5_000, selects)
+    ingest(db, tenant.tenant_id, "growing", ["one more message", "and its reply"])
+    with db.snapshot_session() as session:  # not through the process's message cache
+        newest = session.scalars(
+            select(Message.id)
+            .where(Message.conversation_id == cid)
+            .order_by(Message.seq.desc())
+            .limit(2)
+        ).all()
+    messages: list[Any] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: object) -> None:
+        if "FROM messages" in statement:
+            messages.append(parameters)
+
+    selects.clear()
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        path = "/v1/conversations/growing/assemble"
+        r = client.post(path, json={"token_budget": 5_000}, headers=auth(tenant))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    assert r.status_code == 200, r.text
+    assert r.json()["messages"][-1]["content"][0]["text"] == "and its reply"
+    window = [s for s in selects if "FROM context_items LEFT OUTER JOIN summaries" in s]
+    assert len(window) == 1
+    assert "max(" not in window[0]  # a range from the kept window's newest, not a window
+    assert len(messages) == 1
+    assert sorted(_ints(messages[0])) == sorted(newest)  # the two new messages, by id
+    assert len(selects) == APPENDED_SELECTS, "\n\n".join(selects)
+
+
+def _ints(parameters: Any) -> list[int]:
+    """The integers among a statement's parameters (an id array on Postgres)."""
+    values = parameters.values() if isinstance(parameters, dict) else parameters
+    found: list[int] = []
+    for value in values:
+        if isinstance(value, list | tuple):
+            found.extend(v for v in value if isinstance(v, int))
+        elif isinstance(value, int):
+            found.append(value)
+    return found
