@@ -15,8 +15,12 @@ the same database: the before and after of a change, in one run.
 
 The context does not change between requests, so after the first the
 server's window cache (``lcm/window_cache.py``) answers: the figures are a
-turn's repeated assembly. The in-process figure reads the window each time,
-as the first assembly after an ingest does.
+turn's repeated assembly. The in-process figure reads the window each time.
+``--embedded`` adds a gateway's turn: one message ingested over HTTP, then
+the assembly timed (the raw conversation at 100k), the window kept before
+the ingest grown by the new item. With ``--against``, the database is taken
+to each tree's schema before its server starts (the newer tree's migrations
+go down to the older one's head, and up again).
 """
 
 from __future__ import annotations
@@ -30,18 +34,20 @@ from functools import partial
 from pathlib import Path
 
 import httpx
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 from bench.compaction import _assembly, _raw_conversation, build_history
 from bench.deployment import spawn, wait_ready
 from bench.servers import postgres
 from lcm.compaction.repository import CompactionRepository
 from lcm.db.engine import Database
-from lcm.db.migrate import upgrade
+from lcm.db.migrate import MIGRATIONS_DIR, downgrade, upgrade
 from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 from lcm_client import LcmClient
-from lcm_client.models import AssembleIn
+from lcm_client.models import AssembleIn, MessageIn, MessagesIn
 from tests import servers
 
 REQUESTS = 40
@@ -81,7 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-Case = tuple[str, int, int, str]  # session key, conversation id, budget, label
+# Session key, conversation id, budget, label; AFTER_INGEST as the key's
+# suffix: each assembly follows an ingest of one message (not timed).
+Case = tuple[str, int, int, str]
+AFTER_INGEST = "+ingest"
 
 
 def _conversations(db: Database, tenant_id: str) -> tuple[int, int, int]:
@@ -108,9 +117,13 @@ def _measure(
         floor, floor_cpu = _server_p50(lambda: plain.get("/healthz"), pid)
         for session_key, cid, budget, label in cases:
             body = AssembleIn(token_budget=budget)
-            over_http, cpu = _server_p50(partial(lcm.assemble, session_key, body), pid)
             local = ""
-            if in_process:
+            if session_key.endswith(AFTER_INGEST):
+                key = session_key.removesuffix(AFTER_INGEST)
+                over_http, cpu = _after_ingest_p50(lcm, key, body, pid)
+            else:
+                over_http, cpu = _server_p50(partial(lcm.assemble, session_key, body), pid)
+            if in_process and not session_key.endswith(AFTER_INGEST):
                 ms = statistics.median(_assembly(db, db.settings, cid, budget, repeat * 4))
                 local = f"in-process {ms:5.1f} ms; "
             print(
@@ -119,6 +132,42 @@ def _measure(
                 f"(server CPU {floor_cpu:3.1f} ms)",
                 flush=True,
             )
+
+
+def _after_ingest_p50(lcm: LcmClient, key: str, body: AssembleIn, pid: int) -> tuple[float, float]:
+    """A gateway's turn, repeated: one message ingested (not timed), then the assembly.
+
+    p50 of the assembly over HTTP and the server's mean CPU per assembly."""
+    times: list[float] = []
+    cpu = 0.0
+    for turn in range(REQUESTS + 1):
+        said = MessageIn(role="user", content=f"turn {turn}: checked the build and the logs")
+        lcm.ingest(key, MessagesIn(messages=[said]))
+        before = _cpu_ms(pid)
+        started = time.perf_counter()
+        lcm.assemble(key, body)
+        times.append((time.perf_counter() - started) * 1000)
+        cpu += _cpu_ms(pid) - before
+    return statistics.median(times[1:]), cpu / len(times)
+
+
+def _schema_for(url: str, tree: Path | None) -> None:
+    """The database at the schema of the tree about to serve it (None: this one).
+
+    A tree whose head this one's history holds is taken down to it (``lcm
+    serve`` there would not know the newer revision); this tree up to its own.
+    """
+    if tree is None:
+        upgrade(url)
+        return
+    config = Config()
+    config.set_main_option("script_location", str(tree / "lcm" / "db" / "migrations"))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    ours = Config()
+    ours.set_main_option("script_location", str(MIGRATIONS_DIR))
+    known = {script.revision for script in ScriptDirectory.from_config(ours).walk_revisions()}
+    if head in known:
+        downgrade(url, head)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -179,6 +228,12 @@ def _run_embedded(args: argparse.Namespace) -> None:
         index_search_backlog(db.transaction)  # what the fresh server would do first
         cases = [
             ("raw-20k", raw, 100_000, "20,000 raw messages, budget 100,000"),
+            (
+                "raw-20k" + AFTER_INGEST,
+                raw,
+                100_000,
+                "20,000 raw messages, budget 100,000, first assembly after an ingest",
+            ),
             ("raw-20k", raw, 20_000, "20,000 raw messages, budget 20,000"),
             ("compacted", compacted, 200_000, f"compacted ({items} items), budget 200,000"),
         ]
@@ -192,6 +247,7 @@ def _run_embedded(args: argparse.Namespace) -> None:
             for label, tree in trees:
                 if against:
                     print(f"  {label}:", flush=True)
+                _schema_for(url, tree)
                 serve = _start_serve(home, workdir / "serve.log", tree)
                 try:
                     pid = serve.process.pid
