@@ -22,6 +22,7 @@ from lcm.compaction.jobs import CompactionJobs
 from lcm.db.engine import Database
 from lcm.db.models import ContextItem, Summary
 from lcm.doctor.structure import repair_structure
+from lcm.erasure.service import erase_conversation
 from lcm.secret_access import ErasureRequest, erase_secrets
 from lcm.secrets import SecretScan
 from lcm.summarize.extractive import ExtractiveProvider
@@ -225,3 +226,31 @@ def test_readers_racing_ingest_and_compaction_grow_only_their_own_snapshot(
     assert checked[0] > 0
     assert any(kind == "range" for kind, _ in window_reads)  # some windows grew
     assert assembled(db, tenant, cid, 600) == uncached(db, tenant, cid, 600)
+
+
+def test_a_conversation_erased_elsewhere_and_its_id_given_again_is_not_grown(
+    db: Database, window_reads: list[tuple[str, Any]]
+) -> None:
+    """On SQLite the next conversation may take an erased one's id and, by ingests alone,
+    a stamp that follows appends to the kept window's: its item at the kept window's
+    newest ordinal is another message, so the window is read, not grown."""
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", texts(10))
+    secret = assembled(db, tenant, cid, 10_000)
+    other = Database(db.settings)  # another process: this one's cache is not told
+    try:
+        with other.transaction() as session:
+            erase_conversation(session, tenant.tenant_id, cid)
+    finally:
+        other.dispose()
+    again = ingest(db, tenant.tenant_id, "agent", texts(10, start=100))
+    ingest(db, tenant.tenant_id, "agent", texts(3, start=110))
+    if db.dialect == "sqlite":
+        assert again == cid  # the id was given again
+    window_reads.clear()
+    shown = assembled(db, tenant, again, 10_000)
+    # On SQLite the range from the kept newest ordinal shows another message there.
+    assert [kind for kind, _ in window_reads][-1] == "first"
+    assert shown != secret
+    assert "message 0:" not in str(shown)
+    assert shown == uncached(db, tenant, again, 10_000)
