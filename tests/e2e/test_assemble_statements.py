@@ -167,6 +167,11 @@ def test_a_turn_after_an_ingest_reads_only_the_appended_items(
     assert len(messages) == 1
     assert sorted(_ints(messages[0])) == sorted(newest)  # the two new messages, by id
     assert len(selects) == APPENDED_SELECTS, "\n\n".join(selects)
+    # Byte for byte what the server answers when it reads the window instead.
+    assert db.window_cache is not None
+    db.window_cache.forget_conversations([cid])
+    read = client.post(path, json={"token_budget": 5_000}, headers=auth(tenant))
+    assert read.content == r.content
 
 
 def _ints(parameters: Any) -> list[int]:
