@@ -157,7 +157,7 @@ def _migration(name: str) -> ModuleType:
 def _backfill_again_in_batches_of_one(url: str) -> None:
     """0030's backfill again, one conversation per batch, over ranges reset to NULL."""
     module = _migration("0030_summary_source_ranges")
-    module.BATCH_CONVERSATIONS = 1
+    module.BATCH_CONVERSATIONS = 1  # type: ignore[attr-defined]
     engine = create_engine(normalize_url(url))
     try:
         with engine.begin() as conn:
@@ -190,7 +190,7 @@ def test_sqlite_backfill_and_search_keys(tmp_path: Path) -> None:
     engine = create_engine(normalize_url(url))
     try:
         with engine.connect() as conn:
-            keys = dict(
+            keys: dict[str, int] = dict(
                 conn.execute(text("SELECT summary_id, search_key FROM summary_search_keys")).all()
             )
             assert set(keys) == {sid(n) for n in EXPECTED}
@@ -268,7 +268,7 @@ def test_sqlite_summary_search_rows_follow_writes(sqlite_db: Database) -> None:
             {"id": ids[0]},
         )
     with sqlite_db.engine.connect() as conn:
-        keys = dict(
+        keys: dict[str, int] = dict(
             conn.execute(text("SELECT summary_id, search_key FROM summary_search_keys")).all()
         )
         assert set(keys) == set(ids)
