@@ -28,6 +28,7 @@ from sqlalchemy import Connection, insert, select, text
 
 from bench.grep import _vocabulary
 from lcm.assembly.render import summary_context_tokens
+from lcm.compaction.source_ranges import SourceRangeRepository
 from lcm.context import SummaryView
 from lcm.db.models import ContextItem, Conversation, Summary, SummaryParent
 
@@ -225,6 +226,8 @@ class Seeder:
                 n=level_n,
             )
             level_base, level_n = base, parents
+        # What a pass would have stored with each summary (migration 0030).
+        SourceRangeRepository(self.conn).recompute_conversation(cid)
         self._execute(self.sql.summary_items(), cid=cid, ordinal0=0, base=level_base, n=level_n)
         loose_base = leaf_base + leaves - loose
         self._execute(self.sql.summary_items(), cid=cid, ordinal0=level_n, base=loose_base, n=loose)

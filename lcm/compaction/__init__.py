@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         wait_for_debt,
     )
     from lcm.compaction.source import new_summary_id
+    from lcm.compaction.source_ranges import SourceRangeRepository
     from lcm.compaction.steps import Step, StepAction
     from lcm.compaction.surgery_repository import SurgeryRepository
     from lcm.compaction.sweep import ChainPosition
@@ -56,6 +57,7 @@ __all__ = [
     "DebtRepository",
     "DebtStatus",
     "PassOutcome",
+    "SourceRangeRepository",
     "Step",
     "StepAction",
     "SurgeryRepository",
@@ -107,6 +109,7 @@ __getattr__ = lazy_exports(
             "wait_for_debt",
         ),
         "lcm.compaction.source": ("new_summary_id",),
+        "lcm.compaction.source_ranges": ("SourceRangeRepository",),
         "lcm.compaction.steps": ("Step", "StepAction"),
         "lcm.compaction.surgery_repository": ("SurgeryRepository",),
         "lcm.compaction.sweep": ("ChainPosition",),

@@ -32,7 +32,15 @@ from lcm.assembly import summary_context_tokens
 from lcm.compaction.pass_writes import FenceCheck, lock_and_fence, replace_range
 from lcm.compaction.planning import PassPlan
 from lcm.compaction.repository import CompactionRepository
-from lcm.compaction.source import new_summary_id, render_source, summary_span, wrapper_tokens
+from lcm.compaction.source import (
+    StoredRange,
+    leaf_range,
+    new_summary_id,
+    render_source,
+    summary_span,
+    union_ranges,
+    wrapper_tokens,
+)
 from lcm.context import ContextEntry
 from lcm.context_store.repository import summary_view
 from lcm.db.engine import Transaction
@@ -246,30 +254,9 @@ class CompactionEngine:
     ) -> Summary:
         earliest, latest, descendants = summary_span(plan)
         if plan.kind == "leaf":
-            # Large files referenced by the summarized messages stay findable
-            # from the summary (and from every summary condensed from it).
-            # The substring test first: most messages name no file, and it
-            # costs 0.3 µs where the pattern's scan of a 400-character
-            # message costs 20 µs (a leaf of 120 messages: 2.4 ms of CPU).
-            file_ids = sorted(
-                {
-                    fid
-                    for e in plan.entries
-                    if e.message and FILE_ID_PREFIX in e.message.content
-                    for fid in FILE_ID_RE.findall(e.message.content)
-                }
-            )
+            file_ids, (count, first, last) = _leaf_sources(plan)
         else:
-            parents = [e.summary for e in plan.entries if e.summary is not None]
-            file_ids = sorted(
-                {
-                    fid
-                    for ids in session.scalars(
-                        select(Summary.file_ids).where(Summary.id.in_([p.id for p in parents]))
-                    )
-                    for fid in ids
-                }
-            )
+            file_ids, (count, first, last) = _condensed_sources(session, plan)
         return Summary(
             id=new_summary_id(),
             tenant_id=tenant_id,
@@ -286,4 +273,43 @@ class CompactionEngine:
             escalation=result.escalation,
             model=result.model,
             degraded=result.degraded,
+            source_message_count=count,
+            source_first_seq=first,
+            source_last_seq=last,
         )
+
+
+def _leaf_sources(plan: PassPlan) -> tuple[list[str], StoredRange]:
+    """A leaf's large files and source range, from its messages.
+
+    Large files referenced by the summarized messages stay findable from
+    the summary (and from every summary condensed from it). The substring
+    test first: most messages name no file, and it costs 0.3 µs where the
+    pattern's scan of a 400-character message costs 20 µs (a leaf of 120
+    messages: 2.4 ms of CPU).
+    """
+    messages = [e.message for e in plan.entries if e.message is not None]
+    file_ids = sorted(
+        {
+            fid
+            for m in messages
+            if FILE_ID_PREFIX in m.content
+            for fid in FILE_ID_RE.findall(m.content)
+        }
+    )
+    return file_ids, leaf_range([m.seq for m in messages])
+
+
+def _condensed_sources(session: Session, plan: PassPlan) -> tuple[list[str], StoredRange]:
+    """A condensed summary's large files and source range: its parents' unions."""
+    ids = [e.summary.id for e in plan.entries if e.summary is not None]
+    rows = session.execute(
+        select(
+            Summary.file_ids,
+            Summary.source_message_count,
+            Summary.source_first_seq,
+            Summary.source_last_seq,
+        ).where(Summary.id.in_(ids))
+    ).all()
+    file_ids = sorted({fid for row in rows for fid in row[0]})
+    return file_ids, union_ranges([(r[1], r[2], r[3]) for r in rows])

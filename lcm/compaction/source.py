@@ -88,6 +88,25 @@ def summary_span(plan: PassPlan) -> tuple[datetime, datetime, int]:
     )
 
 
+StoredRange = tuple[int | None, int | None, int | None]
+"""A summary's stored source range: message count, first seq, last seq (``None``: unknown)."""
+
+
+def leaf_range(seqs: Sequence[int]) -> StoredRange:
+    """A leaf's range: its messages."""
+    return len(seqs), min(seqs, default=None), max(seqs, default=None)
+
+
+def union_ranges(parents: Sequence[StoredRange]) -> StoredRange:
+    """A condensed summary's range: the union of its parents' (disjoint: each summary
+    is condensed once). Unknown if one parent's is (written before migration 0030)."""
+    if any(count is None for count, _, _ in parents):
+        return None, None, None
+    firsts = [first for _, first, _ in parents if first is not None]
+    lasts = [last for _, _, last in parents if last is not None]
+    return sum(c or 0 for c, _, _ in parents), min(firsts, default=None), max(lasts, default=None)
+
+
 def wrapper_tokens(plan: PassPlan) -> int:
     """What the summary ``plan`` writes costs in the context before its text.
 

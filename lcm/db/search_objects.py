@@ -1,8 +1,9 @@
-"""Search structures that migrations 0002 and 0010 own and the ORM models do not declare.
+"""Search structures that migrations 0002, 0010 and 0031 own and the ORM models do not declare.
 
 Postgres gets generated ``tsvector`` columns and GIN indexes; SQLite gets FTS5
-virtual tables kept in sync by triggers, and ``search_backlog``, the ids of
-messages committed but not indexed yet (``lcm.retrieval.search_backlog``).
+virtual tables kept in sync by triggers, ``search_backlog``, the ids of
+messages committed but not indexed yet (``lcm.retrieval.search_backlog``), and
+``summary_search_keys``, the integer key of each summary's FTS5 rows.
 None is something the domain reads or writes through the models (queries
 name them in SQL), SQLite's virtual tables cannot be declared as models at
 all, and a model of the SQLite-only backlog would make Postgres look one
@@ -30,7 +31,7 @@ SEARCH_INDEXES = frozenset(
 # FTS5 tables and the shadow tables SQLite creates for them (``*_data``, ``*_idx`` …).
 FTS_TABLE_PREFIXES = ("messages_fts", "messages_trigram", "summaries_fts", "summaries_trigram")
 # SQLite only, so a model would make Postgres look one table short.
-SQLITE_SEARCH_TABLES = frozenset({"search_backlog"})
+SQLITE_SEARCH_TABLES = frozenset({"search_backlog", "summary_search_keys"})
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:

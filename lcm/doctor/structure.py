@@ -15,7 +15,11 @@ imports were checked:
   normal and not reported. Duplicates cannot be stored (a unique key).
 - ``miscounted``: stored token counts that differ from the recomputed ones
   (a message's estimate, a summary's, a context item's cost as assembly
-  counts it); budgets are planned from them. Repair: recompute.
+  counts it); budgets are planned from them. Repair: recompute. A summary's
+  stored source range (messages below it, first and last seq: what describe
+  reports) that differs from its sources' is listed as
+  ``source_range:<id>``. Repair: recompute the conversation's ranges,
+  bottom-up (``lcm.compaction.source_ranges``).
 
 What cannot be repaired is reported: a summary without sources (``broken``)
 cannot be re-linked to sources it lost.
@@ -51,6 +55,7 @@ class StructuralFindings:
         field(default_factory=list)
     )
     counters: tuple[int, int] | None = None  # (max seq, max ordinal) when behind
+    misranged: list[str] = field(default_factory=list)  # summary ids, also in miscounted
 
     def __bool__(self) -> bool:
         return bool(self.dangling_items or self.counters_behind or self.miscounted)
@@ -87,6 +92,9 @@ def find_structural(
         ]
         entry.counters = (max(c.max_seq, c.last_seq), max(c.max_ordinal, c.last_ordinal))
     _find_miscounted(repo, tenant_id, conversation_id, found, dangling)
+    for cid, sid in repo.misranged(tenant_id, conversation_id):
+        found[cid].misranged.append(sid)
+        found[cid].miscounted.append(f"source_range:{sid}")
     return {cid: f for cid, f in found.items() if f}
 
 
@@ -158,6 +166,8 @@ def repair_structure(
             conversation.last_seq, conversation.last_ordinal = found.counters
         for model, row_id, tokens in found.recounts:
             repo.set_tokens(model, row_id, tokens)
+        if found.misranged:
+            repo.recompute_ranges(cid)
         if found.dangling_items or any(m is ContextItem for m, _, _ in found.recounts):
             conversation.context_version += 1
         repairs.append(
@@ -165,7 +175,7 @@ def repair_structure(
                 cid,
                 found.dangling_items,
                 found.counters_behind,
-                len(found.recounts),
+                len(found.recounts) + len(found.misranged),
                 [f"summary {sid} has no sources" for sid in broken.get(cid, [])],
             )
         )

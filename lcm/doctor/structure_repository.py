@@ -1,4 +1,5 @@
-"""All SQL of the doctor's structural checks: context items, counters, stored token counts."""
+"""All SQL of the doctor's structural checks: context items, counters, stored token counts
+and source ranges."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
+from lcm.compaction import SourceRangeRepository
 from lcm.db.models import ContextItem, Conversation, Message, MessagePart, Summary, SummaryParent
 
 SCAN_BATCH = 2_000
@@ -164,6 +166,10 @@ class StructureRepository:
         ).where(ContextItem.conversation_id.in_(_conversations(tenant_id, cid)))
         return [tuple(row) for row in self.session.execute(stmt)]  # type: ignore[misc]
 
+    def misranged(self, tenant_id: str, cid: int | None) -> list[tuple[int, str]]:
+        """(conversation id, summary id) of summaries whose stored source range is wrong."""
+        return SourceRangeRepository(self.session).mismatched(_conversations(tenant_id, cid))
+
     def session_keys(self, conversation_ids: Collection[int]) -> dict[int, str]:
         return {
             int(cid): str(key)
@@ -197,3 +203,7 @@ class StructureRepository:
         tokens: int,
     ) -> None:
         self.session.execute(update(model).where(model.id == row_id).values(token_count=tokens))
+
+    def recompute_ranges(self, conversation_id: int) -> int:
+        """Every source range of the conversation's summaries again, bottom-up."""
+        return SourceRangeRepository(self.session).recompute_conversation(conversation_id)

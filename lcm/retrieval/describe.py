@@ -13,6 +13,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from lcm.db.models import Summary
 from lcm.errors import InvalidInput, NotFound
 from lcm.files.service import load_file
 from lcm.files.storage import FileStorage
@@ -143,7 +144,7 @@ def describe_summary(
         file_ids=list(summary.file_ids or []),
         parents=parents,
         children=repo.condensed_into(summary_id),
-        source_messages=source_range(repo, [summary_id]),
+        source_messages=stored_range(repo, summary),
         in_context=repo.in_context(summary_id),
         rewritten_at=summary.rewritten_at,
         rewrites=summary.rewrites or 0,
@@ -205,7 +206,22 @@ def file_content_page(
     return FileContent(page, offset, len(text), end if end < len(text) else None, stored.encoding)
 
 
+def stored_range(repo: HistoryRepository, summary: Summary) -> SourceRange:
+    """The range stored with the summary (migration 0030): one row read, whatever its depth.
+
+    A summary written by a server older than the migration has none (nor
+    has one condensed from it, until the doctor repairs them): its subtree
+    is walked instead.
+    """
+    if summary.source_message_count is None:
+        return source_range(repo, [summary.id])
+    return SourceRange(
+        summary.source_message_count, summary.source_first_seq, summary.source_last_seq
+    )
+
+
 def source_range(repo: HistoryRepository, summary_ids: list[str]) -> SourceRange:
+    """The range found by walking the subtree down to its messages (O(subtree))."""
     count, _tokens, first, last = repo.leaf_totals(walk(repo, summary_ids).leaves)
     return SourceRange(count, first, last)
 

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session
 
+from lcm.compaction import SourceRangeRepository
 from lcm.db.models import (
     ContextItem,
     LargeFile,
@@ -167,6 +168,14 @@ class TransferRepository:
     def insert_rows(self, model: Any, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
             self.session.execute(insert(_table(model)), rows)
+
+    def store_source_ranges(self, summary_ids: Collection[str]) -> None:
+        """The imported summaries' source ranges, once they and their links are written.
+
+        Recomputed, not taken from the export: they follow from the links
+        (a parent outside the export has its own, stored).
+        """
+        SourceRangeRepository(self.session).recompute_ids(summary_ids)
 
     def summaries_with_parents(self, ids: Collection[str]) -> list[tuple[Summary, list[str]]]:
         """The summaries ``ids`` with their parent ids, in order."""

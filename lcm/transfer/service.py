@@ -375,6 +375,7 @@ def _import_summaries(
             for i, parent in enumerate(s.parent_ids)
         ],
     )
+    repo.store_source_ranges(renamed.values())
     return renamed
 
 

@@ -17,6 +17,8 @@ from sqlalchemy import delete, select
 
 from lcm.db.engine import Database
 from lcm.db.models import ContextItem, Conversation, Message, Summary, SummaryMessage
+from lcm.retrieval.describe import source_range
+from lcm.retrieval.repository import HistoryRepository
 from lcm.settings import Settings
 from lcm.tenants.service import IssuedKey
 from tests.conftest import auth
@@ -195,6 +197,45 @@ def test_token_counts_that_differ_from_the_recomputed_ones_are_recounted(
     assert [(i.ordinal, i.token_count) for i in items(db, cid)] == before
     assert doctor(api, tenant)["conversations"] == []
     assert assemble(api, tenant) == 200
+
+
+def test_stored_source_ranges_that_differ_from_the_walk_are_recomputed(
+    db: Database,
+    tenant: IssuedKey,
+    api: TestClient,  # noqa: F811
+    cid: int,
+) -> None:
+    """A wrong range on a leaf (and so, by induction, on what is condensed from it)
+    and a missing one (a server older than migration 0030) are found and repaired."""
+    with db.transaction() as s:
+        leaf = s.scalars(
+            select(Summary).where(Summary.conversation_id == cid, Summary.kind == "leaf")
+        ).first()
+        condensed = s.scalars(
+            select(Summary).where(Summary.conversation_id == cid, Summary.kind == "condensed")
+        ).first()
+        assert leaf is not None
+        assert condensed is not None
+        leaf_id, condensed_id = leaf.id, condensed.id
+        leaf.source_message_count = 999
+        leaf.source_last_seq = 10**6
+        condensed.source_message_count = condensed.source_first_seq = None
+    (entry,) = doctor(api, tenant)["conversations"]
+    assert f"source_range:{leaf_id}" in entry["miscounted"]
+    assert f"source_range:{condensed_id}" in entry["miscounted"]
+
+    (repair,) = apply(api, tenant)["repaired"]
+    assert repair["recounted"] == len(entry["miscounted"])
+    assert doctor(api, tenant)["conversations"] == []
+    with db.read_session() as s:
+        repo = HistoryRepository(s)
+        for summary in s.scalars(select(Summary).where(Summary.conversation_id == cid)):
+            walked = source_range(repo, [summary.id])
+            assert (
+                summary.source_message_count,
+                summary.source_first_seq,
+                summary.source_last_seq,
+            ) == (walked.message_count, walked.first_seq, walked.last_seq), summary.id
 
 
 def test_a_summary_without_sources_is_reported_as_unrepairable(

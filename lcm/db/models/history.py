@@ -108,6 +108,14 @@ class Summary(Base):
     # No server default in the model: a pass writes every column (pass_statement.py);
     # migration 0021 gave the rows before it a 0.
     rewrites: Mapped[int] = mapped_column(Integer, default=0)
+    # The raw messages below it, through every level (what describe reports):
+    # how many, and the first and last seq. Written with the summary (a
+    # condensed one's is the union of its parents'), backfilled by migration
+    # 0030, checked and repaired by the doctor (lcm/compaction/source_ranges.py).
+    # NULL count: not known (a writer older than 0030); describe then walks.
+    source_message_count: Mapped[int | None] = mapped_column(Integer, default=None)
+    source_first_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    source_last_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
 
 
 class SummaryMessage(Base):
