@@ -23,7 +23,7 @@ from tests.conftest import new_tenant
 from tests.integration.retrieval_data import compact, ingest
 
 VERSIONS = Path(__file__).parents[2] / "lcm" / "db" / "migrations" / "versions"
-BEFORE = "0028_embeddings"
+BEFORE = "0029_context_appends"
 AT = ":at"  # bound: a literal's ":00" would read as a parameter
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ summaries without parents). A count of NULL means "not known" (describe
 walks again); after this migration every row has one.
 
 Revision ID: 0030_summary_source_ranges
-Revises: 0028_embeddings
+Revises: 0029_context_appends
 Create Date: 2026-11-28
 """
 
@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0030_summary_source_ranges"
-down_revision = "0028_embeddings"
+down_revision = "0029_context_appends"
 branch_labels = None
 depends_on = None
 
