@@ -43,6 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="10k,100k",
         help="dense-search sizes (vectors of one tenant), e.g. 100k,1m",
     )
+    parser.add_argument(
+        "--scale",
+        default=None,
+        help="instead: semantic and hybrid grep at these sizes over clustered vectors of "
+        "several tenants (bench/semantic_scale.py), e.g. 100k,1m",
+    )
+    parser.add_argument(
+        "--plans", action="store_true", help="with --scale: EXPLAIN (ANALYZE, BUFFERS) each"
+    )
 
 
 def _size(text: str) -> int:
@@ -132,6 +141,11 @@ def _latency(database: Database, tenant_id: str, repeat: int) -> float:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.scale:
+        from bench.semantic_scale import run_scale
+
+        run_scale(args, [_size(s) for s in args.scale.split(",")])
+        return
     _throughput()
     sizes = [_size(s) for s in args.vectors.split(",")]
     with postgres() as url:

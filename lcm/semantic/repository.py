@@ -39,6 +39,32 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class Cursor:
+    """How far a walk over waiting texts has got: the last id of each kind it was given.
+
+    A job or a backfill asks for the texts past its cursor, so each batch
+    starts where the last one ended instead of re-checking every text before
+    it (with a million embedded messages, one anti-join from the first id
+    per batch made a backfill quadratic).
+    """
+
+    message_id: int = 0
+    summary_id: str = ""
+    file_id: str = ""
+
+    def past(self, found: Sequence[Pending]) -> Cursor:
+        """The cursor after ``found`` (one :meth:`EmbeddingRepository.pending` answer)."""
+        messages = [p.message_id for p in found if p.message_id is not None]
+        summaries = [p.source for p in found if p.target == "summary"]
+        files = [p.source for p in found if p.target == "file"]
+        return Cursor(
+            max(messages, default=self.message_id),
+            max(summaries, default=self.summary_id),
+            max(files, default=self.file_id),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class VectorRow:
     """One stored vector as a search reads it."""
 
@@ -72,16 +98,24 @@ class EmbeddingRepository:
 
     # --- waiting texts -------------------------------------------------------
 
-    def pending(self, model: str, conversation_id: int | None, limit: int) -> list[Pending]:
-        """Up to ``limit`` texts without a ``model`` vector (one conversation, or all)."""
-        found = self._pending_messages(model, conversation_id, limit)
+    def pending(
+        self, model: str, conversation_id: int | None, limit: int, after: Cursor | None = None
+    ) -> list[Pending]:
+        """Up to ``limit`` texts without a ``model`` vector (one conversation, or all),
+        past ``after``: messages first, by id, then summaries and files, by id."""
+        after = after or Cursor()
+        found = self._pending_messages(model, conversation_id, limit, after.message_id)
         if len(found) < limit:
-            found += self._pending_summaries(model, conversation_id, limit - len(found))
+            found += self._pending_summaries(
+                model, conversation_id, limit - len(found), after.summary_id
+            )
         if len(found) < limit:
-            found += self._pending_files(model, conversation_id, limit - len(found))
+            found += self._pending_files(model, conversation_id, limit - len(found), after.file_id)
         return found
 
-    def _pending_messages(self, model: str, cid: int | None, limit: int) -> list[Pending]:
+    def _pending_messages(
+        self, model: str, cid: int | None, limit: int, after: int
+    ) -> list[Pending]:
         done = exists().where(and_(Embedding.message_id == Message.id, Embedding.model == model))
         query = select(
             Message.id,
@@ -90,13 +124,15 @@ class EmbeddingRepository:
             Message.created_at,
             Message.content,
             Message.role,
-        ).where(~done)
+        ).where(~done, Message.id > after)
         if cid is not None:
             query = query.where(Message.conversation_id == cid)
         rows = self.session.execute(query.order_by(Message.id).limit(limit)).all()
         return [Pending("message", f"msg_{r[0]}", r[1], r[2], r[0], r[3], r[4], r[5]) for r in rows]
 
-    def _pending_summaries(self, model: str, cid: int | None, limit: int) -> list[Pending]:
+    def _pending_summaries(
+        self, model: str, cid: int | None, limit: int, after: str
+    ) -> list[Pending]:
         done = exists().where(and_(Embedding.source == Summary.id, Embedding.model == model))
         query = select(
             Summary.id,
@@ -104,13 +140,13 @@ class EmbeddingRepository:
             Summary.conversation_id,
             Summary.latest_at,
             Summary.content,
-        ).where(~done)
+        ).where(~done, Summary.id > after)
         if cid is not None:
             query = query.where(Summary.conversation_id == cid)
-        rows = self.session.execute(query.order_by(Summary.created_at).limit(limit)).all()
+        rows = self.session.execute(query.order_by(Summary.id).limit(limit)).all()
         return [Pending("summary", r[0], r[1], r[2], None, r[3], r[4]) for r in rows]
 
-    def _pending_files(self, model: str, cid: int | None, limit: int) -> list[Pending]:
+    def _pending_files(self, model: str, cid: int | None, limit: int, after: str) -> list[Pending]:
         done = exists().where(and_(Embedding.source == LargeFile.id, Embedding.model == model))
         query = select(
             LargeFile.id,
@@ -118,10 +154,10 @@ class EmbeddingRepository:
             LargeFile.conversation_id,
             LargeFile.created_at,
             LargeFile.exploration_summary,
-        ).where(LargeFile.exploration_summary.is_not(None), ~done)
+        ).where(LargeFile.exploration_summary.is_not(None), ~done, LargeFile.id > after)
         if cid is not None:
             query = query.where(LargeFile.conversation_id == cid)
-        rows = self.session.execute(query.order_by(LargeFile.created_at).limit(limit)).all()
+        rows = self.session.execute(query.order_by(LargeFile.id).limit(limit)).all()
         return [Pending("file", r[0], r[1], r[2], None, r[3], r[4] or "") for r in rows]
 
     def count_pending(self, model: str) -> int:
@@ -312,6 +348,13 @@ class EmbeddingRunRepository:
             .values(expires_at=until, done=done, total=total)
         )
         return bool(result.rowcount)
+
+    def release(self, name: str, owner: str) -> None:
+        """Let go of a per-conversation lease: its row goes (one row per job, not per
+        conversation ever embedded)."""
+        self.session.execute(
+            delete(EmbeddingRun).where(EmbeddingRun.name == name, EmbeddingRun.owner == owner)
+        )
 
     def finish(self, name: str, owner: str, now: datetime) -> None:
         self.session.execute(
