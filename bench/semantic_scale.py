@@ -111,7 +111,8 @@ def captured(database: Database) -> Iterator[list[tuple[str, Any]]]:
 
     def listen(_conn: Any, _cursor: Any, statement: str, params: Any, *_rest: Any) -> None:
         head = statement.lstrip().upper()
-        if head.startswith("SELECT") and ("embeddings" in statement or "ts_rank" in statement):
+        searched = "FROM embeddings" in statement or "ts_rank" in statement
+        if head.startswith("SELECT") and searched:
             seen.append((statement, params))
 
     event.listen(database.engine, "before_cursor_execute", listen)

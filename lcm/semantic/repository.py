@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, select, text, update
+from sqlalchemy import and_, bindparam, delete, exists, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -242,16 +242,31 @@ class EmbeddingRepository:
         targets: Sequence[str],
         since: datetime | None,
         before: datetime | None,
-        query_vector: str,
+        query_vector: Sequence[float],
         limit: int,
     ) -> list[tuple[str, str, int, float]]:
         """pgvector: the ``limit`` nearest (target, source, conversation, similarity)."""
+        from pgvector.sqlalchemy import Vector  # the semantic extra: only reached with it
+
         # Iterative index scans (pgvector 0.8) keep walking the HNSW graph when
         # the tenant/scope filter drops candidates, instead of returning fewer.
-        self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        # A custom plan each time: the best plan depends on the scope's size
+        # (one conversation: its index and an exact sort of its few thousand
+        # rows; a tenant's history: the HNSW graph), which only the values
+        # tell, and a cached generic plan would pick one for every scope.
+        self.session.execute(
+            text(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('plan_cache_mode', 'force_custom_plan', true)"
+            )
+        )
         # <#> is the negated inner product: the vectors are unit length, so
-        # ordering by it ascending is by cosine similarity, highest first.
-        distance = text("embedding <#> CAST(:q AS vector)").bindparams(q=query_vector)
+        # ordering by it ascending is by cosine similarity, highest first. The
+        # query is bound as a vector, not as text cast in the statement: a
+        # cast of a text parameter is redone for every row an exact sort reads.
+        distance = text("embedding <#> :q").bindparams(
+            bindparam("q", value=list(query_vector), type_=Vector(384))
+        )
         rows = self.session.execute(
             select(Embedding.target, Embedding.source, Embedding.conversation_id, distance)
             .where(*self._bounds(tenant_id, model, conversation_ids, targets, since, before))
