@@ -52,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plans", action="store_true", help="with --scale: EXPLAIN (ANALYZE, BUFFERS) each"
     )
+    parser.add_argument(
+        "--server",
+        nargs="+",
+        default=None,
+        help="instead: how fast lcm serve embeds these real sessions (bench/semantic_server.py); "
+        "with --against DIR also the server code of that tree",
+    )
 
 
 def _size(text: str) -> int:
@@ -145,6 +152,11 @@ def run(args: argparse.Namespace) -> None:
         from bench.semantic_scale import run_scale
 
         run_scale(args, [_size(s) for s in args.scale.split(",")])
+        return
+    if args.server:
+        from bench.semantic_server import run_server
+
+        run_server(args.server, args.against)
         return
     _throughput()
     sizes = [_size(s) for s in args.vectors.split(",")]
