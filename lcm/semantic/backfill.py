@@ -31,12 +31,8 @@ from lcm.errors import StaleLease
 from lcm.outbox import EmbedConversation, request_job
 from lcm.secrets import content_masks, mask_ranges
 from lcm.semantic.embedder import Embedder
-from lcm.semantic.repository import (
-    Cursor,
-    EmbeddingRepository,
-    EmbeddingRunRepository,
-    Pending,
-)
+from lcm.semantic.pending import Cursor, Pending
+from lcm.semantic.repository import EmbeddingRepository, EmbeddingRunRepository
 from lcm.semantic.texts import chunks, message_text
 from lcm.semantic_settings import SEMANTIC_ON
 
@@ -161,7 +157,7 @@ def run_backfill(
         with transaction() as session:
             repo = EmbeddingRepository(session)
             removed = repo.delete_other_models(model, batch * 8)
-            pending = _masked(session, repo.pending(model, None, batch, cursor))
+            pending = _masked(session, repo.pending(model, None, batch, cursor, utcnow()))
         cursor = cursor.past(pending)
         rows = vector_rows(embedder, pending)
         with transaction() as session:

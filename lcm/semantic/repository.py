@@ -9,59 +9,33 @@ embed job or backfill finds (an anti-join on ``(message_id, model)`` or
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, exists, func, select, text, update
+from sqlalchemy import (
+    String,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from lcm.db.models import Embedding, EmbeddingRun, LargeFile, Message, Summary
+from lcm.semantic.pending import Cursor, Pending
 
 _PGVECTOR_COLUMN: dict[str, bool] = {}  # per database URL: has migration 0028 added it
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A text without a vector of the current model."""
-
-    target: str  # message | summary | file
-    source: str  # msg_<id> | sum_… | file_…
-    tenant_id: str
-    conversation_id: int
-    message_id: int | None
-    at: datetime
-    text: str
-    role: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """How far a walk over waiting texts has got: the last id of each kind it was given.
-
-    A job or a backfill asks for the texts past its cursor, so each batch
-    starts where the last one ended instead of re-checking every text before
-    it (with a million embedded messages, one anti-join from the first id
-    per batch made a backfill quadratic).
-    """
-
-    message_id: int = 0
-    summary_id: str = ""
-    file_id: str = ""
-
-    def past(self, found: Sequence[Pending]) -> Cursor:
-        """The cursor after ``found`` (one :meth:`EmbeddingRepository.pending` answer)."""
-        messages = [p.message_id for p in found if p.message_id is not None]
-        summaries = [p.source for p in found if p.target == "summary"]
-        files = [p.source for p in found if p.target == "file"]
-        return Cursor(
-            max(messages, default=self.message_id),
-            max(summaries, default=self.summary_id),
-            max(files, default=self.file_id),
-        )
+Scope = Callable[[Any], list[Any]]  # a conversation id column -> the conditions on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,23 +73,38 @@ class EmbeddingRepository:
     # --- waiting texts -------------------------------------------------------
 
     def pending(
-        self, model: str, conversation_id: int | None, limit: int, after: Cursor | None = None
+        self,
+        model: str,
+        conversation_id: int | None,
+        limit: int,
+        after: Cursor | None = None,
+        skip_leased_at: datetime | None = None,
     ) -> list[Pending]:
         """Up to ``limit`` texts without a ``model`` vector (one conversation, or all),
-        past ``after``: messages first, by id, then summaries and files, by id."""
+        past ``after``: messages first, by id, then summaries and files, by id.
+
+        ``skip_leased_at``: leave out conversations whose embed job holds its
+        lease at that time (the backfill: that job embeds them, and looks
+        again before it lets go).
+        """
         after = after or Cursor()
-        found = self._pending_messages(model, conversation_id, limit, after.message_id)
+
+        def scope(column: Any) -> list[Any]:
+            conditions = [] if conversation_id is None else [column == conversation_id]
+            if skip_leased_at is not None:
+                name = literal("conversation:") + cast(column, String)
+                leased = and_(EmbeddingRun.name == name, EmbeddingRun.expires_at > skip_leased_at)
+                conditions.append(~exists().where(leased))
+            return conditions
+
+        found = self._pending_messages(model, scope, limit, after.message_id)
         if len(found) < limit:
-            found += self._pending_summaries(
-                model, conversation_id, limit - len(found), after.summary_id
-            )
+            found += self._pending_summaries(model, scope, limit - len(found), after.summary_id)
         if len(found) < limit:
-            found += self._pending_files(model, conversation_id, limit - len(found), after.file_id)
+            found += self._pending_files(model, scope, limit - len(found), after.file_id)
         return found
 
-    def _pending_messages(
-        self, model: str, cid: int | None, limit: int, after: int
-    ) -> list[Pending]:
+    def _pending_messages(self, model: str, scope: Scope, limit: int, after: int) -> list[Pending]:
         done = exists().where(and_(Embedding.message_id == Message.id, Embedding.model == model))
         query = select(
             Message.id,
@@ -124,15 +113,11 @@ class EmbeddingRepository:
             Message.created_at,
             Message.content,
             Message.role,
-        ).where(~done, Message.id > after)
-        if cid is not None:
-            query = query.where(Message.conversation_id == cid)
+        ).where(~done, Message.id > after, *scope(Message.conversation_id))
         rows = self.session.execute(query.order_by(Message.id).limit(limit)).all()
         return [Pending("message", f"msg_{r[0]}", r[1], r[2], r[0], r[3], r[4], r[5]) for r in rows]
 
-    def _pending_summaries(
-        self, model: str, cid: int | None, limit: int, after: str
-    ) -> list[Pending]:
+    def _pending_summaries(self, model: str, scope: Scope, limit: int, after: str) -> list[Pending]:
         done = exists().where(and_(Embedding.source == Summary.id, Embedding.model == model))
         query = select(
             Summary.id,
@@ -140,13 +125,11 @@ class EmbeddingRepository:
             Summary.conversation_id,
             Summary.latest_at,
             Summary.content,
-        ).where(~done, Summary.id > after)
-        if cid is not None:
-            query = query.where(Summary.conversation_id == cid)
+        ).where(~done, Summary.id > after, *scope(Summary.conversation_id))
         rows = self.session.execute(query.order_by(Summary.id).limit(limit)).all()
         return [Pending("summary", r[0], r[1], r[2], None, r[3], r[4]) for r in rows]
 
-    def _pending_files(self, model: str, cid: int | None, limit: int, after: str) -> list[Pending]:
+    def _pending_files(self, model: str, scope: Scope, limit: int, after: str) -> list[Pending]:
         done = exists().where(and_(Embedding.source == LargeFile.id, Embedding.model == model))
         query = select(
             LargeFile.id,
@@ -154,9 +137,12 @@ class EmbeddingRepository:
             LargeFile.conversation_id,
             LargeFile.created_at,
             LargeFile.exploration_summary,
-        ).where(LargeFile.exploration_summary.is_not(None), ~done, LargeFile.id > after)
-        if cid is not None:
-            query = query.where(LargeFile.conversation_id == cid)
+        ).where(
+            LargeFile.exploration_summary.is_not(None),
+            ~done,
+            LargeFile.id > after,
+            *scope(LargeFile.conversation_id),
+        )
         rows = self.session.execute(query.order_by(LargeFile.id).limit(limit)).all()
         return [Pending("file", r[0], r[1], r[2], None, r[3], r[4] or "") for r in rows]
 

@@ -16,7 +16,8 @@ from lcm.db.engine import Database
 from lcm.db.models import Embedding, EmbeddingRun
 from lcm.semantic.backfill import embed_conversation, run_backfill
 from lcm.semantic.embedder import Embedder, load_embedder
-from lcm.semantic.repository import Cursor, EmbeddingRepository
+from lcm.semantic.pending import Cursor
+from lcm.semantic.repository import EmbeddingRepository
 from tests.conftest import RecordingSender, api_client, new_tenant
 from tests.integration.test_semantic import CAR, FILLER, post_messages, vectors
 
@@ -129,3 +130,27 @@ def test_the_backfill_reads_each_waiting_text_once_even_when_a_write_keeps_nothi
     assert counting.texts == 1 + len(FILLER)
     with sdb.read_session() as session:
         assert session.scalar(select(func.count()).select_from(Embedding)) == 0
+
+
+def test_the_backfill_leaves_a_conversation_its_embed_job_holds(
+    sdb: Database, sclient: TestClient
+) -> None:
+    who = new_tenant(sdb)
+    busy = post_messages(sclient, who, "agent:main", [CAR, *FILLER])
+    post_messages(sclient, who, "agent:other", ["The dentist moved my appointment to May."])
+    held = _Counting(load_embedder(), hold=True)
+    outcome: list[int] = []
+    job = threading.Thread(
+        target=lambda: outcome.append(embed_conversation(sdb.transaction, held, busy, 64))  # type: ignore[arg-type]
+    )
+    job.start()
+    assert held.inside.wait(60)
+    # Beat's backfill runs while the job embeds: it takes the other conversation only.
+    backfill = _Counting(load_embedder())
+    result = run_backfill(sdb.transaction, backfill, 64, 60)  # type: ignore[arg-type]
+    assert result is not None
+    assert (result.embedded, backfill.texts) == (1, 1)
+    held.release.set()
+    job.join(60)
+    assert outcome == [1 + len(FILLER)]
+    assert vectors(sdb) == 2 + len(FILLER)
