@@ -5,7 +5,10 @@ references write exactly those rows for the same messages, in the same
 batches, one transaction per batch: ``executemany`` (what a careful
 hand-written insert does) and ``COPY`` (the fastest bulk path Postgres has).
 lcm additionally locks the conversation row, checks client ids for
-duplicates and allocates seqs; the ratio shows what that costs.
+duplicates and allocates seqs; the ratio shows what that costs. lcm runs
+twice, with semantic recall off and on (``LCM_SEMANTIC=on`` adds an embed job
+to each batch's outbox, sent after commit; the embedding itself is the
+worker's, measured by ``python -m bench semantic --server``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import psycopg
@@ -26,6 +30,16 @@ from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 
 BATCH = 100
+
+
+class _Sender:
+    """The broker's stand-in: counts the jobs a commit sends."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send(self, jobs: Sequence[object]) -> None:
+        self.sent += len(jobs)
 
 
 def _messages(n: int, tag: str) -> list[IncomingMessage]:
@@ -145,23 +159,29 @@ def run(args: argparse.Namespace) -> None:
         flush=True,
     )
     with postgres() as url:
-        database = Database(Settings(database_url=url))
+        database = Database(Settings(database_url=url), _Sender())
+        sender = _Sender()
+        semantic = Database(Settings(database_url=url, semantic=True), sender)
         with database.session() as session:
             tenant_id = create_tenant(session, "bench").tenant_id
             session.commit()
         raw = psycopg.connect(url.replace("postgresql+psycopg", "postgresql"))
         next_id = 10_000_000
-        figures: dict[str, list[float]] = {"lcm": [], "executemany": [], "copy": []}
+        figures: dict[str, list[float]] = {"lcm": [], "semantic": [], "executemany": [], "copy": []}
         for r in range(repeat):
             # Interleaved so machine noise hits every contender alike.
             figures["lcm"].append(_lcm_run(database, tenant_id, n, r))
+            figures["semantic"].append(_lcm_run(semantic, tenant_id, n, r + repeat))
             for name, fn in (("executemany", _executemany_run), ("copy", _copy_run)):
                 conv = _setup_conversation(raw, tenant_id, f"{name}-{r}")
                 figures[name].append(fn(raw, _rows(n, tenant_id, conv, next_id)))
                 next_id += n
         lcm = _median("lcm ingest_messages", figures["lcm"])
+        on = _median("lcm, LCM_SEMANTIC=on", figures["semantic"])
+        print(f"  semantic on/off: {on / lcm:.2f} ({sender.sent} embed jobs sent)", flush=True)
         many = _median("psycopg executemany", figures["executemany"])
         copy = _median("psycopg COPY", figures["copy"])
         print(f"  ratio lcm/executemany: {lcm / many:.2f}   lcm/COPY: {lcm / copy:.2f}", flush=True)
         raw.close()
         database.dispose()
+        semantic.dispose()

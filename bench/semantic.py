@@ -43,6 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="10k,100k",
         help="dense-search sizes (vectors of one tenant), e.g. 100k,1m",
     )
+    parser.add_argument(
+        "--scale",
+        default=None,
+        help="instead: semantic and hybrid grep at these sizes over clustered vectors of "
+        "several tenants (bench/semantic_scale.py), e.g. 100k,1m",
+    )
+    parser.add_argument(
+        "--plans", action="store_true", help="with --scale: EXPLAIN (ANALYZE, BUFFERS) each"
+    )
+    parser.add_argument(
+        "--server",
+        nargs="+",
+        default=None,
+        help="instead: how fast lcm serve embeds these real sessions (bench/semantic_server.py); "
+        "with --against DIR also the server code of that tree",
+    )
 
 
 def _size(text: str) -> int:
@@ -132,6 +148,16 @@ def _latency(database: Database, tenant_id: str, repeat: int) -> float:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.scale:
+        from bench.semantic_scale import run_scale
+
+        run_scale(args, [_size(s) for s in args.scale.split(",")])
+        return
+    if args.server:
+        from bench.semantic_server import run_server
+
+        run_server(args.server, args.against)
+        return
     _throughput()
     sizes = [_size(s) for s in args.vectors.split(",")]
     with postgres() as url:

@@ -31,7 +31,8 @@ from lcm.errors import StaleLease
 from lcm.outbox import EmbedConversation, request_job
 from lcm.secrets import content_masks, mask_ranges
 from lcm.semantic.embedder import Embedder
-from lcm.semantic.repository import EmbeddingRepository, EmbeddingRunRepository, Pending
+from lcm.semantic.pending import Cursor, Pending
+from lcm.semantic.repository import EmbeddingRepository, EmbeddingRunRepository
 from lcm.semantic.texts import chunks, message_text
 from lcm.semantic_settings import SEMANTIC_ON
 
@@ -46,26 +47,80 @@ def request_embedding(session: Session, conversation_id: int) -> None:
 
 
 def embed_conversation(
-    transaction: Transaction, embedder: Embedder, conversation_id: int, batch: int
+    transaction: Transaction,
+    embedder: Embedder,
+    conversation_id: int,
+    batch: int,
+    lease_seconds: int = 120,
 ) -> int:
     """Embed the conversation's texts without a vector; how many were embedded.
 
-    Safe to run twice or concurrently: a text another job embedded meanwhile
-    is written once (``EmbeddingRepository.store``).
+    One job at a time per conversation: every write to a conversation asks
+    for a job, and a worker's threads (16 by default) would otherwise take
+    several of them at once and embed the same waiting texts side by side,
+    each throwing away all but one result. The job holds a lease named after
+    the conversation (``embedding_runs``); a job that finds it held leaves at
+    once, and the holder, once it has let go, looks for waiting texts again,
+    so what that job was sent for is embedded by the holder. The lease is
+    renewed with each batch's write: a holder stalled past ``lease_seconds``
+    loses it to the next job and stops at its next write. Still safe to run
+    beside a backfill: a text embedded twice is written once
+    (``EmbeddingRepository.store``).
     """
+    name, owner, model = f"conversation:{conversation_id}", uuid.uuid4().hex, embedder.model_name
+    lease = _Lease(name, owner, lease_seconds)
     embedded = 0
+    for _round in range(_ROUNDS):
+        with transaction() as session:
+            now = utcnow()
+            until = now + timedelta(seconds=lease_seconds)
+            if not EmbeddingRunRepository(session).take(name, owner, model, until, now):
+                return embedded  # the holder looks again after it lets go
+        try:
+            embedded += _drain(transaction, embedder, conversation_id, batch, lease)
+        finally:
+            with transaction() as session:
+                EmbeddingRunRepository(session).release(name, owner)
+        # A job sent while we held the lease left at once: what it was sent
+        # for was committed before it looked, so before this read.
+        with transaction() as session:
+            if not EmbeddingRepository(session).pending(model, conversation_id, 1):
+                return embedded
+    return embedded
+
+
+_ROUNDS = 8  # bounds the look-again loop should a text never get its vector
+
+
+@dataclass(frozen=True, slots=True)
+class _Lease:
+    name: str
+    owner: str
+    seconds: int
+
+
+def _drain(
+    transaction: Transaction, embedder: Embedder, conversation_id: int, batch: int, lease: _Lease
+) -> int:
+    """Embed the conversation's waiting texts, a batch at a time, walking a cursor."""
+    embedded, cursor = 0, Cursor()
     while True:
         with transaction() as session:
+            repo = EmbeddingRepository(session)
             pending = _masked(
-                session,
-                EmbeddingRepository(session).pending(embedder.model_name, conversation_id, batch),
+                session, repo.pending(embedder.model_name, conversation_id, batch, cursor)
             )
         if not pending:
             return embedded
         rows = vector_rows(embedder, pending)
         with transaction() as session:
+            until = utcnow() + timedelta(seconds=lease.seconds)
+            runs = EmbeddingRunRepository(session)
+            if not runs.renew(lease.name, lease.owner, until, embedded + len(pending), 0):
+                return embedded  # taken over after a stall: the new holder goes on
             EmbeddingRepository(session).store(rows)
         embedded += len(pending)
+        cursor = cursor.past(pending)
         if len(pending) < batch:
             return embedded
 
@@ -97,11 +152,13 @@ def run_backfill(
             return None
         total = EmbeddingRepository(session).count_pending(model)
     embedded = deleted = 0
+    cursor = Cursor()
     while True:
         with transaction() as session:
             repo = EmbeddingRepository(session)
             removed = repo.delete_other_models(model, batch * 8)
-            pending = _masked(session, repo.pending(model, None, batch))
+            pending = _masked(session, repo.pending(model, None, batch, cursor, utcnow()))
+        cursor = cursor.past(pending)
         rows = vector_rows(embedder, pending)
         with transaction() as session:
             until = utcnow() + timedelta(seconds=lease_seconds)

@@ -59,8 +59,18 @@ class Embedder:
         np = self._np
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        parts = [self._embed_batch(texts[i : i + BATCH]) for i in range(0, len(texts), BATCH)]
-        return np.concatenate(parts, axis=0)
+        # A batch is padded to its longest text, so texts of like length are
+        # batched together (shortest first) and put back in order after: one
+        # 1,000-character chunk in a batch of short turns would otherwise make
+        # every turn of it cost as much as the chunk.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        parts = [
+            self._embed_batch([texts[i] for i in order[start : start + BATCH]])
+            for start in range(0, len(texts), BATCH)
+        ]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        out[order] = np.concatenate(parts, axis=0)
+        return out
 
     def _embed_batch(self, texts: Sequence[str]) -> Any:
         np = self._np

@@ -9,33 +9,33 @@ embed job or backfill finds (an anti-join on ``(message_id, model)`` or
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, select, text, update
+from sqlalchemy import (
+    String,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from lcm.db.models import Embedding, EmbeddingRun, LargeFile, Message, Summary
+from lcm.semantic.pending import Cursor, Pending
 
 _PGVECTOR_COLUMN: dict[str, bool] = {}  # per database URL: has migration 0028 added it
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A text without a vector of the current model."""
-
-    target: str  # message | summary | file
-    source: str  # msg_<id> | sum_… | file_…
-    tenant_id: str
-    conversation_id: int
-    message_id: int | None
-    at: datetime
-    text: str
-    role: str | None = None
+Scope = Callable[[Any], list[Any]]  # a conversation id column -> the conditions on it
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +72,39 @@ class EmbeddingRepository:
 
     # --- waiting texts -------------------------------------------------------
 
-    def pending(self, model: str, conversation_id: int | None, limit: int) -> list[Pending]:
-        """Up to ``limit`` texts without a ``model`` vector (one conversation, or all)."""
-        found = self._pending_messages(model, conversation_id, limit)
+    def pending(
+        self,
+        model: str,
+        conversation_id: int | None,
+        limit: int,
+        after: Cursor | None = None,
+        skip_leased_at: datetime | None = None,
+    ) -> list[Pending]:
+        """Up to ``limit`` texts without a ``model`` vector (one conversation, or all),
+        past ``after``: messages first, by id, then summaries and files, by id.
+
+        ``skip_leased_at``: leave out conversations whose embed job holds its
+        lease at that time (the backfill: that job embeds them, and looks
+        again before it lets go).
+        """
+        after = after or Cursor()
+
+        def scope(column: Any) -> list[Any]:
+            conditions = [] if conversation_id is None else [column == conversation_id]
+            if skip_leased_at is not None:
+                name = literal("conversation:") + cast(column, String)
+                leased = and_(EmbeddingRun.name == name, EmbeddingRun.expires_at > skip_leased_at)
+                conditions.append(~exists().where(leased))
+            return conditions
+
+        found = self._pending_messages(model, scope, limit, after.message_id)
         if len(found) < limit:
-            found += self._pending_summaries(model, conversation_id, limit - len(found))
+            found += self._pending_summaries(model, scope, limit - len(found), after.summary_id)
         if len(found) < limit:
-            found += self._pending_files(model, conversation_id, limit - len(found))
+            found += self._pending_files(model, scope, limit - len(found), after.file_id)
         return found
 
-    def _pending_messages(self, model: str, cid: int | None, limit: int) -> list[Pending]:
+    def _pending_messages(self, model: str, scope: Scope, limit: int, after: int) -> list[Pending]:
         done = exists().where(and_(Embedding.message_id == Message.id, Embedding.model == model))
         query = select(
             Message.id,
@@ -90,13 +113,11 @@ class EmbeddingRepository:
             Message.created_at,
             Message.content,
             Message.role,
-        ).where(~done)
-        if cid is not None:
-            query = query.where(Message.conversation_id == cid)
+        ).where(~done, Message.id > after, *scope(Message.conversation_id))
         rows = self.session.execute(query.order_by(Message.id).limit(limit)).all()
         return [Pending("message", f"msg_{r[0]}", r[1], r[2], r[0], r[3], r[4], r[5]) for r in rows]
 
-    def _pending_summaries(self, model: str, cid: int | None, limit: int) -> list[Pending]:
+    def _pending_summaries(self, model: str, scope: Scope, limit: int, after: str) -> list[Pending]:
         done = exists().where(and_(Embedding.source == Summary.id, Embedding.model == model))
         query = select(
             Summary.id,
@@ -104,13 +125,11 @@ class EmbeddingRepository:
             Summary.conversation_id,
             Summary.latest_at,
             Summary.content,
-        ).where(~done)
-        if cid is not None:
-            query = query.where(Summary.conversation_id == cid)
-        rows = self.session.execute(query.order_by(Summary.created_at).limit(limit)).all()
+        ).where(~done, Summary.id > after, *scope(Summary.conversation_id))
+        rows = self.session.execute(query.order_by(Summary.id).limit(limit)).all()
         return [Pending("summary", r[0], r[1], r[2], None, r[3], r[4]) for r in rows]
 
-    def _pending_files(self, model: str, cid: int | None, limit: int) -> list[Pending]:
+    def _pending_files(self, model: str, scope: Scope, limit: int, after: str) -> list[Pending]:
         done = exists().where(and_(Embedding.source == LargeFile.id, Embedding.model == model))
         query = select(
             LargeFile.id,
@@ -118,10 +137,13 @@ class EmbeddingRepository:
             LargeFile.conversation_id,
             LargeFile.created_at,
             LargeFile.exploration_summary,
-        ).where(LargeFile.exploration_summary.is_not(None), ~done)
-        if cid is not None:
-            query = query.where(LargeFile.conversation_id == cid)
-        rows = self.session.execute(query.order_by(LargeFile.created_at).limit(limit)).all()
+        ).where(
+            LargeFile.exploration_summary.is_not(None),
+            ~done,
+            LargeFile.id > after,
+            *scope(LargeFile.conversation_id),
+        )
+        rows = self.session.execute(query.order_by(LargeFile.id).limit(limit)).all()
         return [Pending("file", r[0], r[1], r[2], None, r[3], r[4] or "") for r in rows]
 
     def count_pending(self, model: str) -> int:
@@ -206,16 +228,31 @@ class EmbeddingRepository:
         targets: Sequence[str],
         since: datetime | None,
         before: datetime | None,
-        query_vector: str,
+        query_vector: Sequence[float],
         limit: int,
     ) -> list[tuple[str, str, int, float]]:
         """pgvector: the ``limit`` nearest (target, source, conversation, similarity)."""
+        from pgvector.sqlalchemy import Vector  # the semantic extra: only reached with it
+
         # Iterative index scans (pgvector 0.8) keep walking the HNSW graph when
         # the tenant/scope filter drops candidates, instead of returning fewer.
-        self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        # A custom plan each time: the best plan depends on the scope's size
+        # (one conversation: its index and an exact sort of its few thousand
+        # rows; a tenant's history: the HNSW graph), which only the values
+        # tell, and a cached generic plan would pick one for every scope.
+        self.session.execute(
+            text(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('plan_cache_mode', 'force_custom_plan', true)"
+            )
+        )
         # <#> is the negated inner product: the vectors are unit length, so
-        # ordering by it ascending is by cosine similarity, highest first.
-        distance = text("embedding <#> CAST(:q AS vector)").bindparams(q=query_vector)
+        # ordering by it ascending is by cosine similarity, highest first. The
+        # query is bound as a vector, not as text cast in the statement: a
+        # cast of a text parameter is redone for every row an exact sort reads.
+        distance = text("embedding <#> :q").bindparams(
+            bindparam("q", value=list(query_vector), type_=Vector(384))
+        )
         rows = self.session.execute(
             select(Embedding.target, Embedding.source, Embedding.conversation_id, distance)
             .where(*self._bounds(tenant_id, model, conversation_ids, targets, since, before))
@@ -312,6 +349,13 @@ class EmbeddingRunRepository:
             .values(expires_at=until, done=done, total=total)
         )
         return bool(result.rowcount)
+
+    def release(self, name: str, owner: str) -> None:
+        """Let go of a per-conversation lease: its row goes (one row per job, not per
+        conversation ever embedded)."""
+        self.session.execute(
+            delete(EmbeddingRun).where(EmbeddingRun.name == name, EmbeddingRun.owner == owner)
+        )
 
     def finish(self, name: str, owner: str, now: datetime) -> None:
         self.session.execute(

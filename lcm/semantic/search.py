@@ -76,9 +76,8 @@ def dense_search(
         query.before,
     )
     if repo.uses_pgvector:
-        literal = "[" + ",".join(f"{x:.6g}" for x in vector.tolist()) + "]"
         # Chunks of one text can fill several places: ask for more, keep the best.
-        rows = repo.nearest(*bounds, literal, query.limit * 3)
+        rows = repo.nearest(*bounds, vector.tolist(), query.limit * 3)
         hits = _best_per_source((t, s, c, sim) for t, s, c, sim in rows)
         return DenseResult(hits[: query.limit], True, text)
     return _scan(repo.scan(*bounds), vector, query.limit, deadline, text)

@@ -20,7 +20,11 @@ def embed(conversation_id: int) -> int:
     if not settings.semantic:
         return 0
     return embed_conversation(
-        runtime.database().transaction, load_embedder(), conversation_id, settings.semantic_batch
+        runtime.database().transaction,
+        load_embedder(),
+        conversation_id,
+        settings.semantic_batch,
+        settings.semantic_lease_seconds,
     )
 
 

@@ -97,3 +97,23 @@ def test_threads_embedding_at_once_get_the_vectors_one_thread_gets() -> None:
         thread.join(60)
     for t in range(4):
         np.testing.assert_allclose(together[t], alone[t], atol=1e-5)
+
+
+def test_texts_batched_by_length_come_back_in_the_order_given() -> None:
+    embedder = load_embedder()
+    long = "the release notes list every change to the storage layer " * 15
+    texts = [
+        long,
+        "my car would not start this morning",
+        long[:400] + " and the backup job",
+        "we adopted a kitten from the shelter",
+        "the quarterly budget review moved to Thursday",
+        long[:200] + " while the cache warmed",
+    ] * 7
+    together = embedder.embed(texts)  # 42 texts: two batches, each of like lengths
+    alone = np.concatenate([embedder.embed([t]) for t in texts[:6]])
+    similarity = together[:6] @ alone.T
+    # int8 activations are quantised per batch, so equal means nearly equal
+    assert list(similarity.argmax(axis=1)) == list(range(6))
+    assert float(np.diag(similarity).min()) > 0.99
+    np.testing.assert_allclose(together[6:12], together[:6], atol=1e-3)

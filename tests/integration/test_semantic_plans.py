@@ -1,0 +1,133 @@
+"""The dense statement on Postgres with pgvector: the HNSW index can serve it, and
+its query vector stays a vector in a prepared statement's generic plan."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.orm import Session
+
+from lcm.db.engine import Database
+from lcm.db.models import Conversation, utcnow
+from lcm.semantic.embedder import MODEL_NAME
+from lcm.semantic.repository import EmbeddingRepository
+from tests.conftest import RecordingSender, new_tenant
+
+pytestmark = pytest.mark.postgres
+HNSW = "ix_embeddings_embedding_hnsw"
+
+
+def _unit(rng: random.Random) -> list[float]:
+    vector = [rng.gauss(0, 1) for _ in range(384)]
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector]
+
+
+@pytest.fixture
+def seeded(pg_db: Database) -> Iterator[tuple[Database, str, list[int]]]:
+    """Two tenants' vectors (two conversations each), ANALYZEd."""
+    db = Database(pg_db.settings.model_copy(update={"semantic": True}), RecordingSender())
+    rng, now = random.Random(5), utcnow()
+    tenants = [new_tenant(db, name).tenant_id for name in ("a", "b")]
+    cids: list[int] = []
+    with db.transaction() as session:
+        for tenant_id in tenants:
+            for key in ("one", "two"):
+                conversation = Conversation(tenant_id=tenant_id, session_key=key, session_id=key)
+                session.add(conversation)
+                session.flush()
+                cids.append(conversation.id)
+        rows = []
+        for n in range(800):
+            vector = _unit(rng)
+            cid = cids[n % len(cids)]
+            rows.append(
+                {
+                    "tenant_id": tenants[n % len(cids) // 2],
+                    "conversation_id": cid,
+                    "target": "summary",
+                    "source": f"sum_t{n}",
+                    "message_id": None,
+                    "chunk": 0,
+                    "model": MODEL_NAME,
+                    "dimension": 384,
+                    "at": now,
+                    "created_at": now,
+                    "vector": None,
+                    "embedding": "[" + ",".join(f"{x:.6g}" for x in vector) + "]",
+                }
+            )
+        repo = EmbeddingRepository(session)
+        assert repo.uses_pgvector
+        repo.store(rows)
+    with db.engine.begin() as conn:
+        conn.execute(text("ANALYZE embeddings"))
+    yield db, tenants[0], cids[:2]
+    db.dispose()
+
+
+def _nearest(session: Session, tenant_id: str, cids: list[int] | None, seed: int) -> Any:
+    return EmbeddingRepository(session).nearest(
+        tenant_id, MODEL_NAME, cids, ("summary",), None, None, _unit(random.Random(seed)), 30
+    )
+
+
+def test_a_tenant_wide_dense_search_can_walk_the_hnsw_index(
+    seeded: tuple[Database, str, list[int]],
+) -> None:
+    """With sorts and scans priced out, the plan must be the index's ordered scan:
+    the ORDER BY is the operator class's own expression with LIMIT right above it."""
+    db, tenant_id, _cids = seeded
+    seen: list[tuple[str, Any]] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, params: Any, *_rest: Any) -> None:
+        if "FROM embeddings" in statement:
+            seen.append((statement, params))
+
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        with db.read_session() as session:
+            found = _nearest(session, tenant_id, None, 1)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert len(found) == 30
+    assert all(row[0] == "summary" for row in found)
+    ((statement, params),) = seen
+    with db.engine.begin() as conn:
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            conn.execute(text(f"SET LOCAL {setting} = off"))
+        conn.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params))
+    assert HNSW in plan, plan
+    assert "Sort" not in plan, plan
+
+
+def test_the_query_vector_is_bound_as_a_vector_in_prepared_statements(
+    seeded: tuple[Database, str, list[int]],
+) -> None:
+    """psycopg prepares a statement after five runs; Postgres then may use a
+    generic plan. A text parameter cast to vector in it is parsed again for every
+    row an exact sort reads (one conversation: hundreds of ms at 2,000 rows)."""
+    db, tenant_id, cids = seeded
+    with db.engine.connect() as conn:
+        results = []
+        for n in range(12):
+            with Session(bind=conn) as session:
+                results.append(_nearest(session, tenant_id, cids[:1], n))
+                session.commit()
+        types = [
+            list(r[0])
+            for r in conn.execute(
+                text(
+                    "SELECT parameter_types FROM pg_prepared_statements "
+                    "WHERE statement LIKE '%FROM embeddings%'"
+                )
+            )
+        ]
+    assert types, "the dense statement was never prepared"
+    assert all("vector" in t for t in types), types
+    assert all(len(r) == 30 and {row[2] for row in r} == {cids[0]} for r in results)
