@@ -23,6 +23,7 @@ from celery.worker import WorkController
 from lcm.job_types import COMPACTION_RECONCILE, FILES_RECONCILE, QUEUES
 from lcm.services import Services
 from workers.bootstrap import bootstrap
+from workers.tasks.compaction import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,12 @@ class EmbeddedWorker:
         # Here the waiting side is the API's request threads, not a pool slot,
         # so the guard is lifted the same way Celery's own embedded test worker does.
         _set_task_join_will_block(False)
+        # Its own ready callback replaces Celery's, which would send
+        # ``worker_ready``: the warm-up a worker does then is done here,
+        # before the API takes requests. Without it the first wake-ups of a
+        # busy ``lcm serve`` waited many seconds on the summarizer's build
+        # (the LLM SDK's import) under the API's load.
+        warm_up()
         log.info("embedded worker started (%d threads)", self._controller.concurrency)
         self._beat.start()
 

@@ -15,22 +15,102 @@ still has none.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 
 from celery.result import AsyncResult
 
 from lcm.job_types import INDEX_SEARCH_BACKLOG, LEAF, PASS_JOBS, SUMMARIZE_FILE, JobType
-from lcm.outbox import Job
+from lcm.outbox import IndexSearchBacklog, Job
 from workers.celery_app import app
 
 log = logging.getLogger(__name__)
 
 
+class DrainRequests:
+    """At most one search-backlog drain queued or running per process.
+
+    On SQLite every unit of work that inserts messages asks for a drain
+    (``lcm.retrieval.search_backlog``), one per request of a gateway turn.
+    Sent as asked, hundreds of drains ran at once under load, each taking
+    the write lock in turn (mostly to find the backlog empty) on a pool
+    thread of the compaction queue, and a compaction wake-up waited behind
+    them (``lcm serve`` made no compaction pass for 20 s and more).
+
+    Here a request while a drain is queued sends nothing: that drain takes
+    every row committed before it starts. A request while one runs sends
+    nothing either but marks it: the running drain may have passed the
+    rows already, so it drains again when it ends (:meth:`finished`).
+
+    A drain this process sent may run in another process (an API process
+    beside a worker on the same SQLite file) and never report here: a drain
+    sent or started more than ``resend_seconds`` ago no longer holds the
+    next one back. A lost drain costs only index lag (grep reads unindexed
+    messages from the backlog) and beat resends one.
+    """
+
+    def __init__(
+        self, resend_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.resend_seconds = resend_seconds
+        self.clock = clock
+        # Guards the fields below: request threads ask while a worker thread
+        # starts and finishes the drain; each reads and sets them together.
+        self._lock = threading.Lock()
+        self._since: float | None = None  # when the drain was sent or started; None: none
+        self._running = False
+        self._again = False
+
+    def should_send(self) -> bool:
+        """True (and a drain counted as queued from now) unless one is queued or running."""
+        now = self.clock()
+        with self._lock:
+            if self._since is not None and now - self._since < self.resend_seconds:
+                if self._running:
+                    self._again = True
+                return False
+            self._since, self._running, self._again = now, False, False
+            return True
+
+    def started(self) -> None:
+        """A drain began (in this process)."""
+        with self._lock:
+            self._since, self._running, self._again = self.clock(), True, False
+
+    def finished(self) -> bool:
+        """A drain ended; True if it must drain again (rows were committed as it ran).
+
+        On True the drain stays counted as running, its caller drains again.
+        """
+        with self._lock:
+            if self._again:
+                self._since, self._again = self.clock(), False
+                return True
+            self._since, self._running = None, False
+            return False
+
+    def forget(self) -> None:
+        """No drain queued nor running (one the broker refused, or one that failed)."""
+        with self._lock:
+            self._since, self._running, self._again = None, False, False
+
+
+DRAINS = DrainRequests()
+
+
 class CelerySender:
     """Sends outbox jobs through the Celery app (Redis, or in-process when embedded)."""
 
+    def __init__(self, drains: DrainRequests = DRAINS) -> None:
+        self.drains = drains
+
     def send(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
+            if isinstance(job, IndexSearchBacklog):
+                if self.drains.should_send() and not _send(job.job_type, job.args(), repr(job)):
+                    self.drains.forget()
+                continue
             _send(job.job_type, job.args(), repr(job))
 
 

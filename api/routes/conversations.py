@@ -32,6 +32,13 @@ from api.deps import (
     SnapshotReadDep,
     WorkerLinkDep,
 )
+from api.direct_routes import (
+    DirectRoute,
+    direct,
+    ingest_arguments,
+    snapshot_arguments,
+    turn_arguments,
+)
 from api.inline_compaction import InlineJobsDep
 from api.openapi import error_responses
 from api.responses import model_response, model_response_with_json
@@ -57,12 +64,15 @@ router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 # four path patterns instead of every one of the API's. No other route's
 # pattern matches a POST to a path ending in /messages, /turns or /assemble,
 # so no request is routed differently.
-turn_router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+# Its routes are DirectRoutes: the ordinary request skips FastAPI's generic
+# handling (api/direct_routes.py).
+turn_router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=DirectRoute)
 
 
 @turn_router.post(
     "/{key:path}/messages", response_model=MessagesOut, responses=error_responses(409)
 )
+@direct(MessagesIn, ingest_arguments)
 def post_messages(
     key: SessionKey,
     body: MessagesIn,
@@ -70,7 +80,7 @@ def post_messages(
     database: DatabaseDep,
     settings: SettingsDep,
     services: ServicesDep,
-) -> MessagesOut | Response:
+) -> Response:
     caller = check.caller()
     batch = prepared_batch(body, settings)
     # The use case opens its unit of work rather than a session dependency: a
@@ -86,8 +96,8 @@ def post_messages(
         body.host_cursor,
     )
     if isinstance(result, str):  # an ignored or stateless session: nothing stored
-        return MessagesOut(
-            conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(result)
+        return model_response(
+            MessagesOut(conversation_id=None, ingested=0, duplicates=0, **MessagesOut.flags(result))
         )
     # Validated as it is built: not validated again (see model_response).
     return model_response(
@@ -100,6 +110,7 @@ def post_messages(
 
 
 @turn_router.post("/{key:path}/turns", response_model=TurnOut, responses=error_responses(409))
+@direct(TurnIn, turn_arguments)
 def post_turn(
     key: SessionKey,
     body: TurnIn,
@@ -108,7 +119,7 @@ def post_turn(
     settings: SettingsDep,
     services: ServicesDep,
     inline_jobs: InlineJobsDep,
-) -> TurnOut | Response:
+) -> Response:
     caller = check.caller()
     batch = prepared_batch(body, settings)
     # Messages and debt commit first (the wake-up leaves with that commit);
@@ -127,17 +138,18 @@ def post_turn(
         caller.settings,
         services.storage,
     )
+    # Validated as it is built: not validated again (see model_response).
     if taken.turn.ingest is None:
-        return TurnOut.of(taken.turn, "none")
+        return model_response(TurnOut.of(taken.turn, "none"))
     if taken.compaction != "ran":
-        # Validated as it is built: not validated again (see model_response).
         return model_response(TurnOut.of(taken.turn, taken.compaction))
-    return TurnOut.of(taken.turn, taken.compaction, taken.tokens_after)
+    return model_response(TurnOut.of(taken.turn, taken.compaction, taken.tokens_after))
 
 
 @turn_router.post(
     "/{key:path}/assemble", response_model=AssembleOut, responses=error_responses(404)
 )
+@direct(AssembleIn, snapshot_arguments)
 def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
     with read as (session, caller):  # opened and ended in this thread (see SnapshotRead)
         conversation = target_for_read(session, caller.tenant_id, key, body.session_id)

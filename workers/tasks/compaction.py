@@ -135,11 +135,17 @@ def reconcile(grace_seconds: float | None = None) -> int:
 
 @worker_ready.connect
 def _warm_up(**_kwargs: Any) -> None:
+    warm_up()
+
+
+def warm_up() -> None:
     """Build the job runner (LLM SDK import, client, breaker) before the first task.
 
     Otherwise the first wave of tasks all wait on that one-time setup (about
-    1.5 s for the SDK import alone), which shows up as queue lag. The hot
-    statements are compiled here too, for the same reason.
+    1.5 s for the SDK import alone, many seconds on a core the API keeps
+    busy), which shows up as queue lag. The hot statements are compiled here
+    too, for the same reason. A worker runs it when ready; ``lcm serve``'s
+    in-process worker, which sends no ``worker_ready``, calls it at start.
     """
     runtime.compaction_jobs()
     runtime.database().compile_statements()
