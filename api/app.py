@@ -35,6 +35,7 @@ from lcm.db.engine import Database
 from lcm.heap import freeze_startup_heap
 from lcm.logs import configure_logging
 from lcm.outbox import JobSender
+from lcm.semantic import warm_embedder
 from lcm.services import Services
 from lcm.settings import Settings, get_settings
 from lcm.worker_link import WorkerLink
@@ -109,6 +110,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # what is alive then lives as long as the process (see lcm/heap.py).
     app.state.database.compile_statements()
     freeze_startup_heap()
+    if app.state.settings.semantic:
+        # In the background: assembly's recall by meaning goes without the
+        # model until it is loaded rather than wait for it (lcm.retrieval.prompt_meaning).
+        warm_embedder()
     yield
 
 

@@ -24,6 +24,7 @@ from bench import (
     plugin,
     pooler,
     recall,
+    recall_floor,
     search_cost,
     search_lock,
     secrets,
@@ -57,6 +58,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], None]] = {
     "secrets": secrets.run,
     "semantic": semantic.run,
     "recall": recall.run,
+    "recall_floor": recall_floor.run,
     "cost": cost.run,
 }
 

@@ -26,6 +26,16 @@ class SemanticTenantSettings(BaseSettings):
     # ``strip_frequent`` without words in more than 10% of the tenant's
     # embedded texts; ``both`` (lcm.semantic.query_text).
     semantic_query_handling: QueryHandling = "both"
+    # Where the deployment has semantic on, assemble's recall cue
+    # (prompt_recall_max_snippets) also recalls by meaning: the prompt is
+    # embedded and the conversation's nearest older messages are fused with
+    # the identifier lookups (lcm.retrieval.prompt_meaning). Off: identifiers only.
+    prompt_recall_semantic: bool = True
+    # The similarity floor of recall by meaning: a dense hit below this cosine
+    # similarity is not recalled by the cue and does not rank a conversation
+    # for expand-query, so a prompt about nothing stored recalls nothing.
+    # Chosen on the paraphrase recall set (python -m bench recall_floor).
+    semantic_min_similarity: float = Field(0.45, ge=0.0, le=1.0)
 
 
 class SemanticSettings(BaseSettings):

@@ -205,6 +205,9 @@ class RecalledSnippet(BaseModel):
 
     The snippets share one text block, ``<recalled_history>``, just before the
     fresh tail; each cites its message as ``ref`` (``msg_<message_id>``).
+    Recalled by meaning (where the server has semantic recall on), a snippet
+    has an empty ``identifier`` and its message's cosine ``similarity`` to
+    the prompt; recalled for an identifier, ``similarity`` is null.
     """
 
     message_id: int
@@ -214,6 +217,7 @@ class RecalledSnippet(BaseModel):
     identifier: str
     text: str
     message_index: int
+    similarity: float | None = None
 
 
 class AssembleOut(BaseModel):
@@ -228,7 +232,7 @@ class AssembleOut(BaseModel):
     # With ``include_times``: one entry per message of ``messages``, in order
     # (apart: the messages carry only what the provider's API accepts).
     message_times: list[MessageTimes] | None = None
-    # Snippets recalled for identifiers the prompt named (empty: none).
+    # Snippets recalled for identifiers the prompt named, or by meaning (empty: none).
     recalled: list[RecalledSnippet] = Field(default_factory=list)
 
 

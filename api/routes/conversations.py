@@ -204,6 +204,7 @@ def _recalled(result: AssembledContext) -> list[RecalledSnippet]:
             identifier=s.identifier,
             text=s.text,
             message_index=index,
+            similarity=s.similarity,
         )
         for s in result.recalled
     ]

@@ -77,9 +77,9 @@ def assemble(
     """
     mask = secret_masking(session, tenant_id, conversation_id, settings)
     window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
-    if cue is None and mask is _as_stored and window.memo is not None:
+    if (cue is None or not cue.ranks) and mask is _as_stored and window.memo is not None:
         args = (window, window.memo, token_budget, settings, times, replay_to)
-        return _memoized(session, conversation_id, *args)
+        return _memoized_recall(session, conversation_id, cue, *args)
     # A choice is forced when the items do not all fit (a whole window may
     # still not: it holds at least the fresh tail's count of items).
     forced = not window.whole or sum(e.token_count for e in window.entries) > token_budget
@@ -171,6 +171,33 @@ class WindowEntries(NamedTuple):
     whole: bool
     stamp: Stamp | None = None
     memo: Memo | None = None
+
+
+def _memoized_recall(
+    session: Session,
+    conversation_id: int,
+    cue: PromptCue | None,
+    window: WindowEntries,
+    memo: Memo,
+    token_budget: int,
+    settings: CompactionSettings,
+    times: bool,
+    replay_to: ReplayTarget,
+) -> AssembledContext:
+    """The memoized context, with what a cue that only recalls finds added to it.
+
+    Such a cue mostly finds nothing (a name the window shows, nothing near
+    enough in meaning): the memoized context then serves it as it is.
+    """
+    args = (window, memo, token_budget, settings, times, replay_to)
+    memoized = _memoized(session, conversation_id, *args)
+    recalled = cue.recall(memoized) if cue is not None else ()
+    if not recalled:
+        return memoized
+    entries, _ = _from_window(
+        session, conversation_id, window, token_budget, settings, times, replay_to, _as_stored
+    )
+    return assemble_context(entries, token_budget, settings, times=times, recalled=recalled)
 
 
 def _memoized(

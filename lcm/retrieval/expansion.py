@@ -75,7 +75,9 @@ def grep_limits(settings: Settings) -> GrepLimits:
         timeout_ms=settings.statement_timeout_ms,
         max_pattern_chars=settings.grep_max_pattern_chars,
         half_life_hours=settings.grep_recency_half_life_hours,
-        semantic=SemanticOptions(settings.semantic, settings.semantic_query_handling),
+        semantic=SemanticOptions(
+            settings.semantic, settings.semantic_query_handling, settings.semantic_min_similarity
+        ),
     )
 
 

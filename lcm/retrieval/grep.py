@@ -171,9 +171,10 @@ def _best_by_meaning(
     """Conversations by their best hybrid grep hit: full text and meaning, fused by rank.
 
     One hybrid grep over the widest pool grep allows (``MAX_LIMIT`` texts);
-    a conversation scores as its best text's fused score. The dense side
-    has no "no match": a conversation with a text among the nearest by
-    meaning counts as matched even where no word of ``pattern`` occurs.
+    a conversation scores as its best text's fused score. Its dense side
+    keeps only texts at or above the tenant's ``semantic_min_similarity``:
+    a conversation nothing in which is near ``pattern`` (and no word of it
+    occurs) is not matched (``no_match``), as with full text.
     """
     ask = SemanticAsk(
         pattern,
@@ -183,6 +184,7 @@ def _best_by_meaning(
         MAX_LIMIT,
         limits.timeout_ms,
         limits.half_life_hours,
+        limits.semantic.min_similarity,
     )
     found = semantic_grep(SearchRepository(session), bounds, ask, limits.semantic, utcnow())
     best: dict[int, float] = {}

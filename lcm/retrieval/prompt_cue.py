@@ -12,6 +12,13 @@ reuse grep's machinery rather than a ranking of their own:
   in the conversation's raw user and assistant messages with grep's regex
   search (its trigram prefilter, RE2); the sentence naming it is kept.
 
+  Where semantic recall is on (and the tenant's ``prompt_recall_semantic``),
+  the conversation's older messages nearest the prompt in meaning, at or
+  above ``semantic_min_similarity``, are recalled too
+  (:mod:`lcm.retrieval.prompt_meaning`); the two lists are fused by
+  reciprocal rank (k = 60, as hybrid grep), a message both find first, an
+  exact identifier's snippet kept for it.
+
 A call with no prompt, or a prompt giving neither anything to rank by nor
 anything to recall, gets no cue: no query is added to the assembly. Every
 search runs under grep's statement deadline, in a savepoint: one that runs
@@ -34,6 +41,7 @@ from lcm.context import ContextEntry
 from lcm.db.models import utcnow
 from lcm.retrieval.expansion import grep_limits
 from lcm.retrieval.grep import MAX_LIMIT, GrepLimits
+from lcm.retrieval.prompt_meaning import MeaningAsk, recall_by_meaning
 from lcm.retrieval.prompt_terms import (
     identifier_pattern,
     names,
@@ -44,6 +52,7 @@ from lcm.retrieval.prompt_terms import (
 from lcm.retrieval.query import TextQuery, compile_regex
 from lcm.retrieval.search_repository import SearchRepository, is_timeout
 from lcm.retrieval.search_rows import Bounds
+from lcm.retrieval.semantic_grep import RRF_K
 from lcm.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,7 +69,16 @@ def prompt_cue_for(
     query = relevance_query(prompt) if settings.prompt_aware_eviction else None
     max_snippets = settings.prompt_recall_max_snippets
     identifiers = recall_identifiers(prompt) if max_snippets else []
-    if query is None and not identifiers:
+    meaning = None
+    by_meaning = max_snippets and settings.semantic and settings.prompt_recall_semantic
+    if by_meaning and prompt is not None and prompt.strip():
+        meaning = MeaningAsk(
+            prompt,
+            settings.semantic_query_handling,
+            settings.semantic_min_similarity,
+            settings.statement_timeout_ms,
+        )
+    if query is None and not identifiers and meaning is None:
         return None
     return _Cue(
         SearchRepository(session),
@@ -69,6 +87,7 @@ def prompt_cue_for(
         query,
         identifiers,
         max_snippets,
+        meaning,
     )
 
 
@@ -80,6 +99,7 @@ class _Cue:
     query: TextQuery | None
     identifiers: list[str]
     max_snippets: int
+    meaning: MeaningAsk | None = None
 
     @property
     def ranks(self) -> bool:
@@ -105,13 +125,26 @@ class _Cue:
         return scores
 
     def recall(self, assembled: AssembledContext) -> Sequence[RecalledSnippet]:
-        """Sentences of older messages naming what the prompt names and the window lacks."""
-        if not self.identifiers or assembled.fresh_tail_overflow:
+        """Sentences of older messages naming what the prompt names (or near it in
+        meaning) that the window lacks."""
+        if (not self.identifiers and self.meaning is None) or assembled.fresh_tail_overflow:
             return ()
         shown = json.dumps(assembled.messages, ensure_ascii=False)
+        by_name = self._recall_names(shown)
+        if self.meaning is None:
+            return by_name
+        by_meaning: list[RecalledSnippet] = []
+        with self._deadline("meaning"):
+            by_meaning = (
+                recall_by_meaning(self.repo, self.bounds, self.meaning, shown, self.max_snippets)
+                or []
+            )
+        return fuse_snippets(by_name, by_meaning, self.max_snippets)
+
+    def _recall_names(self, shown: str) -> list[RecalledSnippet]:
         missing = [name for name in self.identifiers if not names(shown, name)]
         if not missing:
-            return ()
+            return []
         each = max(1, self.max_snippets // len(missing))
         found: list[RecalledSnippet] = []
         with self._deadline("recall"):
@@ -150,6 +183,32 @@ class _Cue:
             log.warning("assembly's prompt %s search ran out of time; assembled without it", what)
             return
         savepoint.commit()
+
+
+def fuse_snippets(
+    by_name: Sequence[RecalledSnippet], by_meaning: Sequence[RecalledSnippet], limit: int
+) -> list[RecalledSnippet]:
+    """The two lists fused by reciprocal rank, at most ``limit``, best first.
+
+    A message the meaning side finds that an identifier found too adds its
+    rank to that identifier's snippet (the exact sentence) rather than show
+    the message twice; on a tie the identifier's snippet comes first.
+    """
+    items = list(by_name)
+    scores = [1.0 / (RRF_K + rank) for rank in range(1, len(items) + 1)]
+    first: dict[int, int] = {}
+    for index, snippet in enumerate(items):
+        first.setdefault(snippet.message_id, index)
+    for rank, snippet in enumerate(by_meaning, 1):
+        held = first.get(snippet.message_id)
+        if held is None:
+            first[snippet.message_id] = len(items)
+            items.append(snippet)
+            scores.append(1.0 / (RRF_K + rank))
+        else:
+            scores[held] += 1.0 / (RRF_K + rank)
+    order = sorted(range(len(items)), key=lambda i: (-scores[i], i))
+    return [items[i] for i in order[:limit]]
 
 
 def _row_key(entry: ContextEntry) -> tuple[str, int | str]:

@@ -31,6 +31,7 @@ MAX_PROMPT_CHARS = 20_000  # only the start of a long prompt is read
 MAX_IDENTIFIERS = 4
 MAX_IDENTIFIER_CHARS = 200  # a longer "name" is pasted data, not something to look up
 MAX_SNIPPET_CHARS = 400
+MAX_MEANING_CHARS = 16_000  # what is embedded of a message (16 chunks of ~1,000 characters)
 
 _WORD = re.compile(r"[^\W_]{2,}")
 # English stop words and question words: what a question is made of besides
@@ -210,3 +211,35 @@ def recall_sentence(content: str, identifier: str) -> str | None:
 
 def _names_a_secret(sentence: str) -> bool:
     return any(is_secret_like(m.group()) for m in re.finditer(_CONSTANT_CASE, sentence))
+
+
+def meaning_sentence(content: str, prompt: str) -> str | None:
+    """The passage of ``content`` a snippet recalled by meaning shows, on one line and clipped.
+
+    The sentence sharing the most keywords with ``prompt`` (the first on a
+    tie: a message's opening usually says what it is about), then the
+    sentences after it while they fit :data:`MAX_SNIPPET_CHARS`. None when
+    it is empty or carries a secret-like name or value.
+    """
+    flat = " ".join(content[:MAX_MEANING_CHARS].split())
+    pieces: list[str] = []
+    start = 0
+    for end in _SENTENCE_END.finditer(flat):
+        pieces.append(flat[start : end.end()].strip())
+        start = end.end()
+    pieces = [p for p in [*pieces, flat[start:].strip()] if p]
+    if not pieces:
+        return None
+    wanted = {w.lower() for w in _WORD.findall(prompt[:MAX_PROMPT_CHARS])} - STOP_WORDS
+    shared = [len(wanted & {w.lower() for w in _WORD.findall(p)}) for p in pieces]
+    best = max(range(len(pieces)), key=lambda i: (shared[i], -i))
+    passage = pieces[best]
+    for piece in pieces[best + 1 :]:
+        if len(passage) + 1 + len(piece) > MAX_SNIPPET_CHARS:
+            break
+        passage += " " + piece
+    if len(passage) > MAX_SNIPPET_CHARS:
+        passage = passage[: MAX_SNIPPET_CHARS - 1].rstrip() + "…"
+    if _SECRET_VALUE.search(passage) or _names_a_secret(passage):
+        return None
+    return passage

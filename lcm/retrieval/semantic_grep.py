@@ -46,6 +46,8 @@ class SemanticOptions:
 
     enabled: bool = False
     query_handling: QueryHandling = "both"
+    # The tenant's semantic_min_similarity: what SemanticAsk.floored uses.
+    min_similarity: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,9 @@ class SemanticAsk:
     limit: int
     timeout_ms: int
     half_life_hours: float
+    # Dense hits below this similarity are dropped before ranking (expand-query's
+    # conversation ranking); grep itself keeps 0: its nearest texts, always.
+    min_similarity: float = 0.0
 
 
 def semantic_grep(
@@ -99,6 +104,9 @@ def semantic_grep(
             dense = dense_search(
                 repo.session, embedder, dense_ask, time.monotonic() + ask.timeout_ms / 1000
             )
+            if ask.min_similarity > 0:
+                kept = [h for h in dense.hits if h.similarity >= ask.min_similarity]
+                dense = dataclasses.replace(dense, hits=kept)
             full_text: list[SearchRow] = []
             if ask.mode == "hybrid" and text_query is not None:
                 for target in ask.targets:

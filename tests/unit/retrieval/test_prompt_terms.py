@@ -76,3 +76,27 @@ def test_the_sentence_naming_it_without_secrets() -> None:
     assert long is not None
     assert len(long) <= 402
     assert "ORBIT_RELAY_PORT" in long
+
+
+def test_a_meaning_snippet_is_the_sentence_sharing_the_prompt_words() -> None:
+    from lcm.retrieval.prompt_terms import meaning_sentence
+
+    content = (
+        "Sure.\nThe nightly backup runs at 02:00 from the storage host. "
+        "It keeps fourteen copies.\n\nAnything else?"
+    )
+    assert (
+        meaning_sentence(content, "when does the backup run each night?")
+        == "The nightly backup runs at 02:00 from the storage host. It keeps fourteen copies. "
+        "Anything else?"
+    )
+    # No shared word: the opening.
+    assert meaning_sentence("First point. Second point.", "zebra") == ("First point. Second point.")
+    assert meaning_sentence("   ", "anything") is None
+    # Secret-like content is never shown.
+    assert meaning_sentence("The GITHUB_TOKEN= ghp_abcdefghijklmnop is set.", "token") is None
+    long = "word " * 200
+    clipped = meaning_sentence(long, "word")
+    assert clipped is not None
+    assert len(clipped) <= 400
+    assert clipped.endswith("…")
