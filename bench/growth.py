@@ -28,6 +28,7 @@ serve a hundred conversations (``bench.growth_memory``).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import time
@@ -39,8 +40,9 @@ from pathlib import Path
 from sqlalchemy import select, text
 
 from bench.compaction import InstantProvider, _leaf_passes, _TransactionClock
+from bench.growth_bulk import bulk_load, settle
 from bench.growth_memory import report_memory, report_serve_memory
-from bench.growth_seed import Seeder, without_search_indexes
+from bench.growth_seed import Seeder
 from bench.servers import postgres
 from lcm.assembly.service import assemble
 from lcm.compaction.engine import CompactionEngine
@@ -120,20 +122,28 @@ class Bench:
             issued = create_tenant(s, "bench-growth")
         self.tenant_id, self.api_key = issued.tenant_id, issued.api_key
         self.repeat = repeat
+        self.timings: dict[str, float] = {}
         self.clock = _TransactionClock(self.db.transaction)
         self.engine = CompactionEngine(
             self.clock, Summarizer(InstantProvider()), reads=self.db.lookup_session
         )
 
     def seed(self, work: Callable[[Seeder], object], bulk: bool) -> float:
-        """Run ``work`` in one transaction (search indexes rebuilt after a bulk load); seconds."""
+        """Run ``work`` in one transaction (a bulk load on Postgres: ``bench.growth_bulk``);
+        seconds. ``self.timings`` holds where they went."""
         started = time.perf_counter()
         with self.db.engine.connect() as conn:
-            with without_search_indexes(conn, bulk):
-                work(Seeder(conn, self.tenant_id))
-            conn.commit()
+            seeder = Seeder(conn, self.tenant_id)
+            with bulk_load(conn, bulk, seeder.timings):
+                work(seeder)
+            with seeder.timed("commit"):
+                conn.commit()
         if self.sqlite:  # what a fresh lcm serve does first
-            index_search_backlog(self.db.transaction)
+            with seeder.timed("search backlog"):
+                index_search_backlog(self.db.transaction)
+        elif bulk:
+            settle(self.db.engine, seeder.timings)
+        self.timings = seeder.timings
         return time.perf_counter() - started
 
     def median(self, call: Callable[[], object], repeat: int | None = None) -> float:
@@ -269,6 +279,7 @@ def _point(bench: Bench, size: int, label: str) -> Point:
     seconds = bench.seed(write, bulk=size >= 100_000)
     point = Point(label, ids[0], ids[1], f"compacted-{label}")
     print(f"  {label}: written in {seconds:.0f} s", flush=True)
+    _print_timings(bench.timings)
     bench.find_summaries(point)
     bench.measure(point)
     point.figures["erase raw, per 1k messages"] = bench.erase(point.raw) * 1000 / size
@@ -300,13 +311,23 @@ def _table_curve(bench: Bench, tables: list[int], size: int) -> list[Point]:
             f"({bench.database_bytes() / 2**30:.1f} GiB database)",
             flush=True,
         )
+        _print_timings(bench.timings)
         points.append(_point(bench, size, f"{size:,} msgs, table {total:,}"))
     return points
 
 
+def _print_timings(timings: dict[str, float]) -> None:
+    """Where a load's seconds went (statements over a second), and the load average."""
+    slow = [f"{what} {seconds:.0f} s" for what, seconds in timings.items() if seconds >= 1]
+    if slow:
+        print(f"     ({'; '.join(slow)})", flush=True)
+
+
 def _print_point(point: Point) -> None:
     reference = point.figures["reference: pk read"]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"  -- {point.label} (reference: pk read {reference:.2f} ms; {', '.join(point.notes)})")
+    print(f"     load average {load}")
     for name, ms in point.figures.items():
         print(f"     {name:<40} {ms:9.2f} ms {ms / reference:9.1f}x", flush=True)
 
@@ -336,7 +357,7 @@ def run(args: argparse.Namespace) -> None:
     if args.embedded:
         _run_embedded(args)
         return
-    with postgres() as url:
+    with postgres(bulk=True) as url:
         bench = Bench(url, args.repeat)
         try:
             _curves(bench, args)
