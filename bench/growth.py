@@ -42,6 +42,7 @@ from sqlalchemy import select, text
 from bench.compaction import InstantProvider, _leaf_passes, _TransactionClock
 from bench.growth_bulk import bulk_load, settle
 from bench.growth_memory import report_memory, report_serve_memory
+from bench.growth_plans import print_plans
 from bench.growth_seed import Seeder
 from bench.servers import postgres
 from lcm.assembly.service import assemble
@@ -95,6 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory", action="store_true", help="growth: resident memory of lcm api and a worker"
     )
+    parser.add_argument(
+        "--plans", action="store_true", help="growth: print grep's query plans (Postgres)"
+    )
 
 
 @dataclass
@@ -123,6 +127,7 @@ class Bench:
         self.tenant_id, self.api_key = issued.tenant_id, issued.api_key
         self.repeat = repeat
         self.timings: dict[str, float] = {}
+        self.plans = False  # print grep's plans at each point (bench.growth_plans)
         self.clock = _TransactionClock(self.db.transaction)
         self.engine = CompactionEngine(
             self.clock, Summarizer(InstantProvider()), reads=self.db.lookup_session
@@ -282,6 +287,8 @@ def _point(bench: Bench, size: int, label: str) -> Point:
     _print_timings(bench.timings)
     bench.find_summaries(point)
     bench.measure(point)
+    if bench.plans and not bench.sqlite:
+        print_plans(bench.db, Bounds(bench.tenant_id, (point.raw,)), QUERIES, LIMITS)
     point.figures["erase raw, per 1k messages"] = bench.erase(point.raw) * 1000 / size
     point.figures["erase compacted, per 1k messages"] = bench.erase(point.compacted) * 1000 / size
     _print_point(point)
@@ -347,6 +354,7 @@ def _summary(title: str, points: list[Point]) -> None:
 def _curves(bench: Bench, args: argparse.Namespace) -> None:
     sizes = [parse_count(x) for x in args.sizes.split(",") if x]
     tables = sorted(parse_count(x) for x in args.tables.split(",") if x)
+    bench.plans = args.plans
     length = [_point(bench, size, f"{size:,} msgs") for size in sizes]
     table = _table_curve(bench, tables, parse_count(args.table_conversation)) if tables else []
     _summary("conversation length", length)
