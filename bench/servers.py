@@ -40,8 +40,13 @@ def durable_postgres(workdir: Path) -> Iterator[servers.PostgresHandle]:
 # A private server's checkpoint spacing for bulk loads (``postgres(bulk=True)``):
 # at the default 1 GB of WAL a load of millions of rows checkpoints every few
 # seconds, and each checkpoint makes the next change to every page log the
-# whole page again. Durability (fsync, synchronous commit) is unchanged.
-BULK_SETTINGS = {"max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+# whole page again. The index rebuilds after a load (bench/growth_bulk.py) may
+# use four parallel workers. Durability (fsync, synchronous commit) is unchanged.
+BULK_SETTINGS = {
+    "max_wal_size": "8GB",
+    "checkpoint_timeout": "30min",
+    "max_parallel_maintenance_workers": "4",
+}
 
 
 @contextmanager
