@@ -22,7 +22,8 @@ expand of a depth-1 summary at a 4,000-token cap; a leaf pass and a condensed pa
 (database work: the context read and plan, then the commit; the summarizer
 answers at once); erase. ``--memory`` adds the resident memory of ``lcm api``
 and a Celery worker (``lcm serve`` with ``--embedded``) before and after they
-serve a hundred conversations (``bench.growth_memory``).
+serve a hundred conversations (``bench.growth_memory``); ``--plans`` prints the
+executed plans of grep's queries at each point (``bench.growth_plans``).
 """
 
 from __future__ import annotations
@@ -324,7 +325,7 @@ def _table_curve(bench: Bench, tables: list[int], size: int) -> list[Point]:
 
 
 def _print_timings(timings: dict[str, float]) -> None:
-    """Where a load's seconds went (statements over a second), and the load average."""
+    """Where a load's seconds went (the statements, rebuilds and steps over a second)."""
     slow = [f"{what} {seconds:.0f} s" for what, seconds in timings.items() if seconds >= 1]
     if slow:
         print(f"     ({'; '.join(slow)})", flush=True)
