@@ -22,12 +22,14 @@ expand of a depth-1 summary at a 4,000-token cap; a leaf pass and a condensed pa
 (database work: the context read and plan, then the commit; the summarizer
 answers at once); erase. ``--memory`` adds the resident memory of ``lcm api``
 and a Celery worker (``lcm serve`` with ``--embedded``) before and after they
-serve a hundred conversations (``bench.growth_memory``).
+serve a hundred conversations (``bench.growth_memory``); ``--plans`` prints the
+executed plans of grep's queries at each point (``bench.growth_plans``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import time
@@ -39,8 +41,10 @@ from pathlib import Path
 from sqlalchemy import select, text
 
 from bench.compaction import InstantProvider, _leaf_passes, _TransactionClock
+from bench.growth_bulk import bulk_load, settle
 from bench.growth_memory import report_memory, report_serve_memory
-from bench.growth_seed import Seeder, without_search_indexes
+from bench.growth_plans import print_plans
+from bench.growth_seed import Seeder
 from bench.servers import postgres
 from lcm.assembly.service import assemble
 from lcm.compaction.engine import CompactionEngine
@@ -93,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory", action="store_true", help="growth: resident memory of lcm api and a worker"
     )
+    parser.add_argument(
+        "--plans", action="store_true", help="growth: print grep's query plans (Postgres)"
+    )
 
 
 @dataclass
@@ -120,20 +127,29 @@ class Bench:
             issued = create_tenant(s, "bench-growth")
         self.tenant_id, self.api_key = issued.tenant_id, issued.api_key
         self.repeat = repeat
+        self.timings: dict[str, float] = {}
+        self.plans = False  # print grep's plans at each point (bench.growth_plans)
         self.clock = _TransactionClock(self.db.transaction)
         self.engine = CompactionEngine(
             self.clock, Summarizer(InstantProvider()), reads=self.db.lookup_session
         )
 
     def seed(self, work: Callable[[Seeder], object], bulk: bool) -> float:
-        """Run ``work`` in one transaction (search indexes rebuilt after a bulk load); seconds."""
+        """Run ``work`` in one transaction (a bulk load on Postgres: ``bench.growth_bulk``);
+        seconds. ``self.timings`` holds where they went."""
         started = time.perf_counter()
         with self.db.engine.connect() as conn:
-            with without_search_indexes(conn, bulk):
-                work(Seeder(conn, self.tenant_id))
-            conn.commit()
+            seeder = Seeder(conn, self.tenant_id)
+            with bulk_load(conn, bulk, seeder.timings):
+                work(seeder)
+            with seeder.timed("commit"):
+                conn.commit()
         if self.sqlite:  # what a fresh lcm serve does first
-            index_search_backlog(self.db.transaction)
+            with seeder.timed("search backlog"):
+                index_search_backlog(self.db.transaction)
+        elif bulk:
+            settle(self.db.engine, seeder.timings)
+        self.timings = seeder.timings
         return time.perf_counter() - started
 
     def median(self, call: Callable[[], object], repeat: int | None = None) -> float:
@@ -269,8 +285,11 @@ def _point(bench: Bench, size: int, label: str) -> Point:
     seconds = bench.seed(write, bulk=size >= 100_000)
     point = Point(label, ids[0], ids[1], f"compacted-{label}")
     print(f"  {label}: written in {seconds:.0f} s", flush=True)
+    _print_timings(bench.timings)
     bench.find_summaries(point)
     bench.measure(point)
+    if bench.plans and not bench.sqlite:
+        print_plans(bench.db, Bounds(bench.tenant_id, (point.raw,)), QUERIES, LIMITS)
     point.figures["erase raw, per 1k messages"] = bench.erase(point.raw) * 1000 / size
     point.figures["erase compacted, per 1k messages"] = bench.erase(point.compacted) * 1000 / size
     _print_point(point)
@@ -300,13 +319,23 @@ def _table_curve(bench: Bench, tables: list[int], size: int) -> list[Point]:
             f"({bench.database_bytes() / 2**30:.1f} GiB database)",
             flush=True,
         )
+        _print_timings(bench.timings)
         points.append(_point(bench, size, f"{size:,} msgs, table {total:,}"))
     return points
 
 
+def _print_timings(timings: dict[str, float]) -> None:
+    """Where a load's seconds went (the statements, rebuilds and steps over a second)."""
+    slow = [f"{what} {seconds:.0f} s" for what, seconds in timings.items() if seconds >= 1]
+    if slow:
+        print(f"     ({'; '.join(slow)})", flush=True)
+
+
 def _print_point(point: Point) -> None:
     reference = point.figures["reference: pk read"]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"  -- {point.label} (reference: pk read {reference:.2f} ms; {', '.join(point.notes)})")
+    print(f"     load average {load}")
     for name, ms in point.figures.items():
         print(f"     {name:<40} {ms:9.2f} ms {ms / reference:9.1f}x", flush=True)
 
@@ -326,6 +355,7 @@ def _summary(title: str, points: list[Point]) -> None:
 def _curves(bench: Bench, args: argparse.Namespace) -> None:
     sizes = [parse_count(x) for x in args.sizes.split(",") if x]
     tables = sorted(parse_count(x) for x in args.tables.split(",") if x)
+    bench.plans = args.plans
     length = [_point(bench, size, f"{size:,} msgs") for size in sizes]
     table = _table_curve(bench, tables, parse_count(args.table_conversation)) if tables else []
     _summary("conversation length", length)
@@ -336,7 +366,7 @@ def run(args: argparse.Namespace) -> None:
     if args.embedded:
         _run_embedded(args)
         return
-    with postgres() as url:
+    with postgres(bulk=True) as url:
         bench = Bench(url, args.repeat)
         try:
             _curves(bench, args)

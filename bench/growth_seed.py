@@ -12,16 +12,19 @@ summaries (16 messages each) over all but a raw tail, condensed layers
 (fanout 4) over the older leaves until at most 8 remain on top, and a run of
 ``LOOSE_LEAVES`` leaves not condensed yet, which the condensed passes take.
 
-The search indexes are dropped around a big load and rebuilt after it, as an
-operator would for a bulk import (:func:`without_search_indexes`).
+A big load sets the loaded tables' secondary indexes and constraints aside
+and rebuilds them after, as an operator would for a bulk import
+(:mod:`bench.growth_bulk`); each statement's seconds add up in
+``Seeder.timings``.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, insert, select, text
@@ -151,6 +154,7 @@ class Seeder:
     tenant_id: str
     next_message_id: int = 0
     next_summary: int = 0
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per statement kind
 
     def __post_init__(self) -> None:
         self.sql = Dialect(self.conn.dialect.name)
@@ -178,8 +182,10 @@ class Seeder:
         self.next_message_id += n + 1
         params = {"tenant": self.tenant_id, "first_cid": first_cid, "per_conv": per_conv}
         params |= {"seq0": seq0, "start": START, "first_id": first, "n": n}
-        self.conn.execute(text(self.sql.messages()), params)
-        self.conn.execute(text(self.sql.parts()), {"lo": first, "hi": first + n})
+        with self.timed("insert messages"):
+            self.conn.execute(text(self.sql.messages()), params)
+        with self.timed("insert message_parts"):
+            self.conn.execute(text(self.sql.parts()), {"lo": first, "hi": first + n})
         if not self.sql.sqlite:  # SQLite's AUTOINCREMENT follows explicit ids by itself
             self._sync_sequence()
         return first, first + n
@@ -193,7 +199,8 @@ class Seeder:
     def extend(self, cids: list[int], seq0: int, per_conv: int) -> None:
         """``per_conv`` more messages for each of the never-compacted ``cids`` (contiguous)."""
         lo, hi = self.messages(cids[0], per_conv, per_conv * len(cids), seq0)
-        self.conn.execute(text(_RAW_ITEMS), {"lo": lo, "hi": hi, "seq_shift": 0})
+        with self.timed("insert context_items"):
+            self.conn.execute(text(_RAW_ITEMS), {"lo": lo, "hi": hi, "seq_shift": 0})
         self.conn.execute(
             text(
                 "UPDATE conversations SET last_seq = :n, last_ordinal = :n "
@@ -299,6 +306,12 @@ class Seeder:
     def _execute(self, sql: str, **params: object) -> None:
         self.conn.execute(text(sql), {"tenant": self.tenant_id, "start": START, **params})
 
+    @contextmanager
+    def timed(self, what: str) -> Iterator[None]:
+        started = time.perf_counter()
+        yield
+        self.timings[what] = self.timings.get(what, 0.0) + time.perf_counter() - started
+
     def _sync_sequence(self) -> None:
         self.conn.execute(
             text(
@@ -306,28 +319,3 @@ class Seeder:
                 "(SELECT max(id) FROM messages))"
             )
         )
-
-
-@contextmanager
-def without_search_indexes(conn: Connection, dropped: bool) -> Iterator[None]:
-    """Drop the messages' search indexes for a bulk load (if ``dropped``), rebuild after.
-
-    Postgres only: SQLite's messages are indexed after they commit, from the
-    search backlog, as a serving process drains it.
-    """
-    dropped = dropped and conn.dialect.name == "postgresql"
-    if dropped:
-        conn.execute(text("DROP INDEX IF EXISTS ix_messages_content_tsv"))
-        conn.execute(text("DROP INDEX IF EXISTS ix_messages_content_trgm"))
-    yield
-    if dropped:
-        conn.execute(text("SET maintenance_work_mem = '512MB'"))
-        conn.execute(
-            text("CREATE INDEX ix_messages_content_tsv ON messages USING gin (content_tsv)")
-        )
-        conn.execute(
-            text(
-                "CREATE INDEX ix_messages_content_trgm ON messages USING gin (content gin_trgm_ops)"
-            )
-        )
-    conn.execute(text("ANALYZE"))

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
+
 from tests import servers
 
 
@@ -35,14 +37,35 @@ def durable_postgres(workdir: Path) -> Iterator[servers.PostgresHandle]:
             os.environ["LCM_TEST_DATABASE_URL"] = saved
 
 
+# A private server's checkpoint spacing for bulk loads (``postgres(bulk=True)``):
+# at the default 1 GB of WAL a load of millions of rows checkpoints every few
+# seconds, and each checkpoint makes the next change to every page log the
+# whole page again. The index rebuilds after a load (bench/growth_bulk.py) may
+# use four parallel workers. Durability (fsync, synchronous commit) is unchanged.
+BULK_SETTINGS = {
+    "max_wal_size": "8GB",
+    "checkpoint_timeout": "30min",
+    "max_parallel_maintenance_workers": "4",
+}
+
+
 @contextmanager
-def postgres() -> Iterator[str]:
-    """Yield the URL of an empty, migrated database; drop it afterwards."""
+def postgres(bulk: bool = False) -> Iterator[str]:
+    """Yield the URL of an empty, migrated database; drop it afterwards.
+
+    ``bulk``: a private server gets ``BULK_SETTINGS`` (a server named by
+    ``LCM_BENCH_DATABASE_URL`` is left as its operator set it).
+    """
     from lcm.db.migrate import upgrade
 
     workdir = servers.make_workdir()
     try:
         with durable_postgres(workdir) as handle:
+            if bulk and not os.environ.get("LCM_BENCH_DATABASE_URL"):
+                with psycopg.connect(handle.admin_url, autocommit=True) as conn:
+                    for name, value in BULK_SETTINGS.items():
+                        conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+                    conn.execute("SELECT pg_reload_conf()")
             upgrade(handle.url)
             yield handle.url
     finally:
