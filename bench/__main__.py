@@ -95,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="source tree the waits scenario runs lcm serve from (a before figure)",
     )
+    parser.add_argument(
+        "--plans",
+        action="store_true",
+        help="growth: print grep's query plans; semantic --scale: EXPLAIN (ANALYZE, BUFFERS) "
+        "each search (Postgres)",
+    )
     gateway.add_arguments(parser)
     gateway_ab.add_arguments(parser)
     plugin.add_arguments(parser)

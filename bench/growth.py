@@ -97,9 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory", action="store_true", help="growth: resident memory of lcm api and a worker"
     )
-    parser.add_argument(
-        "--plans", action="store_true", help="growth: print grep's query plans (Postgres)"
-    )
 
 
 @dataclass

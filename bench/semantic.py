@@ -50,9 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "several tenants (bench/semantic_scale.py), e.g. 100k,1m",
     )
     parser.add_argument(
-        "--plans", action="store_true", help="with --scale: EXPLAIN (ANALYZE, BUFFERS) each"
-    )
-    parser.add_argument(
         "--server",
         nargs="+",
         default=None,
