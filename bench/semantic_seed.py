@@ -36,7 +36,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from bench.growth_seed import LEAF_FANOUT, Seeder, without_search_indexes
+from bench.growth_bulk import bulk_load
+from bench.growth_seed import LEAF_FANOUT, Seeder
 from bench.transcripts import DATA
 from lcm.semantic import Embedder
 
@@ -137,7 +138,8 @@ class VectorLoad:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         self.conn.execute(text("DROP INDEX IF EXISTS ix_embeddings_embedding_hnsw"))
-        with without_search_indexes(self.conn, dropped=True):
+        rebuilt: dict[str, float] = {}
+        with bulk_load(self.conn, True, rebuilt):
             for tenant_id, share in zip(self.tenants, SHARES, strict=True):
                 self._tenant(tenant_id, int((total - self.loaded) * share))
             timings["rows"] = time.perf_counter() - started
