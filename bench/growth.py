@@ -29,6 +29,7 @@ executed plans of grep's queries at each point (``bench.growth_plans``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -97,9 +98,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory", action="store_true", help="growth: resident memory of lcm api and a worker"
     )
-    parser.add_argument(
-        "--plans", action="store_true", help="growth: print grep's query plans (Postgres)"
-    )
+    # The semantic scenario adds --plans first: one flag, read by both.
+    with contextlib.suppress(argparse.ArgumentError):
+        parser.add_argument(
+            "--plans", action="store_true", help="growth: print grep's query plans (Postgres)"
+        )
 
 
 @dataclass
