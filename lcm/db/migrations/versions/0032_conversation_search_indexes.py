@@ -15,6 +15,7 @@ them (one GIN index per text column to maintain on ingest, not two).
 trusted (Postgres 13+): the database owner may create it. Where it is not
 available the migration still succeeds and 0002's indexes stay (installing it
 later: run this migration's statements, :func:`lead_with_conversation`, by hand).
+The indexes are built ``CONCURRENTLY``, so ingest goes on during the build.
 
 SQLite: nothing to do (its FTS5 tables answer by rowid, then filter by
 conversation).
@@ -51,31 +52,51 @@ def lead_with_conversation() -> None:
     )
     if not available:
         return
-    op.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
-    for table in _TABLES:
-        op.execute(
-            f"CREATE INDEX IF NOT EXISTS ix_{table}_conversation_content_tsv "
-            f"ON {table} USING gin (conversation_id, content_tsv)"
+    # CONCURRENTLY (outside a transaction): building a GIN index over a big
+    # messages table takes minutes, and a plain CREATE INDEX would block every
+    # ingest for that long. The old indexes serve grep until the new ones exist.
+    with op.get_context().autocommit_block():
+        op.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
+        for table in _TABLES:
+            _create(f"ix_{table}_conversation_content_tsv", table, "conversation_id, content_tsv")
+            _create(
+                f"ix_{table}_conversation_content_trgm",
+                table,
+                "conversation_id, content gin_trgm_ops",
+            )
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS ix_{table}_content_tsv")
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS ix_{table}_content_trgm")
+
+
+def _create(name: str, table: str, columns: str) -> None:
+    """``CREATE INDEX CONCURRENTLY``, after dropping an invalid leftover of ``name``.
+
+    A concurrent build that fails (cancelled, a deadlock, the server stopped)
+    leaves an invalid index behind, which IF NOT EXISTS would then take for done.
+    """
+    invalid = (
+        op.get_bind()
+        .execute(
+            sa.text(
+                "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE c.relname = :name AND NOT i.indisvalid"
+            ),
+            {"name": name},
         )
-        op.execute(
-            f"CREATE INDEX IF NOT EXISTS ix_{table}_conversation_content_trgm "
-            f"ON {table} USING gin (conversation_id, content gin_trgm_ops)"
-        )
-        op.execute(f"DROP INDEX IF EXISTS ix_{table}_content_tsv")
-        op.execute(f"DROP INDEX IF EXISTS ix_{table}_content_trgm")
+        .scalar()
+    )
+    if invalid:
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+    op.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING gin ({columns})")
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    for table in _TABLES:
-        op.execute(
-            f"CREATE INDEX IF NOT EXISTS ix_{table}_content_tsv ON {table} USING gin (content_tsv)"
-        )
-        op.execute(
-            f"CREATE INDEX IF NOT EXISTS ix_{table}_content_trgm "
-            f"ON {table} USING gin (content gin_trgm_ops)"
-        )
-        op.execute(f"DROP INDEX IF EXISTS ix_{table}_conversation_content_tsv")
-        op.execute(f"DROP INDEX IF EXISTS ix_{table}_conversation_content_trgm")
+    with op.get_context().autocommit_block():
+        for table in _TABLES:
+            _create(f"ix_{table}_content_tsv", table, "content_tsv")
+            _create(f"ix_{table}_content_trgm", table, "content gin_trgm_ops")
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS ix_{table}_conversation_content_tsv")
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS ix_{table}_conversation_content_trgm")
     # btree_gin stays: extensions are database-wide and may serve others.
