@@ -1,4 +1,4 @@
-"""Search structures that migrations 0002, 0010 and 0031 own and the ORM models do not declare.
+"""Search structures that migrations 0002, 0010, 0031, 0032 own and the models do not declare.
 
 Postgres gets generated ``tsvector`` columns and GIN indexes; SQLite gets FTS5
 virtual tables kept in sync by triggers, ``search_backlog``, the ids of
@@ -25,6 +25,11 @@ SEARCH_INDEXES = frozenset(
         "ix_messages_content_trgm",
         "ix_summaries_content_tsv",
         "ix_summaries_content_trgm",
+        # Migration 0032's replacements, where btree_gin exists: led by conversation_id.
+        "ix_messages_conversation_content_tsv",
+        "ix_messages_conversation_content_trgm",
+        "ix_summaries_conversation_content_tsv",
+        "ix_summaries_conversation_content_trgm",
         PGVECTOR_INDEX,
     }
 )

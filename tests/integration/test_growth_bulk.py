@@ -36,7 +36,10 @@ def test_a_bulk_load_rebuilds_every_index_and_constraint_it_set_aside(pg_db: Dat
     kinds = {d.kind for d in aside}
     names = {d.name for d in aside}
     assert kinds == {"i", "u", "f"}
-    assert {"ix_messages_content_trgm", "fk_context_items_message_id_messages"} <= names
+    assert {
+        "ix_messages_conversation_content_trgm",
+        "fk_context_items_message_id_messages",
+    } <= names
     assert {f"rebuild {name}" for name in names} <= seeder.timings.keys()
     assert {"vacuum", "checkpoint"} <= seeder.timings.keys()
     with pg_db.session() as s:
