@@ -121,7 +121,7 @@ def captured(database: Database) -> Iterator[list[tuple[str, Any]]]:
 
     def listen(_conn: Any, _cursor: Any, statement: str, params: Any, *_rest: Any) -> None:
         head = statement.lstrip().upper()
-        searched = "FROM embeddings" in statement or "ts_rank" in statement
+        searched = any(s in statement for s in ("FROM embeddings", "ts_rank", "content_tsv @@"))
         if head.startswith("SELECT") and searched:
             seen.append((statement, params))
 

@@ -120,8 +120,10 @@ class SearchRepository:
         half_life_seconds: float,
         *,
         by_id: bool = False,
+        among: Sequence[int | str] | None = None,
     ) -> list[SearchRow]:
-        """The best ``limit`` rows of ``target`` for ``query``, ordered as ``sort`` says."""
+        """The best ``limit`` rows of ``target`` for ``query``, ordered as ``sort`` says;
+        with ``among``, only those ids (and SQLite's backlog) are ranked."""
         base: Any = Message.__table__ if target == "message" else Summary.__table__
         source: Any = base
         backlog: list[SearchRow] = []
@@ -141,6 +143,8 @@ class SearchRepository:
                 by_id=True,
             )
         source, match, relevance = self._text_match(target, base, query)
+        if among is not None:
+            match = and_(match, row_id(target).in_(list(among)))
         rows = self._ranked(
             target, source, match, relevance, bounds, sort, limit, now, half_life_seconds
         )
@@ -160,6 +164,26 @@ class SearchRepository:
         key = fts.c.rowid if target == "message" else fts.c.summary_id
         # The FTS table drives the query: bm25() exists only in its scan.
         return fts.join(base, key == row_id(target)), match, relevance
+
+    def newest_matches(
+        self, target: Target, bounds: Bounds, query: TextQuery, limit: int
+    ) -> list[int | str]:
+        """The ids of the newest ``limit`` rows ``query`` matches, unranked.
+
+        Ranking reads every match's text; a question's keywords ORed can match
+        most of a tenant's history (seconds of ``ts_rank_cd``), so hybrid
+        ranks only these. SQLite's backlog rows are not among them.
+        """
+        base: Any = Message.__table__ if target == "message" else Summary.__table__
+        source, match, _relevance = self._text_match(target, base, query)
+        stmt = (
+            select(row_id(target))
+            .select_from(source)
+            .where(match, *within_bounds(target, bounds))
+            .order_by(recency_column(target).desc(), row_id(target).desc())
+            .limit(limit)
+        )
+        return list(self.session.scalars(stmt))
 
     def best_conversations(
         self, target: Target, bounds: Bounds, query: TextQuery, limit: int

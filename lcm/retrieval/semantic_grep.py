@@ -7,10 +7,12 @@ fuses the full-text ranking and the dense ranking by reciprocal rank
 ranks high comes first, without comparing a bm25 score to a cosine. Its
 full-text side reads the pattern's keywords, any of them matching
 (:func:`~lcm.retrieval.prompt_terms.keywords_query`): a question's words
-ANDed would rarely all be in one message. A
-message not embedded yet (its job has not run) is still found by the
-full-text side. Both modes keep grep's bounds (tenant, scope, since/before,
-in-context), its statement deadline and its ``complete`` flag.
+ANDed would rarely all be in one message. It ranks only the newest
+``FULL_TEXT_CANDIDATES`` matches of each target (``complete: false`` when
+there were more). A message not embedded yet (its
+job has not run) is still found by the full-text side. Both modes keep grep's
+bounds (tenant, scope, since/before, in-context), its statement deadline and
+its ``complete`` flag.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from lcm.semantic_settings import QueryHandling
 
 RRF_K = 60
 _MAX_POOL = 200  # candidates each side brings to the fusion
+# Hybrid's full-text side ranks at most this many matches per target, the
+# newest: fusion reads its top ``_MAX_POOL`` ranks, and ranking every match of
+# a question's ORed keywords over a large tenant took seconds. A grep whose
+# matches the bound cut reports ``complete: false`` with a note.
+FULL_TEXT_CANDIDATES = 1_000
 Spans = list[tuple[int, int]]
 
 
@@ -107,12 +114,7 @@ def semantic_grep(
             if ask.min_similarity > 0:
                 kept = [h for h in dense.hits if h.similarity >= ask.min_similarity]
                 dense = dataclasses.replace(dense, hits=kept)
-            full_text: list[SearchRow] = []
-            if ask.mode == "hybrid" and text_query is not None:
-                for target in ask.targets:
-                    full_text += repo.full_text(
-                        target, bounds, text_query, "relevance", pool, now, 3600.0
-                    )
+            full_text, cut = _full_text_side(repo, bounds, ask, text_query, pool, now)
             full_text.sort(key=lambda r: (r.score or 0.0, r.at), reverse=True)
             rows = _dense_rows(repo, bounds, dense, full_text[:pool])
     except OperationalError as exc:
@@ -122,12 +124,46 @@ def semantic_grep(
     ranked = _rank(ask, dense, full_text[:pool], rows, now)
     if not dense.complete:
         notes.append("time budget reached: the dense side scored part of the stored vectors")
+    if cut:
+        notes.append(
+            f"full text ranked the newest {FULL_TEXT_CANDIDATES:,} keyword matches of each "
+            "target, not all of them: narrow the scope or use full_text mode for the rest"
+        )
     spans = highlight_pattern(text_query) if text_query is not None else None
     found = [
         (row, [m.span() for m in spans.finditer(row.content)][:20] if spans else [])
         for row in ranked
     ]
-    return SemanticFound(found, dense.complete, notes)
+    return SemanticFound(found, dense.complete and not cut, notes)
+
+
+def _full_text_side(
+    repo: SearchRepository,
+    bounds: Bounds,
+    ask: SemanticAsk,
+    text_query: TextQuery | None,
+    pool: int,
+    now: datetime,
+) -> tuple[list[SearchRow], bool]:
+    """Hybrid's full-text ranking over the newest matches; True when the bound cut some."""
+    rows: list[SearchRow] = []
+    cut = False
+    if ask.mode != "hybrid" or text_query is None:
+        return rows, cut
+    for target in ask.targets:
+        among = repo.newest_matches(target, bounds, text_query, FULL_TEXT_CANDIDATES + 1)
+        cut = cut or len(among) > FULL_TEXT_CANDIDATES
+        rows += repo.full_text(
+            target,
+            bounds,
+            text_query,
+            "relevance",
+            pool,
+            now,
+            3600.0,
+            among=among[:FULL_TEXT_CANDIDATES],
+        )
+    return rows, cut
 
 
 def _text_query(ask: SemanticAsk) -> tuple[TextQuery | None, list[str]]:

@@ -36,6 +36,11 @@ from lcm.semantic.pending import Cursor, Pending
 
 _PGVECTOR_COLUMN: dict[str, bool] = {}  # per database URL: has migration 0028 added it
 Scope = Callable[[Any], list[Any]]  # a conversation id column -> the conditions on it
+# Below this many vectors in a dense search's bounds (as the planner
+# estimates them) the search is exact, a sort of every distance, rather than
+# the HNSW walk: a few ms of distances, where a filtered walk over a scope this
+# small can read most of the graph (bench/semantic_scale.py; docs/performance.md).
+EXACT_SEARCH_BELOW = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,16 +255,40 @@ class EmbeddingRepository:
         # ordering by it ascending is by cosine similarity, highest first. The
         # query is bound as a vector, not as text cast in the statement: a
         # cast of a text parameter is redone for every row an exact sort reads.
-        distance = text("embedding <#> :q").bindparams(
-            bindparam("q", value=list(query_vector), type_=Vector(384))
-        )
+        q = bindparam("q", value=list(query_vector), type_=Vector(384))
+        distance = text("embedding <#> :q").bindparams(q)
+        bounds = self._bounds(tenant_id, model, conversation_ids, targets, since, before)
+        # A scope of few vectors is scored exactly: the HNSW walk under a
+        # selective filter reads the graph until enough of its rows turn up
+        # (seconds for a small tenant's summaries), a sort of a few thousand
+        # distances takes milliseconds. ``+ 0`` is an order the index cannot
+        # serve, so the planner reads the scope through its btree filter.
+        exact = self.estimated_rows(bounds) < EXACT_SEARCH_BELOW
+        order = text("(embedding <#> :q) + 0").bindparams(q) if exact else distance
         rows = self.session.execute(
             select(Embedding.target, Embedding.source, Embedding.conversation_id, distance)
-            .where(*self._bounds(tenant_id, model, conversation_ids, targets, since, before))
-            .order_by(distance)
+            .where(*bounds)
+            .order_by(order)
             .limit(limit)
         ).all()
         return [(r[0], r[1], int(r[2]), -float(r[3])) for r in rows]
+
+    def estimated_rows(self, bounds: Sequence[Any]) -> float:
+        """The planner's estimate of the vectors ``bounds`` holds (statistics, no rows read).
+
+        Not a count, even a bounded one: no index holds ``target``, so counting
+        a large tenant's summaries reads its messages' wide rows too (tens of
+        thousands of heap pages at 1M vectors). The estimate multiplies the
+        columns' statistics; a scope it misjudges costs time, never results.
+        """
+        statement = select(literal(1)).select_from(Embedding).where(*bounds)
+        compiled = statement.compile(
+            dialect=self.session.get_bind().dialect, compile_kwargs={"render_postcompile": True}
+        )
+        plan = self.session.connection().exec_driver_sql(
+            "EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params
+        )
+        return float(plan.scalar_one()[0]["Plan"]["Plan Rows"])
 
     def recent_texts(self, tenant_id: str, limit: int) -> list[str]:
         """The tenant's newest ``limit`` messages as embedded (``role: text``), for word counts."""

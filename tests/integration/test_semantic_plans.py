@@ -1,5 +1,6 @@
-"""The dense statement on Postgres with pgvector: the HNSW index can serve it, and
-its query vector stays a vector in a prepared statement's generic plan."""
+"""The dense statement on Postgres with pgvector: the HNSW index can serve a wide
+scope, a narrow one is scored exactly, and the query vector stays a vector in a
+prepared statement's generic plan."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, utcnow
+from lcm.semantic import repository
 from lcm.semantic.embedder import MODEL_NAME
 from lcm.semantic.repository import EmbeddingRepository
 from tests.conftest import RecordingSender, new_tenant
@@ -76,34 +78,78 @@ def _nearest(session: Session, tenant_id: str, cids: list[int] | None, seed: int
     )
 
 
-def test_a_tenant_wide_dense_search_can_walk_the_hnsw_index(
-    seeded: tuple[Database, str, list[int]],
-) -> None:
-    """With sorts and scans priced out, the plan must be the index's ordered scan:
-    the ORDER BY is the operator class's own expression with LIMIT right above it."""
-    db, tenant_id, _cids = seeded
+def _dense_statement(db: Database, tenant_id: str, cids: list[int] | None) -> Any:
+    """The nearest rows, and the ordered statement that found them with its parameters."""
     seen: list[tuple[str, Any]] = []
 
     def listen(_c: Any, _cur: Any, statement: str, params: Any, *_rest: Any) -> None:
-        if "FROM embeddings" in statement:
+        if "FROM embeddings" in statement and "ORDER BY" in statement:
             seen.append((statement, params))
 
     event.listen(db.engine, "before_cursor_execute", listen)
     try:
         with db.read_session() as session:
-            found = _nearest(session, tenant_id, None, 1)
+            found = _nearest(session, tenant_id, cids, 1)
     finally:
         event.remove(db.engine, "before_cursor_execute", listen)
-    assert len(found) == 30
-    assert all(row[0] == "summary" for row in found)
     ((statement, params),) = seen
+    return found, statement, params
+
+
+def _plan(db: Database, statement: str, params: Any, off: tuple[str, ...]) -> str:
     with db.engine.begin() as conn:
-        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+        for setting in off:
             conn.execute(text(f"SET LOCAL {setting} = off"))
         conn.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params))
+        return "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params))
+
+
+def test_a_tenant_wide_dense_search_can_walk_the_hnsw_index(
+    seeded: tuple[Database, str, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the exact-search threshold, with sorts and scans priced out, the plan
+    must be the index's ordered scan: the ORDER BY is the operator class's own
+    expression with LIMIT right above it."""
+    db, tenant_id, _cids = seeded
+    monkeypatch.setattr(repository, "EXACT_SEARCH_BELOW", 100)  # the tenant holds 400
+    found, statement, params = _dense_statement(db, tenant_id, None)
+    assert len(found) == 30
+    assert all(row[0] == "summary" for row in found)
+    plan = _plan(db, statement, params, ("enable_seqscan", "enable_bitmapscan", "enable_sort"))
     assert HNSW in plan, plan
     assert "Sort" not in plan, plan
+
+
+def test_a_narrow_scope_is_scored_exactly_with_the_hits_of_the_hnsw_walk(
+    seeded: tuple[Database, str, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the threshold the statement orders by an expression the HNSW index
+    cannot serve, even with every other plan priced out, and finds what an
+    exhaustive walk of the graph finds (and what scoring every vector finds)."""
+    db, tenant_id, cids = seeded
+    found, statement, params = _dense_statement(db, tenant_id, cids[:1])
+    assert len(found) == 30
+    assert {row[2] for row in found} == {cids[0]}
+    plan = _plan(db, statement, params, ("enable_seqscan", "enable_sort"))
+    assert HNSW not in plan, plan
+    assert "Sort" in plan, plan
+
+    monkeypatch.setattr(repository, "EXACT_SEARCH_BELOW", 0)  # always the HNSW walk
+    with db.read_session() as session:
+        # A search list wider than the table: the walk visits every vector.
+        session.execute(text("SELECT set_config('hnsw.ef_search', '1000', true)"))
+        walked = _nearest(session, tenant_id, cids[:1], 1)
+    with db.read_session() as session:
+        scored = session.execute(
+            text(
+                "SELECT source, -(embedding <#> CAST(:q AS vector)) FROM embeddings "
+                "WHERE conversation_id = :cid ORDER BY 2 DESC LIMIT 30"
+            ),
+            {"q": str(_unit(random.Random(1))), "cid": cids[0]},
+        ).all()
+    assert [row[1] for row in found] == [row[1] for row in walked]
+    assert [row[1] for row in found] == [row[0] for row in scored]
+    assert [row[3] for row in found] == pytest.approx([row[1] for row in scored], abs=1e-5)
 
 
 def test_the_query_vector_is_bound_as_a_vector_in_prepared_statements(
@@ -124,7 +170,7 @@ def test_the_query_vector_is_bound_as_a_vector_in_prepared_statements(
             for r in conn.execute(
                 text(
                     "SELECT parameter_types FROM pg_prepared_statements "
-                    "WHERE statement LIKE '%FROM embeddings%'"
+                    "WHERE statement LIKE '%FROM embeddings%<#>%'"
                 )
             )
         ]
