@@ -30,7 +30,14 @@ from lcm.secrets import (
     stale_views,
 )
 from lcm.settings import CompactionSettings
-from lcm.window_cache import WINDOW_CACHE, CachedWindow, Memo, Stamp, WindowCache
+from lcm.window_cache import (
+    ONE_SNAPSHOT,
+    WINDOW_CACHE,
+    CachedWindow,
+    Memo,
+    Stamp,
+    WindowCache,
+)
 
 
 class PromptCue(Protocol):
@@ -117,7 +124,8 @@ def read_window(
     grown from it by the items appended since, when only appends happened
     (the turn after an ingest); else read. A window read or grown is kept if
     the stamp read again after it is unchanged (a window newer than its
-    stamp must not be kept: see ``lcm.window_cache``).
+    stamp must not be kept: see ``lcm.window_cache``), which in a session
+    seeing one snapshot it is without a read.
     """
     cache: WindowCache | None = session.info.get(WINDOW_CACHE)
     repo = AssemblyRepository(session)
@@ -135,7 +143,7 @@ def read_window(
         window = repo.window(conversation_id, token_budget, min_items)
         read = tuple(window_entries(session, conversation_id, window.items)), window.whole
     entries, whole = read
-    if repo.stamp(conversation_id) == stamp:
+    if _stamp_holds(session, conversation_id, stamp):
         kept = CachedWindow(stamp, token_budget, min_items, entries, whole)
         cache.put(conversation_id, kept)
         return WindowEntries(entries, whole, stamp, kept.memo)
@@ -223,9 +231,19 @@ def _memoized(
     _, assembled = _from_window(
         session, conversation_id, window, token_budget, settings, times, replay_to, _as_stored
     )
-    if AssemblyRepository(session).stamp(conversation_id) == window.stamp:
+    if window.stamp is not None and _stamp_holds(session, conversation_id, window.stamp):
         memo.keep(key, assembled)
     return assembled
+
+
+def _stamp_holds(session: Session, conversation_id: int, stamp: Stamp) -> bool:
+    """The conversation's stamp is still ``stamp`` (what was read since may be kept under it).
+
+    In a session seeing one snapshot it cannot have changed: not read again.
+    """
+    if session.info.get(ONE_SNAPSHOT):
+        return True
+    return AssemblyRepository(session).stamp(conversation_id) == stamp
 
 
 def _from_window(
