@@ -83,6 +83,16 @@ class Stamp(NamedTuple):
         )
 
 
+class StampRead(NamedTuple):
+    """A conversation's stamp as its reader read it, in its transaction, before the window.
+
+    ``stamp`` is None when the context holds no item. Handed to assembly by a
+    caller that read it along with the conversation (one statement less).
+    """
+
+    stamp: Stamp | None
+
+
 class Memo:
     """A few values computed from one window, each under a key compared by ``==``.
 

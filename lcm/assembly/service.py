@@ -36,6 +36,7 @@ from lcm.window_cache import (
     CachedWindow,
     Memo,
     Stamp,
+    StampRead,
     WindowCache,
 )
 
@@ -67,6 +68,7 @@ def assemble(
     replay_to: ReplayTarget = ReplayTarget(),
     cue: PromptCue | None = None,
     tenant_id: str | None = None,
+    stamp_read: StampRead | None = None,
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
@@ -80,10 +82,12 @@ def assemble(
     Signed reasoning reaches only the model that wrote it when ``replay_to``
     names one (:mod:`lcm.assembly.replay`). Given the ``tenant_id``, the
     messages' detected secrets are masked unless ``assemble_secrets`` is
-    ``pass`` (:func:`secret_masking`).
+    ``pass`` (:func:`secret_masking`). ``stamp_read``: the context's stamp,
+    read by the caller in ``session`` (not read again).
     """
     mask = secret_masking(session, tenant_id, conversation_id, settings)
-    window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
+    min_items = settings.fresh_tail_count + 1
+    window = read_window(session, conversation_id, token_budget, min_items, stamp_read)
     if (cue is None or not cue.ranks) and mask is _as_stored and window.memo is not None:
         args = (window, window.memo, token_budget, settings, times, replay_to)
         return _memoized_recall(session, conversation_id, cue, *args)
@@ -115,7 +119,11 @@ def assemble(
 
 
 def read_window(
-    session: Session, conversation_id: int, token_budget: int, min_items: int
+    session: Session,
+    conversation_id: int,
+    token_budget: int,
+    min_items: int,
+    stamp_read: StampRead | None = None,
 ) -> WindowEntries:
     """The window's entries (``AssemblyRepository.window``), as stored (nothing masked).
 
@@ -129,7 +137,10 @@ def read_window(
     """
     cache: WindowCache | None = session.info.get(WINDOW_CACHE)
     repo = AssemblyRepository(session)
-    stamp = repo.stamp(conversation_id) if cache is not None else None
+    if cache is None:
+        stamp = None
+    else:  # read by the caller along with the conversation, or here
+        stamp = repo.stamp(conversation_id) if stamp_read is None else stamp_read.stamp
     if cache is None or stamp is None:
         window = repo.window(conversation_id, token_budget, min_items)
         return WindowEntries(
