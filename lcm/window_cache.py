@@ -34,7 +34,9 @@ window's statements may see a later commit than the first stamp did, and a
 newer window must never be kept under an older stamp. In a session that sees
 one snapshot throughout (assembly's, marked :data:`ONE_SNAPSHOT`) the stamp
 read again is the one read first, so it is not read again: two statements
-less on every assembly that keeps what it read.
+less on every assembly that keeps what it read. ``POST …/assemble`` reads the
+first stamp along with the conversation, in one statement
+(``lcm.conversations.target_for_assembly``, :class:`StampRead`).
 
 Entries are kept as read, before secret masking or the replay target's
 filtering: both are applied per request on top. A window also keeps what was
