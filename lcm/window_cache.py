@@ -31,7 +31,12 @@ looked up, so what is served is what that snapshot holds. A window read
 from the database, or grown, is kept only if the stamp read again after it
 is unchanged: under READ COMMITTED (Postgres outside a snapshot session) the
 window's statements may see a later commit than the first stamp did, and a
-newer window must never be kept under an older stamp.
+newer window must never be kept under an older stamp. In a session that sees
+one snapshot throughout (assembly's, marked :data:`ONE_SNAPSHOT`) the stamp
+read again is the one read first, so it is not read again: two statements
+less on every assembly that keeps what it read. ``POST …/assemble`` reads the
+first stamp along with the conversation, in one statement
+(``lcm.conversations.target_for_assembly``, :class:`StampRead`).
 
 Entries are kept as read, before secret masking or the replay target's
 filtering: both are applied per request on top. A window also keeps what was
@@ -54,6 +59,9 @@ from lcm.context import ContextEntry
 
 # Session.info key: the Database's window cache, handed to every session it opens.
 WINDOW_CACHE = "lcm_window_cache"
+# Session.info key: every statement of this session sees one snapshot
+# (``Database.snapshot_session``), so a stamp read again in it cannot differ.
+ONE_SNAPSHOT = "lcm_one_snapshot"
 
 
 class Stamp(NamedTuple):
@@ -75,6 +83,16 @@ class Stamp(NamedTuple):
             and self.version - self.appends == earlier.version - earlier.appends
             and self.ordinal > earlier.ordinal
         )
+
+
+class StampRead(NamedTuple):
+    """A conversation's stamp as its reader read it, in its transaction, before the window.
+
+    ``stamp`` is None when the context holds no item. Handed to assembly by a
+    caller that read it along with the conversation (one statement less).
+    """
+
+    stamp: Stamp | None
 
 
 class Memo:

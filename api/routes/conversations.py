@@ -49,7 +49,7 @@ from lcm.assembly import AssembledContext, ReplayTarget, TimeSpan
 from lcm.assembly.service import assemble
 from lcm.conversations.compact import CompactRequest, compact_on_request
 from lcm.conversations.host_cursor import read_host_cursor
-from lcm.conversations.service import resolve_for_read, target_for_read
+from lcm.conversations.service import resolve_for_read, target_for_assembly
 from lcm.ingest.turns import store_messages
 from lcm.lifecycle.gateway import TurnInput, take_turn
 from lcm.lifecycle.recall import recall_prompt
@@ -152,7 +152,9 @@ def post_turn(
 @direct(AssembleIn, snapshot_arguments)
 def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> Response:
     with read as (session, caller):  # opened and ended in this thread (see SnapshotRead)
-        conversation = target_for_read(session, caller.tenant_id, key, body.session_id)
+        conversation, stamp_read = target_for_assembly(
+            session, caller.tenant_id, key, body.session_id
+        )
         effective = settings_for_call(
             caller.settings, conversation, ModelInfo(body.model, body.context_window)
         )
@@ -167,6 +169,7 @@ def post_assemble(key: SessionKey, body: AssembleIn, read: SnapshotReadDep) -> R
             replay_to=ReplayTarget(body.provider, body.model),
             cue=cue,
             tenant_id=caller.tenant_id,
+            stamp_read=stamp_read,
         )
     tools = frozenset(body.available_tools) if body.available_tools is not None else None
     # Built from the domain's typed result: not validated again (see model_response);

@@ -30,7 +30,15 @@ from lcm.secrets import (
     stale_views,
 )
 from lcm.settings import CompactionSettings
-from lcm.window_cache import WINDOW_CACHE, CachedWindow, Memo, Stamp, WindowCache
+from lcm.window_cache import (
+    ONE_SNAPSHOT,
+    WINDOW_CACHE,
+    CachedWindow,
+    Memo,
+    Stamp,
+    StampRead,
+    WindowCache,
+)
 
 
 class PromptCue(Protocol):
@@ -60,6 +68,7 @@ def assemble(
     replay_to: ReplayTarget = ReplayTarget(),
     cue: PromptCue | None = None,
     tenant_id: str | None = None,
+    stamp_read: StampRead | None = None,
 ) -> AssembledContext:
     """The model context for the next turn of a conversation (read-only).
 
@@ -73,10 +82,12 @@ def assemble(
     Signed reasoning reaches only the model that wrote it when ``replay_to``
     names one (:mod:`lcm.assembly.replay`). Given the ``tenant_id``, the
     messages' detected secrets are masked unless ``assemble_secrets`` is
-    ``pass`` (:func:`secret_masking`).
+    ``pass`` (:func:`secret_masking`). ``stamp_read``: the context's stamp,
+    read by the caller in ``session`` (not read again).
     """
     mask = secret_masking(session, tenant_id, conversation_id, settings)
-    window = read_window(session, conversation_id, token_budget, settings.fresh_tail_count + 1)
+    min_items = settings.fresh_tail_count + 1
+    window = read_window(session, conversation_id, token_budget, min_items, stamp_read)
     if (cue is None or not cue.ranks) and mask is _as_stored and window.memo is not None:
         args = (window, window.memo, token_budget, settings, times, replay_to)
         return _memoized_recall(session, conversation_id, cue, *args)
@@ -108,7 +119,11 @@ def assemble(
 
 
 def read_window(
-    session: Session, conversation_id: int, token_budget: int, min_items: int
+    session: Session,
+    conversation_id: int,
+    token_budget: int,
+    min_items: int,
+    stamp_read: StampRead | None = None,
 ) -> WindowEntries:
     """The window's entries (``AssemblyRepository.window``), as stored (nothing masked).
 
@@ -117,11 +132,15 @@ def read_window(
     grown from it by the items appended since, when only appends happened
     (the turn after an ingest); else read. A window read or grown is kept if
     the stamp read again after it is unchanged (a window newer than its
-    stamp must not be kept: see ``lcm.window_cache``).
+    stamp must not be kept: see ``lcm.window_cache``), which in a session
+    seeing one snapshot it is without a read.
     """
     cache: WindowCache | None = session.info.get(WINDOW_CACHE)
     repo = AssemblyRepository(session)
-    stamp = repo.stamp(conversation_id) if cache is not None else None
+    if cache is None:
+        stamp = None
+    else:  # read by the caller along with the conversation, or here
+        stamp = repo.stamp(conversation_id) if stamp_read is None else stamp_read.stamp
     if cache is None or stamp is None:
         window = repo.window(conversation_id, token_budget, min_items)
         return WindowEntries(
@@ -135,7 +154,7 @@ def read_window(
         window = repo.window(conversation_id, token_budget, min_items)
         read = tuple(window_entries(session, conversation_id, window.items)), window.whole
     entries, whole = read
-    if repo.stamp(conversation_id) == stamp:
+    if _stamp_holds(session, conversation_id, stamp):
         kept = CachedWindow(stamp, token_budget, min_items, entries, whole)
         cache.put(conversation_id, kept)
         return WindowEntries(entries, whole, stamp, kept.memo)
@@ -223,9 +242,19 @@ def _memoized(
     _, assembled = _from_window(
         session, conversation_id, window, token_budget, settings, times, replay_to, _as_stored
     )
-    if AssemblyRepository(session).stamp(conversation_id) == window.stamp:
+    if window.stamp is not None and _stamp_holds(session, conversation_id, window.stamp):
         memo.keep(key, assembled)
     return assembled
+
+
+def _stamp_holds(session: Session, conversation_id: int, stamp: Stamp) -> bool:
+    """The conversation's stamp is still ``stamp`` (what was read since may be kept under it).
+
+    In a session seeing one snapshot it cannot have changed: not read again.
+    """
+    if session.info.get(ONE_SNAPSHOT):
+        return True
+    return AssemblyRepository(session).stamp(conversation_id) == stamp
 
 
 def _from_window(

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         get_conversation,
         resolve_for_read,
         resolve_for_write,
+        target_for_assembly,
         target_for_read,
         target_for_write,
     )
@@ -48,6 +49,7 @@ __all__ = [
     "reset_session",
     "resolve_for_read",
     "resolve_for_write",
+    "target_for_assembly",
     "target_for_read",
     "target_for_write",
     "write_skip",
@@ -70,6 +72,7 @@ __getattr__ = lazy_exports(
             "get_conversation",
             "resolve_for_read",
             "resolve_for_write",
+            "target_for_assembly",
             "target_for_read",
             "target_for_write",
         ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, bindparam, func, select, update
+from sqlalchemy import BigInteger, and_, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from lcm.db.driver import DriverStatement
@@ -19,6 +19,7 @@ from lcm.db.models import (
     Conversation,
     utcnow,
 )
+from lcm.window_cache import Stamp
 
 
 class ConversationRef(NamedTuple):
@@ -102,6 +103,26 @@ class ConversationRepository:
         params = {"tenant": tenant_id, "key": session_key}
         row = _LATEST_REF.run(self.session, params).first()
         return None if row is None else ConversationRef(*row)
+
+    def ref_with_stamp(
+        self, tenant_id: str, session_key: str, session_id: str | None
+    ) -> tuple[ConversationRef, Stamp | None] | None:
+        """``ref_by_session_id`` (or ``latest_ref`` without a session id) with the
+        context's stamp (``AssemblyRepository.stamp``), read by the same statement."""
+        params = {"tenant": tenant_id, "key": session_key}
+        if session_id is None:
+            row = _LATEST_STAMPED.run(self.session, params).first()
+        else:
+            params["session"] = session_id
+            row = _STAMPED_BY_SESSION_ID.run(self.session, params).first()
+        if row is None:
+            return None
+        ref = ConversationRef(*row[:4])
+        version, appends, ordinal, message_id, summary_id = row[4:]
+        if ordinal is None:  # no context item: no stamp, as AssemblyRepository.stamp
+            return ref, None
+        newest = int(message_id) if message_id is not None else str(summary_id)
+        return ref, Stamp(int(version), int(appends), int(ordinal), newest)
 
     def find_latest(self, tenant_id: str, session_key: str) -> Conversation | None:
         """The active conversation of a family, else its most recent one."""
@@ -275,6 +296,39 @@ _REF_BY_SESSION_ID = DriverStatement(
 # The active conversation of the family, else its most recent one.
 _LATEST_REF = DriverStatement(
     select(*_REF_COLUMNS)
+    .where(*_IN_FAMILY)
+    .order_by(Conversation.archived_at.is_not(None), Conversation.id.desc())
+    .limit(1)
+)
+# The same with the context's stamp (its version, appends and newest item),
+# for assembly: one statement where the conversation and the stamp took two.
+_NEWER_ITEMS = ContextItem.__table__.alias("newer_items")
+_WITH_NEWEST_ITEM = Conversation.__table__.outerjoin(
+    ContextItem.__table__,
+    and_(
+        ContextItem.conversation_id == Conversation.id,
+        ContextItem.ordinal
+        == select(func.max(_NEWER_ITEMS.c.ordinal))
+        .where(_NEWER_ITEMS.c.conversation_id == Conversation.id)
+        .scalar_subquery(),
+    ),
+)
+_STAMPED_COLUMNS = (
+    *_REF_COLUMNS,
+    Conversation.context_version,
+    Conversation.context_appends,
+    ContextItem.ordinal,
+    ContextItem.message_id,
+    ContextItem.summary_id,
+)
+_STAMPED_BY_SESSION_ID = DriverStatement(
+    select(*_STAMPED_COLUMNS)
+    .select_from(_WITH_NEWEST_ITEM)
+    .where(*_IN_FAMILY, Conversation.session_id == bindparam("session"))
+)
+_LATEST_STAMPED = DriverStatement(
+    select(*_STAMPED_COLUMNS)
+    .select_from(_WITH_NEWEST_ITEM)
     .where(*_IN_FAMILY)
     .order_by(Conversation.archived_at.is_not(None), Conversation.id.desc())
     .limit(1)

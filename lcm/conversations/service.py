@@ -17,6 +17,7 @@ from lcm.conversations.carry_over import carry_summaries
 from lcm.conversations.repository import ConversationRef, ConversationRepository
 from lcm.db.models import Conversation, utcnow
 from lcm.errors import Conflict, NotFound
+from lcm.window_cache import StampRead
 
 
 def resolve_for_write(
@@ -126,6 +127,22 @@ def target_for_read(
     if found is None:
         raise NotFound(f"no conversation for session key {session_key!r}")
     return found
+
+
+def target_for_assembly(
+    session: Session, tenant_id: str, session_key: str, session_id: str | None = None
+) -> tuple[ConversationRef, StampRead]:
+    """:func:`target_for_read` and its context's stamp, in one statement.
+
+    Assembly's window cache reads the stamp first (``lcm.window_cache``):
+    read here, in the same transaction before the window, it needs no
+    statement of its own (``assemble(..., stamp_read=...)``).
+    """
+    found = ConversationRepository(session).ref_with_stamp(tenant_id, session_key, session_id)
+    if found is None:
+        raise NotFound(f"no conversation for session key {session_key!r}")
+    ref, stamp = found
+    return ref, StampRead(stamp)
 
 
 def get_conversation(session: Session, tenant_id: str, conversation_id: int) -> Conversation | None:

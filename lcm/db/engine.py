@@ -28,7 +28,7 @@ from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.semantic_settings import SEMANTIC_ON
 from lcm.settings import Settings
-from lcm.window_cache import WINDOW_CACHE, WindowCache
+from lcm.window_cache import ONE_SNAPSHOT, WINDOW_CACHE, WindowCache
 
 log = logging.getLogger(__name__)
 
@@ -331,10 +331,13 @@ class Database:
         SQLite's read transaction already is one; on Postgres the default
         (READ COMMITTED) takes a new snapshot per statement, so this asks for
         REPEATABLE READ, under which a read-only transaction never fails.
+        The session is marked :data:`lcm.window_cache.ONE_SNAPSHOT` (a read
+        repeated in it needs no second statement).
         """
         with self.read_session() as session:
             if self.dialect == "postgresql":
                 session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            session.info[ONE_SNAPSHOT] = True
             yield session
 
     @contextmanager

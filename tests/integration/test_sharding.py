@@ -220,7 +220,6 @@ UNSCOPED_BY_AN_ID_ALREADY_SCOPED = {
     "SELECT compaction_runs by compaction_runs.conversation_id",
     "SELECT context_items by context_items.conversation_id",
     "SELECT context_items by context_items.summary_id",
-    "SELECT context_items,conversations by context_items.conversation_id,context_items.ordinal",
     "SELECT context_items,summaries by "
     "context_items.conversation_id,context_items.ordinal,summaries.id",
     "SELECT conversations by conversations.id",

@@ -155,6 +155,46 @@ def test_a_window_newer_than_its_stamp_is_not_kept(db: Database) -> None:
     assert assembled(db, cid, 10_000) == uncached_assembly(db, cid, 10_000)
 
 
+def test_a_snapshot_keeps_its_window_without_reading_the_stamp_again(db: Database) -> None:
+    """In one snapshot (assembly's session) the stamp is read once: an ingest committed
+    right after that read is in neither the window nor the stamp, the window is kept
+    under the stamp read, and the next assembly grows it by the ingest's item."""
+    tenant = new_tenant(db)
+    cid = ingest(db, tenant.tenant_id, "agent", texts(20))
+    cache = db.window_cache
+    assert cache is not None
+    stamps: list[str] = []
+
+    def ingest_after_the_stamp(conn: Any, cursor: Any, statement: str, *args: object) -> None:
+        if "context_version" in statement and statement.lstrip().upper().startswith("SELECT"):
+            stamps.append(statement)
+            if len(stamps) == 1:  # another thread, as another request would
+                worker = threading.Thread(
+                    target=lambda: ingest(db, tenant.tenant_id, "agent", texts(1, start=20))
+                )
+                worker.start()
+                worker.join()
+
+    event.listen(db.engine, "after_cursor_execute", ingest_after_the_stamp)
+    try:
+        with db.snapshot_session() as session:
+            read = read_window(session, cid, 10_000, MIN_ITEMS)
+    finally:
+        event.remove(db.engine, "after_cursor_execute", ingest_after_the_stamp)
+    assert len(stamps) == 1  # not read again to keep the window
+    assert "message 19" in str(read.entries[-1])  # the snapshot's newest, not the ingest's
+    assert read.stamp is not None  # kept under the stamp read
+    assert read.memo is not None
+    held = cache.get(cid, read.stamp, 10_000, MIN_ITEMS)
+    assert held is not None
+    assert held.entries == read.entries
+    with db.snapshot_session() as session:
+        grown = read_window(session, cid, 10_000, MIN_ITEMS)
+        direct = direct_window(session, cid, 10_000)
+    assert (grown.entries, grown.whole) == direct
+    assert "message 20" in str(grown.entries[-1])
+
+
 def test_readers_racing_ingest_and_compaction_see_their_own_snapshot(db: Database) -> None:
     """Readers assemble through the shared cache while another thread ingests and
     compacts: in every reader's snapshot, the cached window is the one the database
