@@ -50,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "several tenants (bench/semantic_scale.py), e.g. 100k,1m",
     )
     parser.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="--scale: keep the seeded Postgres data directory in DIR and reuse it on the next "
+        "run (grown only when a size asks for more vectors than it holds)",
+    )
+    parser.add_argument(
         "--server",
         nargs="+",
         default=None,
