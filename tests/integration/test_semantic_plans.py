@@ -177,3 +177,37 @@ def test_the_query_vector_is_bound_as_a_vector_in_prepared_statements(
     assert types, "the dense statement was never prepared"
     assert all("vector" in t for t in types), types
     assert all(len(r) == 30 and {row[2] for row in r} == {cids[0]} for r in results)
+
+
+def test_a_small_scope_of_one_target_reads_only_that_targets_rows(
+    seeded: tuple[Database, str, list[int]],
+) -> None:
+    """A tenant's summaries scored exactly: the index holds target (migration 0033),
+    so the scan reads the summaries alone, not every vector of the tenant with its
+    messages dropped row by row by a filter."""
+    db, tenant_id, _cids = seeded
+    rng, now = random.Random(9), utcnow()
+    with db.transaction() as session:
+        cid = session.execute(
+            text("SELECT id FROM conversations WHERE tenant_id = :t LIMIT 1"), {"t": tenant_id}
+        ).scalar_one()
+        session.execute(
+            text(
+                "INSERT INTO embeddings (tenant_id, conversation_id, target, source, chunk, "
+                "model, dimension, at, created_at, embedding) "
+                "SELECT :t, :c, 'message', 'msg_' || n, 0, :m, 384, :now, :now, CAST(:v AS vector) "
+                "FROM generate_series(1, 4000) n"
+            ),
+            {"t": tenant_id, "c": cid, "m": MODEL_NAME, "now": now, "v": str(_unit(rng))},
+        )
+    with db.engine.begin() as conn:
+        conn.execute(text("ANALYZE embeddings"))
+    found, statement, params = _dense_statement(db, tenant_id, None)
+    assert len(found) == 30
+    assert all(row[0] == "summary" for row in found)
+    plan = _plan(db, statement, params, ("enable_seqscan", "enable_bitmapscan"))
+    assert HNSW not in plan, plan
+    assert "ix_embeddings_tenant_model_target" in plan, plan
+    condition = next(line for line in plan.splitlines() if "Index Cond" in line)
+    assert "target" in condition, plan
+    assert "Filter" not in plan, plan
