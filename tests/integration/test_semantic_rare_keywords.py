@@ -1,0 +1,149 @@
+"""Hybrid grep's full-text side on Postgres: a keyword rare in a big scope is read
+through the text index's bitmap (a bounded probe), not by walking the scope newest
+first; the hits, their fused order and ``complete`` are what the walk gives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+from bench.growth_seed import Seeder
+from lcm.db.engine import Database
+from lcm.retrieval import match_repository, semantic_grep
+from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
+from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+from lcm.retrieval.semantic_grep import SemanticOptions
+from tests.conftest import RecordingSender, new_tenant
+
+pytestmark = pytest.mark.postgres
+LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
+# In the seeded text: "payments" 1 message in 500, "timeout" 1 in 300, "build" ~1 in 5.
+RARE, MEDIUM, COMMON = "payments", "timeout", "build"
+
+
+@pytest.fixture
+def seeded(pg_db: Database) -> Iterator[tuple[Database, str]]:
+    """One tenant of 9,000 messages in three conversations, ANALYZEd."""
+    db = Database(pg_db.settings.model_copy(update={"semantic": True}), RecordingSender())
+    tenant = new_tenant(db).tenant_id
+    with db.engine.connect() as conn:
+        Seeder(conn, tenant).raw(["a", "b", "c"], 3_000)
+        conn.commit()
+    with db.engine.begin() as conn:
+        conn.execute(text("ANALYZE messages"))
+    yield db, tenant
+    db.dispose()
+
+
+def _grep(
+    db: Database, tenant: str, pattern: str, params: dict[str, Any] | None = None
+) -> tuple[Any, list[str]]:
+    """The grep's result and the full-text candidate statements it ran (EXPLAIN aside)."""
+    seen: list[str] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, bound: Any, *_rest: Any) -> None:
+        candidates = "content_tsv @@" in statement and "ts_rank" not in statement
+        if candidates and not statement.startswith("EXPLAIN"):
+            seen.append(statement)
+            if params is not None:
+                params[statement] = bound
+
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        with db.read_session() as session:
+            bounds = resolve_bounds(session, tenant, ScopeSelector(all_conversations=True))
+            query = GrepQuery(pattern, "hybrid", "messages", "relevance", 50)
+            found = grep(session, bounds, query, LIMITS)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    return found, seen
+
+
+def _same(probed: Any, walked: Any) -> None:
+    assert [m.ref for m in probed.matches] == [m.ref for m in walked.matches]
+    assert [m.score for m in probed.matches] == pytest.approx([m.score for m in walked.matches])
+    assert probed.complete is walked.complete
+    assert probed.notes == walked.notes
+
+
+def _walked(db: Database, tenant: str, pattern: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as m:
+        m.setattr(match_repository, "PROBE_BELOW_ESTIMATE", -1)  # never probe: the walk
+        found, seen = _grep(db, tenant, pattern)
+    assert all("ORDER BY" in s for s in seen), seen
+    return found
+
+
+@pytest.mark.parametrize("pattern", [RARE, f"{RARE} zzqx", MEDIUM])
+def test_a_rare_keyword_is_read_through_the_text_index_with_the_walks_hits(
+    seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch, pattern: str
+) -> None:
+    db, tenant = seeded
+    walked = _walked(db, tenant, pattern, monkeypatch)
+    probed, seen = _grep(db, tenant, pattern)
+    assert walked.matches, "the seeded text holds the keyword"
+    _same(probed, walked)
+    assert probed.complete is True
+    # The probe's statement has no ORDER BY, and no walk ran after it.
+    assert [s for s in seen if "ORDER BY" in s] == [], seen
+    assert any("LIMIT" in s for s in seen), seen
+
+
+def test_the_probe_is_a_bitmap_of_the_text_index_never_a_walk_of_the_scope(
+    seeded: tuple[Database, str],
+) -> None:
+    db, tenant = seeded
+    params: dict[str, Any] = {}
+    _found, seen = _grep(db, tenant, RARE, params)
+    (statement,) = seen
+    with db.engine.begin() as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        conn.execute(text("SET LOCAL enable_indexscan = off"))
+        plan = "\n".join(
+            r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params[statement])
+        )
+    assert "Bitmap Index Scan on ix_messages_conversation_content_tsv" in plan, plan
+    assert "ix_messages_tenant_created" not in plan, plan
+    assert "Sort" not in plan, plan
+
+
+def test_between_the_bound_and_the_probe_the_newest_are_kept_and_the_cut_is_reported(
+    seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More matches than the full-text bound, fewer than the probe reads: the probe
+    picks the newest (as the walk would) and the grep says it was cut."""
+    db, tenant = seeded
+    monkeypatch.setattr(semantic_grep, "FULL_TEXT_CANDIDATES", 7)
+    walked = _walked(db, tenant, MEDIUM, monkeypatch)
+    probed, seen = _grep(db, tenant, MEDIUM)
+    _same(probed, walked)
+    assert probed.complete is False
+    assert [s for s in seen if "ORDER BY" in s] == [], seen
+
+
+def test_more_matches_than_the_probe_reads_fall_back_to_the_walk(
+    seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, tenant = seeded
+    monkeypatch.setattr(match_repository, "PROBE_ROWS", 5)
+    walked = _walked(db, tenant, MEDIUM, monkeypatch)
+    probed, seen = _grep(db, tenant, MEDIUM)
+    _same(probed, walked)
+    # The probe ran, found more than it reads, and the walk answered.
+    assert any("ORDER BY" not in s for s in seen), seen
+    assert any("ORDER BY" in s for s in seen), seen
+
+
+def test_a_common_keyword_walks_without_a_probe(
+    seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planner expects many matches: the walk stops after the bound, no probe first."""
+    db, tenant = seeded
+    monkeypatch.setattr(match_repository, "PROBE_BELOW_ESTIMATE", 200)
+    probed, seen = _grep(db, tenant, COMMON)
+    assert seen, seen
+    assert all("ORDER BY" in s for s in seen), seen
+    assert probed.complete is False  # ~1,800 matches: more than the 1,000 bound
