@@ -178,8 +178,8 @@ class SearchRepository:
         """
         base: Any = Message.__table__ if target == "message" else Summary.__table__
         source, match, _relevance = self._text_match(target, base, query)
-        where = [match, *within_bounds(target, bounds)]
-        return newest_matches(self.session, source, where, target, limit)
+        fts = self.dialect == "sqlite" and not query.cjk
+        return newest_matches(self.session, target, bounds, source, match, limit, fts=fts)
 
     def best_conversations(
         self, target: Target, bounds: Bounds, query: TextQuery, limit: int

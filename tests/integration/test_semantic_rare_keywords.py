@@ -1,6 +1,7 @@
-"""Hybrid grep's full-text side on Postgres: a keyword rare in a big scope is read
-through the text index's bitmap (a bounded probe), not by walking the scope newest
-first; the hits, their fused order and ``complete`` are what the walk gives."""
+"""Hybrid grep's full-text candidates: a keyword rare in a big scope is read through
+the text index (Postgres: its bitmap; SQLite: the FTS table's first matches), a
+bounded probe, not by walking the scope newest first; the hits, their fused order
+and ``complete`` are what the walk gives, on both databases."""
 
 from __future__ import annotations
 
@@ -15,25 +16,42 @@ from lcm.db.engine import Database
 from lcm.retrieval import match_repository, semantic_grep
 from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
+from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.retrieval.semantic_grep import SemanticOptions
 from tests.conftest import RecordingSender, new_tenant
 
-pytestmark = pytest.mark.postgres
 LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
 # In the seeded text: "payments" 1 message in 500, "timeout" 1 in 300, "build" ~1 in 5.
 RARE, MEDIUM, COMMON = "payments", "timeout", "build"
 
 
-@pytest.fixture
-def seeded(pg_db: Database) -> Iterator[tuple[Database, str]]:
-    """One tenant of 9,000 messages in three conversations, ANALYZEd."""
-    db = Database(pg_db.settings.model_copy(update={"semantic": True}), RecordingSender())
+def _seed(base: Database) -> tuple[Database, str]:
+    """One tenant of 9,000 messages in three conversations, indexed and ANALYZEd."""
+    db = Database(base.settings.model_copy(update={"semantic": True}), RecordingSender())
     tenant = new_tenant(db).tenant_id
     with db.engine.connect() as conn:
         Seeder(conn, tenant).raw(["a", "b", "c"], 3_000)
         conn.commit()
+    index_search_backlog(db.transaction)  # SQLite's FTS tables (nothing on Postgres)
     with db.engine.begin() as conn:
-        conn.execute(text("ANALYZE messages"))
+        conn.execute(
+            text("ANALYZE messages" if db.engine.dialect.name == "postgresql" else "ANALYZE")
+        )
+    return db, tenant
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def seeded(request: pytest.FixtureRequest) -> Iterator[tuple[Database, str]]:
+    db, tenant = _seed(
+        request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
+    )
+    yield db, tenant
+    db.dispose()
+
+
+@pytest.fixture
+def pg_seeded(pg_db: Database) -> Iterator[tuple[Database, str]]:
+    db, tenant = _seed(pg_db)
     yield db, tenant
     db.dispose()
 
@@ -45,7 +63,8 @@ def _grep(
     seen: list[str] = []
 
     def listen(_c: Any, _cur: Any, statement: str, bound: Any, *_rest: Any) -> None:
-        candidates = "content_tsv @@" in statement and "ts_rank" not in statement
+        text_match = "content_tsv @@" in statement or "messages_fts MATCH" in statement
+        candidates = text_match and "ts_rank" not in statement and "bm25" not in statement
         if candidates and not statement.startswith("EXPLAIN"):
             seen.append(statement)
             if params is not None:
@@ -71,7 +90,8 @@ def _same(probed: Any, walked: Any) -> None:
 
 def _walked(db: Database, tenant: str, pattern: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     with monkeypatch.context() as m:
-        m.setattr(match_repository, "PROBE_BELOW_ESTIMATE", -1)  # never probe: the walk
+        m.setattr(match_repository, "_few", lambda *_: False)  # never probe: the walk
+        m.setattr(match_repository, "_probed_fts", lambda *_: None)
         found, seen = _grep(db, tenant, pattern)
     assert all("ORDER BY" in s for s in seen), seen
     return found
@@ -93,9 +113,9 @@ def test_a_rare_keyword_is_read_through_the_text_index_with_the_walks_hits(
 
 
 def test_the_probe_is_a_bitmap_of_the_text_index_never_a_walk_of_the_scope(
-    seeded: tuple[Database, str],
+    pg_seeded: tuple[Database, str],
 ) -> None:
-    db, tenant = seeded
+    db, tenant = pg_seeded
     params: dict[str, Any] = {}
     _found, seen = _grep(db, tenant, RARE, params)
     (statement,) = seen
@@ -138,10 +158,10 @@ def test_more_matches_than_the_probe_reads_fall_back_to_the_walk(
 
 
 def test_a_common_keyword_walks_without_a_probe(
-    seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch
+    pg_seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The planner expects many matches: the walk stops after the bound, no probe first."""
-    db, tenant = seeded
+    db, tenant = pg_seeded
     monkeypatch.setattr(match_repository, "PROBE_BELOW_ESTIMATE", 200)
     probed, seen = _grep(db, tenant, COMMON)
     assert seen, seen
