@@ -1,7 +1,8 @@
 """Hybrid grep's full-text candidates: a keyword rare in a big scope is read through
-the text index (Postgres: its bitmap; SQLite: the FTS table's first matches), a
-bounded probe, not by walking the scope newest first; the hits, their fused order
-and ``complete`` are what the walk gives, on both databases."""
+the text index, not by walking the scope newest first. SQLite: a bounded probe of
+the FTS table's first matches, with the walk's hits, fused order and ``complete``.
+Postgres: the statement is planned for its own keywords every time (never a
+prepared statement's generic plan), so its planner picks the text index's bitmap."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.orm import Session
 
 from bench.growth_seed import Seeder
 from lcm.db.engine import Database
 from lcm.retrieval import match_repository, semantic_grep
 from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
+from lcm.retrieval.prompt_terms import keywords_query
+from lcm.retrieval.query import parse_text_query
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 from lcm.retrieval.search_backlog import index_search_backlog
+from lcm.retrieval.search_repository import SearchRepository
 from lcm.retrieval.semantic_grep import SemanticOptions
 from tests.conftest import RecordingSender, new_tenant
 
@@ -40,11 +45,9 @@ def _seed(base: Database) -> tuple[Database, str]:
     return db, tenant
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def seeded(request: pytest.FixtureRequest) -> Iterator[tuple[Database, str]]:
-    db, tenant = _seed(
-        request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
-    )
+@pytest.fixture
+def seeded(sqlite_db: Database) -> Iterator[tuple[Database, str]]:
+    db, tenant = _seed(sqlite_db)
     yield db, tenant
     db.dispose()
 
@@ -90,8 +93,7 @@ def _same(probed: Any, walked: Any) -> None:
 
 def _walked(db: Database, tenant: str, pattern: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     with monkeypatch.context() as m:
-        m.setattr(match_repository, "_few", lambda *_: False)  # never probe: the walk
-        m.setattr(match_repository, "_probed_fts", lambda *_: None)
+        m.setattr(match_repository, "_probed_fts", lambda *_: None)  # the walk
         found, seen = _grep(db, tenant, pattern)
     assert all("ORDER BY" in s for s in seen), seen
     return found
@@ -110,24 +112,6 @@ def test_a_rare_keyword_is_read_through_the_text_index_with_the_walks_hits(
     # The probe's statement has no ORDER BY, and no walk ran after it.
     assert [s for s in seen if "ORDER BY" in s] == [], seen
     assert any("LIMIT" in s for s in seen), seen
-
-
-def test_the_probe_is_a_bitmap_of_the_text_index_never_a_walk_of_the_scope(
-    pg_seeded: tuple[Database, str],
-) -> None:
-    db, tenant = pg_seeded
-    params: dict[str, Any] = {}
-    _found, seen = _grep(db, tenant, RARE, params)
-    (statement,) = seen
-    with db.engine.begin() as conn:
-        conn.execute(text("SET LOCAL enable_seqscan = off"))
-        conn.execute(text("SET LOCAL enable_indexscan = off"))
-        plan = "\n".join(
-            r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params[statement])
-        )
-    assert "Bitmap Index Scan on ix_messages_conversation_content_tsv" in plan, plan
-    assert "ix_messages_tenant_created" not in plan, plan
-    assert "Sort" not in plan, plan
 
 
 def test_between_the_bound_and_the_probe_the_newest_are_kept_and_the_cut_is_reported(
@@ -157,13 +141,52 @@ def test_more_matches_than_the_probe_reads_fall_back_to_the_walk(
     assert any("ORDER BY" in s for s in seen), seen
 
 
-def test_a_common_keyword_walks_without_a_probe(
-    pg_seeded: tuple[Database, str], monkeypatch: pytest.MonkeyPatch
+def _candidates(db: Database, tenant: str, words: list[str]) -> tuple[list[Any], str, Any]:
+    """``newest_matches`` for each of ``words`` on one connection (psycopg prepares a
+    statement after five runs); the prepared candidates statements' plan counts, and
+    the last statement with its parameters."""
+    seen: list[tuple[str, Any]] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, bound: Any, *_rest: Any) -> None:
+        if "content_tsv @@" in statement and "FROM messages" in statement:
+            seen.append((statement, bound))
+
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        with db.engine.connect() as conn:
+            for word in words:
+                with Session(bind=conn) as session:
+                    bounds = resolve_bounds(session, tenant, ScopeSelector(all_conversations=True))
+                    query = keywords_query(parse_text_query(word))
+                    SearchRepository(session).newest_matches("message", bounds, query, 1_001)
+                    session.commit()
+            counts = conn.execute(
+                text(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                    "WHERE statement LIKE '%content_tsv @@%ORDER BY%'"
+                )
+            ).all()
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    statement, params = seen[-1]
+    return counts, statement, params
+
+
+@pytest.mark.postgres
+def test_postgres_plans_the_candidates_for_their_own_keywords_every_time(
+    pg_seeded: tuple[Database, str],
 ) -> None:
-    """The planner expects many matches: the walk stops after the bound, no probe first."""
+    """Common keywords first, then rare ones, on one connection: the statement is
+    prepared, and each run is still a custom plan; for a rare keyword that plan reads
+    the matches, not the tenant's messages newest first."""
     db, tenant = pg_seeded
-    monkeypatch.setattr(match_repository, "PROBE_BELOW_ESTIMATE", 200)
-    probed, seen = _grep(db, tenant, COMMON)
-    assert seen, seen
-    assert all("ORDER BY" in s for s in seen), seen
-    assert probed.complete is False  # ~1,800 matches: more than the 1,000 bound
+    counts, statement, params = _candidates(db, tenant, [COMMON] * 8 + [RARE, "zzqx"] * 4)
+    assert counts, "the candidates statement was never prepared"
+    assert all(generic == 0 and custom > 0 for generic, custom in counts), counts
+    with db.engine.begin() as conn:
+        conn.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params))
+    # The matches are read and sorted (at this size a scan may beat the bitmap),
+    # not the tenant's messages walked newest first.
+    assert "ix_messages_tenant_created" not in plan, plan
+    assert "Sort Key: messages.created_at DESC" in plan or "Sort Key: created_at DESC" in plan, plan
