@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 
+from bench.semantic_overlap import overlap_ab
 from bench.semantic_seed import VectorLoad
 from bench.servers import kept_postgres, postgres
 from lcm.db.engine import Database
@@ -60,11 +61,23 @@ def run_scale(args: Any, sizes: list[int]) -> None:
                 with database.engine.begin() as conn:
                     load.conn = conn
                     timings = load.grow(size)
+                _vacuum(database)
                 _save(keep, load)
                 steps = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
                 print(f"== {load.loaded:,} vectors ({steps})", flush=True)
-            _measure(database, load, args)
+            if getattr(args, "overlap_ab", False):
+                overlap_ab(database, list(_scopes(load)), QUERIES, LIMITS, args.repeat * 4)
+            else:
+                _measure(database, load, args)
         database.dispose()
+
+
+def _vacuum(database: Database) -> None:
+    """The tables the load wrote but ``bulk_load`` does not vacuum, as autovacuum
+    would have by the time anyone greps: summaries' GIN pending list (rows inserted
+    with the index in place) is otherwise read by every full-text search over them."""
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM (ANALYZE) summaries, embeddings"))
 
 
 def _started(database: Database, embedder: Any) -> VectorLoad:
