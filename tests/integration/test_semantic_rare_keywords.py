@@ -169,7 +169,7 @@ def _candidates(db: Database, tenant: str, words: list[str]) -> tuple[list[Any],
     finally:
         event.remove(db.engine, "before_cursor_execute", listen)
     statement, params = seen[-1]
-    return counts, statement, params
+    return list(counts), statement, params
 
 
 @pytest.mark.postgres
