@@ -23,7 +23,9 @@ from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 from lcm.retrieval.search_backlog import index_search_backlog
 from lcm.retrieval.search_repository import SearchRepository
 from lcm.retrieval.semantic_grep import SemanticOptions
-from tests.conftest import RecordingSender, new_tenant
+from tests.conftest import RecordingSender, api_client, new_tenant
+from tests.integration.retrieval_data import compact
+from tests.integration.test_semantic import FILLER, post_messages
 
 LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
 # In the seeded text: "payments" 1 message in 500, "timeout" 1 in 300, "build" ~1 in 5.
@@ -190,3 +192,41 @@ def test_postgres_plans_the_candidates_for_their_own_keywords_every_time(
     # not the tenant's messages walked newest first.
     assert "ix_messages_tenant_created" not in plan, plan
     assert "Sort Key: messages.created_at DESC" in plan or "Sort Key: created_at DESC" in plan, plan
+
+
+def test_summaries_take_the_probe_on_sqlite_with_the_walks_hits(
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summaries' FTS table drives their probe as the messages' does."""
+    db = Database(sqlite_db.settings.model_copy(update={"semantic": True}), RecordingSender())
+    client = next(api_client(db.settings, db, RecordingSender()))
+    who = new_tenant(db)
+    history = [*FILLER, *(f"{text} Again, day {i}." for i in range(3) for text in FILLER)]
+    cid = post_messages(client, who, "agent:main", history)
+    compact(db, who.tenant_id, cid, fresh_tail=2)
+    index_search_backlog(db.transaction)
+    seen: list[str] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        if "summaries_fts MATCH" in statement and "bm25" not in statement:
+            seen.append(statement)
+
+    def ask() -> Any:
+        with db.read_session() as session:
+            bounds = resolve_bounds(session, who.tenant_id, ScopeSelector(all_conversations=True))
+            query = GrepQuery("the kitten from the shelter", "hybrid", "summaries", "relevance", 20)
+            return grep(session, bounds, query, LIMITS)
+
+    with monkeypatch.context() as m:
+        m.setattr(match_repository, "_probed_fts", lambda *_: None)  # the walk
+        walked = ask()
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        probed = ask()
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert any(m.type == "summary" for m in walked.matches), walked.matches
+    _same(probed, walked)
+    assert seen, seen
+    assert [s for s in seen if "ORDER BY" in s] == [], seen
+    db.dispose()
