@@ -50,6 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "several tenants (bench/semantic_scale.py), e.g. 100k,1m",
     )
     parser.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="--scale: keep the seeded Postgres data directory in DIR and reuse it on the next "
+        "run (grown only when a size asks for more vectors than it holds)",
+    )
+    parser.add_argument(
+        "--overlap-ab",
+        action="store_true",
+        help="--scale: instead of the table, hybrid grep with the query embedded beside full "
+        "text against embedded first, alternated (bench/semantic_overlap.py)",
+    )
+    parser.add_argument(
         "--server",
         nargs="+",
         default=None,

@@ -13,17 +13,20 @@ the query's embedding timed apart (the model runs in the process, ~5 ms idle).
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
 
+from bench.semantic_overlap import overlap_ab
 from bench.semantic_seed import VectorLoad
-from bench.servers import postgres
+from bench.servers import kept_postgres, postgres
 from lcm.db.engine import Database
 from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
@@ -47,21 +50,66 @@ LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
 
 def run_scale(args: Any, sizes: list[int]) -> None:
     embedder = load_embedder()
-    with postgres() as url:
+    keep = Path(args.keep) if getattr(args, "keep", None) else None
+    with kept_postgres(keep) if keep else postgres() as url:
         database = Database(Settings(database_url=url, semantic=True))
-        with database.transaction() as session:
-            tenants = [create_tenant(session, f"vec{i}").tenant_id for i in range(8)]
-        with database.engine.begin() as conn:
-            load = VectorLoad(conn, embedder, tenants)
-            print(f"centres: {load.prepare():.1f} s to embed the real texts", flush=True)
+        load = _restored(database, keep, embedder) or _started(database, embedder)
         for size in sizes:
-            with database.engine.begin() as conn:
-                load.conn = conn
-                timings = load.grow(size)
-            steps = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
-            print(f"== {load.loaded:,} vectors ({steps})", flush=True)
-            _measure(database, load, args)
+            if load.loaded >= size * 0.99:
+                print(f"== {load.loaded:,} vectors (kept in {keep})", flush=True)
+            else:
+                with database.engine.begin() as conn:
+                    load.conn = conn
+                    timings = load.grow(size)
+                _vacuum(database)
+                _save(keep, load)
+                steps = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
+                print(f"== {load.loaded:,} vectors ({steps})", flush=True)
+            if getattr(args, "overlap_ab", False):
+                overlap_ab(database, list(_scopes(load)), QUERIES, LIMITS, args.repeat * 4)
+            else:
+                _measure(database, load, args)
         database.dispose()
+
+
+def _vacuum(database: Database) -> None:
+    """The tables the load wrote but ``bulk_load`` does not vacuum, as autovacuum
+    would have by the time anyone greps: summaries' GIN pending list (rows inserted
+    with the index in place) is otherwise read by every full-text search over them."""
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM (ANALYZE) summaries, embeddings"))
+
+
+def _started(database: Database, embedder: Any) -> VectorLoad:
+    with database.transaction() as session:
+        tenants = [create_tenant(session, f"vec{i}").tenant_id for i in range(8)]
+    with database.engine.begin() as conn:
+        load = VectorLoad(conn, embedder, tenants)
+        print(f"centres: {load.prepare():.1f} s to embed the real texts", flush=True)
+    return load
+
+
+_STATE = "semantic_scale.json"
+
+
+def _save(keep: Path | None, load: VectorLoad) -> None:
+    """What a kept data directory holds, written once its load has committed."""
+    if keep is not None:
+        state = {
+            "tenants": load.tenants,
+            "loaded": load.loaded,
+            "conversations": load.conversations,
+        }
+        (keep / _STATE).write_text(json.dumps(state))
+
+
+def _restored(database: Database, keep: Path | None, embedder: Any) -> VectorLoad | None:
+    if keep is None or not (keep / _STATE).exists():
+        return None
+    state = json.loads((keep / _STATE).read_text())
+    with database.engine.connect() as conn:
+        load = VectorLoad(conn, embedder, state["tenants"], state["loaded"], state["conversations"])
+    return load
 
 
 def _scopes(load: VectorLoad) -> Iterator[tuple[str, str, ScopeSelector]]:

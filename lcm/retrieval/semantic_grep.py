@@ -33,8 +33,15 @@ from lcm.retrieval.query import TextQuery, highlight_pattern, parse_text_query
 from lcm.retrieval.ranking_sql import MIN_EXPONENT, Target
 from lcm.retrieval.search_repository import SearchRepository, is_timeout, refuse_timeout
 from lcm.retrieval.search_rows import Bounds, SearchRow, Sort
-from lcm.semantic.embedder import load_embedder
-from lcm.semantic.search import DenseQuery, DenseResult, dense_search
+from lcm.semantic import (
+    DenseQuery,
+    DenseResult,
+    Embedder,
+    dense_text,
+    embed_beside,
+    load_embedder,
+    search_vector,
+)
 from lcm.semantic_settings import QueryHandling
 
 RRF_K = 60
@@ -108,13 +115,10 @@ def semantic_grep(
     )
     try:
         with repo.statement_deadline(ask.timeout_ms):
-            dense = dense_search(
-                repo.session, embedder, dense_ask, time.monotonic() + ask.timeout_ms / 1000
-            )
+            dense, full_text, cut = _sides(repo, embedder, bounds, ask, dense_ask, text_query, now)
             if ask.min_similarity > 0:
                 kept = [h for h in dense.hits if h.similarity >= ask.min_similarity]
                 dense = dataclasses.replace(dense, hits=kept)
-            full_text, cut = _full_text_side(repo, bounds, ask, text_query, pool, now)
             full_text.sort(key=lambda r: (r.score or 0.0, r.at), reverse=True)
             rows = _dense_rows(repo, bounds, dense, full_text[:pool])
     except OperationalError as exc:
@@ -137,20 +141,55 @@ def semantic_grep(
     return SemanticFound(found, dense.complete and not cut, notes)
 
 
+def _sides(
+    repo: SearchRepository,
+    embedder: Embedder,
+    bounds: Bounds,
+    ask: SemanticAsk,
+    dense_ask: DenseQuery,
+    text_query: TextQuery | None,
+    now: datetime,
+) -> tuple[DenseResult, list[SearchRow], bool]:
+    """The dense side's hits, the full-text side's rows, and whether its bound cut some.
+
+    Hybrid embeds the query in the background while this thread runs the
+    full-text statements, then asks for the nearest vectors: the model's run
+    (5-20 ms of CPU) is off the grep's path for as long as full text takes.
+    Every statement still runs here, on the grep's session, in order, under
+    its deadline; only the model runs beside them. What each side reads is
+    what it read before: on Postgres each statement of the read-only (READ
+    COMMITTED) transaction sees what was committed when it started, whichever
+    side runs first; SQLite's transaction is one snapshot for both.
+    """
+    deadline = time.monotonic() + ask.timeout_ms / 1000
+    query_text = dense_text(repo.session, dense_ask)  # the tenant's frequent words, kept
+    if ask.mode != "hybrid" or text_query is None:
+        vector = embedder.embed([query_text])[0]  # nothing to run beside it
+        full_text: list[SearchRow] = []
+        cut = False
+    else:
+        embedding = embed_beside(embedder, query_text)
+        full_text, cut = _full_text_side(
+            repo, bounds, text_query, ask.targets, dense_ask.limit, now
+        )
+        vector = embedding.result()
+    model = embedder.model_name
+    found = search_vector(repo.session, model, vector, dense_ask, deadline, query_text)
+    return found, full_text, cut
+
+
 def _full_text_side(
     repo: SearchRepository,
     bounds: Bounds,
-    ask: SemanticAsk,
-    text_query: TextQuery | None,
+    text_query: TextQuery,
+    targets: tuple[Target, ...],
     pool: int,
     now: datetime,
 ) -> tuple[list[SearchRow], bool]:
     """Hybrid's full-text ranking over the newest matches; True when the bound cut some."""
     rows: list[SearchRow] = []
     cut = False
-    if ask.mode != "hybrid" or text_query is None:
-        return rows, cut
-    for target in ask.targets:
+    for target in targets:
         among = repo.newest_matches(target, bounds, text_query, FULL_TEXT_CANDIDATES + 1)
         cut = cut or len(among) > FULL_TEXT_CANDIDATES
         rows += repo.full_text(

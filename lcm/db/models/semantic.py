@@ -30,8 +30,9 @@ class Embedding(Base):
         # embed job's anti-join) and erasure by conversation.
         Index("ix_embeddings_message_id_model", "message_id", "model"),
         Index("ix_embeddings_conversation_id_model", "conversation_id", "model"),
-        # A dense search over all of a tenant's conversations.
-        Index("ix_embeddings_tenant_model", "tenant_id", "model"),
+        # A dense search over all of a tenant's conversations; with target, an
+        # exact search of a small scope reads only its rows (migration 0033).
+        Index("ix_embeddings_tenant_model_target", "tenant_id", "model", "target"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -1,0 +1,183 @@
+"""Hybrid grep embeds its query beside the full-text statements: the model runs in
+another thread while the grep's own thread runs full text on its session; the
+results, the statement deadline and the model-not-loaded refusal are as before."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event, text
+
+from lcm.db.engine import Database
+from lcm.retrieval.search_repository import SearchRepository
+from lcm.semantic import embedder as embedder_module
+from lcm.semantic.embedder import Embedder
+from lcm.tenants.service import IssuedKey
+from tests.conftest import RecordingSender, auth, new_tenant
+from tests.integration.test_semantic import (  # noqa: F401 (fixtures)
+    CAR,
+    FILLER,
+    grep,
+    post_messages,
+    run_jobs,
+    sclient,
+    sdb,
+    sender,
+)
+
+QUESTION = "why would the car not start in the morning"
+_SLOW_MODEL = 0.3  # seconds the model is made to take: longer than full text here
+
+
+@pytest.fixture
+def seeded(
+    sdb: Database,  # noqa: F811
+    sclient: TestClient,  # noqa: F811
+    sender: RecordingSender,  # noqa: F811
+) -> IssuedKey:
+    who = new_tenant(sdb)
+    post_messages(sclient, who, "agent:main", [CAR, *FILLER, "the morning standup moved"])
+    run_jobs(sdb, sender)
+    from lcm.retrieval.search_backlog import index_search_backlog
+
+    index_search_backlog(sdb.transaction)
+    return who
+
+
+def _slow_model(monkeypatch: pytest.MonkeyPatch, record: list[tuple[str, float, float]]) -> None:
+    """Every embedding takes ``_SLOW_MODEL`` longer (sleeping: the GIL is free, as
+    onnxruntime leaves it) and records its thread and when it ran."""
+    real = Embedder.embed
+
+    def embed(self: Embedder, texts: Sequence[str]) -> Any:
+        started = time.monotonic()
+        time.sleep(_SLOW_MODEL)
+        out = real(self, texts)
+        record.append((threading.current_thread().name, started, time.monotonic()))
+        return out
+
+    monkeypatch.setattr(Embedder, "embed", embed)
+
+
+def _statements(db: Database, seen: list[tuple[str, float]]) -> Any:
+    def listen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        if "content_tsv @@" in statement or "_fts MATCH" in statement:
+            seen.append(("full text", time.monotonic()))
+        elif "FROM embeddings" in statement:  # the nearest vectors, or SQLite's scan
+            seen.append(("dense", time.monotonic()))
+
+    event.listen(db.engine, "before_cursor_execute", listen)
+    return lambda: event.remove(db.engine, "before_cursor_execute", listen)
+
+
+def test_hybrid_runs_full_text_while_the_model_embeds_and_finds_the_same(
+    sdb: Database,  # noqa: F811
+    sclient: TestClient,  # noqa: F811
+    seeded: IssuedKey,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = grep(sclient, seeded, QUESTION, "hybrid", sort="relevance", limit=5)
+    embedded: list[tuple[str, float, float]] = []
+    _slow_model(monkeypatch, embedded)
+    seen: list[tuple[str, float]] = []
+    stop = _statements(sdb, seen)
+    try:
+        after = grep(sclient, seeded, QUESTION, "hybrid", sort="relevance", limit=5)
+    finally:
+        stop()
+    ((thread, started, ended),) = embedded
+    assert thread.startswith("lcm-query-embed"), thread
+    full_text = [at for kind, at in seen if kind == "full text"]
+    dense = [at for kind, at in seen if kind == "dense"]
+    assert full_text, seen
+    assert dense, seen
+    # Full text ran while the model was still embedding; the dense statement after it.
+    assert max(full_text) < ended, (started, full_text, ended)
+    assert min(dense) >= ended
+    # The same hits in the same fused order, and the same flags.
+    assert [m["snippet"] for m in after["matches"]] == [m["snippet"] for m in before["matches"]]
+    assert CAR.split(",")[0] in after["matches"][0]["snippet"].replace("«", "").replace("»", "")
+    assert after["complete"] is before["complete"] is True
+    assert after["notes"] == before["notes"]
+
+
+def test_semantic_mode_embeds_on_the_grep_thread(
+    sclient: TestClient,  # noqa: F811
+    seeded: IssuedKey,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No full-text side to overlap: the model runs where it always did."""
+    embedded: list[tuple[str, float, float]] = []
+    _slow_model(monkeypatch, embedded)
+    found = grep(sclient, seeded, QUESTION, "semantic", limit=3)
+    assert CAR[:20] in found["matches"][0]["snippet"].replace("«", "").replace("»", "")
+    ((thread, _started, _ended),) = embedded
+    assert not thread.startswith("lcm-query-embed"), thread
+
+
+def test_a_full_text_statement_past_the_deadline_still_refuses_the_grep(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The statement deadline covers full text while the model embeds beside it:
+    the grep is refused (search_timeout), and the next grep runs normally."""
+    from tests.conftest import api_client
+
+    limited = {"semantic": True, "statement_timeout_ms": 500}
+    db = Database(pg_db.settings.model_copy(update=limited), RecordingSender())
+    client = next(api_client(db.settings, db, RecordingSender()))
+    who = new_tenant(db)
+    post_messages(client, who, "agent:main", [CAR, *FILLER])
+    embedded: list[tuple[str, float, float]] = []
+    _slow_model(monkeypatch, embedded)
+    real = SearchRepository.newest_matches
+
+    def slow(self: SearchRepository, *args: Any) -> list[int | str]:
+        self.session.execute(text("SELECT pg_sleep(3)"))  # past the grep's deadline
+        return real(self, *args)
+
+    monkeypatch.setattr(SearchRepository, "newest_matches", slow)
+    body = {"pattern": QUESTION, "mode": "hybrid", "all_conversations": True, "scope": "messages"}
+    started = time.monotonic()
+    response = client.post("/v1/grep", json=body, headers=auth(who))
+    waited = time.monotonic() - started
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "search_timeout"
+    assert waited < 2.5, waited  # cancelled at the deadline, not after the 3 s sleep
+    monkeypatch.setattr(SearchRepository, "newest_matches", real)
+    again = client.post("/v1/grep", json=body, headers=auth(who))
+    assert again.status_code == 200, again.text
+    assert CAR[:20] in again.json()["matches"][0]["snippet"].replace("«", "").replace("»", "")
+    db.dispose()
+
+
+def test_a_model_that_cannot_load_refuses_hybrid_before_any_statement(
+    sdb: Database,  # noqa: F811
+    sclient: TestClient,  # noqa: F811
+    seeded: IssuedKey,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As before: the model is loaded (or refused) first, nothing runs beside a refusal."""
+
+    def broken() -> Embedder:
+        raise embedder_module.SemanticUnavailable("the model file is missing")
+
+    monkeypatch.setattr(embedder_module, "_loaded", None)
+    monkeypatch.setattr(embedder_module, "_load", broken)
+    seen: list[tuple[str, float]] = []
+    stop = _statements(sdb, seen)
+    try:
+        response = sclient.post(
+            "/v1/grep",
+            json={"pattern": QUESTION, "mode": "hybrid", "all_conversations": True},
+            headers=auth(seeded),
+        )
+    finally:
+        stop()
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "semantic_unavailable"
+    assert seen == []
