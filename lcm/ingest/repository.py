@@ -101,18 +101,13 @@ class MessageRepository:
 
     def insert_messages(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert message rows in one statement batch; ids in the order given."""
-        if not rows:
-            return []
-        result = self.session.connection().execute(_INSERT_MESSAGES, list(rows))
-        return [int(r[0]) for r in result]
+        return [int(r[0]) for r in _INSERT_MESSAGES.run_each(self.session, rows)]
 
     def insert_parts(self, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            self.session.connection().execute(_INSERT_PARTS, list(rows))
+        _INSERT_PARTS.run_each(self.session, rows)
 
     def insert_context_items(self, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            self.session.connection().execute(_INSERT_CONTEXT_ITEMS, list(rows))
+        _INSERT_CONTEXT_ITEMS.run_each(self.session, rows)
 
     def count(self, conversation_id: int) -> int:
         return int(
@@ -143,9 +138,32 @@ _CLIENT_IDS_ANY = DriverStatement(
 _CLIENT_IDS_IN = select(MESSAGES.c.client_id).where(
     _IN_CONVERSATION, MESSAGES.c.client_id.in_(bindparam("client_ids", expanding=True))
 )
-_INSERT_MESSAGES = insert(MESSAGES).returning(MESSAGES.c.id, sort_by_parameter_order=True)
-_INSERT_PARTS = insert(PARTS)
-_INSERT_CONTEXT_ITEMS = insert(CONTEXT_ITEMS)
+# SQLite: one row per call on the driver (``DriverStatement.run_each``); the
+# rows give every column these name.
+_INSERT_MESSAGES = DriverStatement(
+    insert(MESSAGES).returning(MESSAGES.c.id, sort_by_parameter_order=True),
+    (
+        "tenant_id",
+        "conversation_id",
+        "seq",
+        "role",
+        "content",
+        "content_shape",
+        "token_count",
+        "created_at",
+        "client_id",
+        "provider",
+        "model",
+    ),
+)
+_INSERT_PARTS = DriverStatement(
+    insert(PARTS),
+    ("tenant_id", "message_id", "ordinal", "part_type", "text", "tool_call_id", "payload"),
+)
+_INSERT_CONTEXT_ITEMS = DriverStatement(
+    insert(CONTEXT_ITEMS),
+    ("tenant_id", "conversation_id", "ordinal", "item_type", "message_id", "token_count"),
+)
 
 
 # Postgres: a batch in one statement (``MessageRepository.insert_batch``). The
