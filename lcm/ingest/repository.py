@@ -48,12 +48,8 @@ class MessageRepository:
         if connection.dialect.name == "postgresql":
             params = {"conversation": conversation_id, "client_ids": wanted}
             return set(_CLIENT_IDS_ANY.run(self.session, params).scalars())
-        found: set[str] = set()
-        # Chunked so a 1,000-message batch never exceeds a driver's bind limit.
-        for start in range(0, len(wanted), 500):
-            params = {"conversation": conversation_id, "client_ids": wanted[start : start + 500]}
-            found.update(connection.execute(_CLIENT_IDS_IN, params).scalars())
-        return found
+        params = {"conversation": conversation_id, "client_ids": json.dumps(wanted)}
+        return set(_CLIENT_IDS_JSON.run(self.session, params).scalars())
 
     def insert_batch(
         self,
@@ -135,8 +131,16 @@ _CLIENT_IDS_ANY = DriverStatement(
         MESSAGES.c.client_id == any_(bindparam("client_ids", type_=ARRAY(String))),
     )
 )
-_CLIENT_IDS_IN = select(MESSAGES.c.client_id).where(
-    _IN_CONVERSATION, MESSAGES.c.client_id.in_(bindparam("client_ids", expanding=True))
+# SQLite: the ids as one JSON array, so the statement text is the same for
+# every batch size and runs on the driver (an expanding IN list would not),
+# with no bind limit for a 1,000-message batch; the (conversation, client id)
+# index answers each.
+_JSON_IDS = func.json_each(bindparam("client_ids", type_=String)).table_valued("value")
+_CLIENT_IDS_JSON = DriverStatement(
+    select(MESSAGES.c.client_id).where(
+        _IN_CONVERSATION,
+        MESSAGES.c.client_id.in_(select(_JSON_IDS.c.value)),
+    )
 )
 # SQLite: one row per call on the driver (``DriverStatement.run_each``); the
 # rows give every column these name.
