@@ -53,11 +53,12 @@ from functools import partial
 from typing import Any, Protocol
 
 from psycopg.pq import ExecStatus
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Executable, String, bindparam, func, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
 
 Processor = Callable[[Any], Any]
 
@@ -89,6 +90,20 @@ class Rows(Protocol):
     def scalars(self) -> Any: ...
 
     def __iter__(self) -> Iterator[Any]: ...
+
+
+def among_json(
+    column: ColumnElement[Any] | InstrumentedAttribute[Any], name: str
+) -> ColumnElement[bool]:
+    """``column`` among the values of the JSON array bound as ``name`` (SQLite's ``json_each``).
+
+    The SQLite form of Postgres' ``= ANY(array)``: one statement text for any
+    count of values, so it runs on the driver (an expanding ``IN`` list would
+    not), with no limit on bound parameters to chunk around. Bind the values
+    with :func:`json.dumps`.
+    """
+    values = func.json_each(bindparam(name, type_=String)).table_valued("value")
+    return column.in_(select(values.c.value))
 
 
 def compile_all(dialect: Dialect) -> int:

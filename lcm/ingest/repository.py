@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import ARRAY, String, Table, any_, bindparam, func, insert, select, text
 from sqlalchemy.orm import Session
 
-from lcm.db.driver import DriverStatement
+from lcm.db.driver import DriverStatement, among_json
 from lcm.db.models import ContextItem, Message, MessagePart
 
 MESSAGES: Table = Message.__table__  # type: ignore[assignment]
@@ -135,11 +135,9 @@ _CLIENT_IDS_ANY = DriverStatement(
 # every batch size and runs on the driver (an expanding IN list would not),
 # with no bind limit for a 1,000-message batch; the (conversation, client id)
 # index answers each.
-_JSON_IDS = func.json_each(bindparam("client_ids", type_=String)).table_valued("value")
 _CLIENT_IDS_JSON = DriverStatement(
     select(MESSAGES.c.client_id).where(
-        _IN_CONVERSATION,
-        MESSAGES.c.client_id.in_(select(_JSON_IDS.c.value)),
+        _IN_CONVERSATION, among_json(MESSAGES.c.client_id, "client_ids")
     )
 )
 # SQLite: one row per call on the driver (``DriverStatement.run_each``); the
