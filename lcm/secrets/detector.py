@@ -134,12 +134,25 @@ _PLUGINS: tuple[tuple[RegexBasedDetector, str, tuple[str, ...] | None], ...] = (
     (SlackDetector(), "slack_token", ("xox", "hooks.slack.com")),
     (SquareOAuthDetector(), "square_token", ("sq0csp-",)),
     (StripeDetector(), "stripe_key", ("k_live_",)),
-    (TelegramBotTokenDetector(), "telegram_token", (":",)),
+    (TelegramBotTokenDetector(), "telegram_token", None),  # gated below (_TEXT_GATES)
     (TwilioKeyDetector(), "twilio_key", None),
 )
-# Hints are matched against the lowercased text (see above).
-_PLUGINS = tuple(
-    (plugin, kind, None if hints is None else tuple(hint.lower() for hint in hints))
+# Patterns a plugin's every match holds a match of, looked for in the text as
+# is: Telegram's tokens are ``\d{8,10}:…`` (a colon is in every JSON text; a
+# digit right before one in one text in nine), and its pattern, starting with
+# a class, cost more than any other plugin's on agent transcripts.
+_TEXT_GATES = {"telegram_token": re.compile(r"\d:")}
+# Each plugin with its hints as one pattern over the lowercased text (one scan
+# instead of one per hint: half the time) and its gate over the text as is.
+_GATED: tuple[
+    tuple[RegexBasedDetector, str, re.Pattern[str] | None, re.Pattern[str] | None], ...
+] = tuple(
+    (
+        plugin,
+        kind,
+        None if hints is None else re.compile("|".join(re.escape(h.lower()) for h in hints)),
+        _TEXT_GATES.get(kind),
+    )
     for plugin, kind, hints in _PLUGINS
 )
 # Kinds a more specific finding wins over when two overlap.
@@ -224,8 +237,10 @@ def _may_hold_secret(text: str) -> bool:
 
 def _plugin_findings(text: str) -> Iterator[Finding]:
     lowered = text.lower()
-    for plugin, kind, hints in _PLUGINS:
-        if hints is not None and not any(hint in lowered for hint in hints):
+    for plugin, kind, hints, gate in _GATED:
+        if hints is not None and hints.search(lowered) is None:
+            continue
+        if gate is not None and gate.search(text) is None:
             continue
         for regex in plugin.denylist:
             for match in regex.finditer(text):
