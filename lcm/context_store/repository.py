@@ -7,6 +7,7 @@ the same views, so a message reads back exactly as it was sent whoever asks.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -34,7 +35,7 @@ from lcm.context import (
     SummaryKind,
     SummaryView,
 )
-from lcm.db.driver import DriverStatement
+from lcm.db.driver import DriverStatement, among_json
 from lcm.db.models import ContextItem, Message, MessagePart, Summary, SummaryParent
 from lcm.errors import NotFound
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
@@ -101,18 +102,14 @@ def window_entries(
 def _by_ids(session: Session, statement: DriverStatement, ids: Sequence[Any]) -> list[Any]:
     """``statement`` (built by :func:`_among_ids`) run for ``ids``.
 
-    One array on Postgres whatever the count; elsewhere a chunk of the ids
-    at a time (SQLite's limits on bound parameters).
+    One array on Postgres whatever the count; elsewhere one JSON array
+    (``among_json``), so that it too runs on the driver.
     """
     if not ids:
         return []
     if session.get_bind().dialect.name == "postgresql":
         return list(statement.run(session, {_IDS: list(ids)}))
-    return [
-        row
-        for start in range(0, len(ids), _CHUNK)
-        for row in statement.run(session, {_IDS: ids[start : start + _CHUNK]})
-    ]
+    return list(statement.run(session, {_IDS: json.dumps(list(ids))}))
 
 
 def _message_views(session: Session, rows: Sequence[Any]) -> dict[int, MessageView]:
@@ -149,7 +146,6 @@ def _message_views(session: Session, rows: Sequence[Any]) -> dict[int, MessageVi
 
 
 _IDS = "ids"  # the bound ids of an _among_ids statement
-_CHUNK = 500  # ids per IN (...) list, elsewhere than on Postgres
 
 
 def _among_ids(
@@ -159,12 +155,12 @@ def _among_ids(
 ) -> DriverStatement:
     """The statement ``build`` makes of "``column`` among the ids" (run by :func:`_by_ids`).
 
-    ``= ANY(array)`` on Postgres (one statement text whatever the count, run
-    on the driver), an ``IN`` list elsewhere.
+    ``= ANY(array)`` on Postgres, a JSON array elsewhere: one statement text
+    whatever the count, run on the driver.
     """
     return DriverStatement(
         build(column == any_(bindparam(_IDS, type_=ARRAY(of)))),
-        elsewhere=build(column.in_(bindparam(_IDS, expanding=True))),
+        elsewhere=build(among_json(column, _IDS)),
     )
 
 

@@ -8,7 +8,7 @@ from lcm.exports import lazy_exports
 
 if TYPE_CHECKING:
     from lcm.db.busy import is_busy
-    from lcm.db.driver import DriverStatement
+    from lcm.db.driver import DriverStatement, among_json
     from lcm.db.engine import Database, Transaction
     from lcm.db.migrate import current_revision, head_revision, upgrade
     from lcm.db.models import (
@@ -73,6 +73,7 @@ __all__ = [
     "Transaction",
     "TurnCommit",
     "UtcDateTime",
+    "among_json",
     "current_revision",
     "head_revision",
     "is_busy",
@@ -84,7 +85,7 @@ __getattr__ = lazy_exports(
     __name__,
     {
         "lcm.db.busy": ("is_busy",),
-        "lcm.db.driver": ("DriverStatement",),
+        "lcm.db.driver": ("DriverStatement", "among_json"),
         "lcm.db.engine": ("Database", "Transaction"),
         "lcm.db.migrate": ("current_revision", "head_revision", "upgrade"),
         "lcm.db.models": (

@@ -27,12 +27,14 @@ SQLAlchemy would have applied around the call:
   error says it is gone.
 
 Rows come back as plain tuples (index them; no attribute access). On SQLite
-(embedded mode) a ``SELECT`` whose compiled form takes no ``IN`` list runs
-on the ``sqlite3`` connection the same way (its parameters in order, no
-binary format): assembly's window reads up to a thousand rows, and
-SQLAlchemy's per-row processing was a fifth of its time. Any other
-statement there is ``Connection.execute``, whose ``Result`` has the same
-methods used here.
+(embedded mode) a statement whose compiled form takes no ``IN`` list and
+fills in no ``onupdate`` value runs on the ``sqlite3`` connection the same
+way (its parameters in order, no binary format): assembly's window reads up
+to a thousand rows, and SQLAlchemy's per-row processing was a fifth of its
+time; the writes of a turn (a dozen statements under the one write lock)
+each paid ~100 µs of SQLAlchemy's execution layer around a call to SQLite
+of a few µs. Any other statement there is ``Connection.execute``, whose
+``Result`` has the same methods used here.
 
 Only statements whose compiled form the driver can run as is are accepted:
 no ``IN`` lists expanded at execution (use ``= ANY(array)``), no
@@ -51,11 +53,12 @@ from functools import partial
 from typing import Any, Protocol
 
 from psycopg.pq import ExecStatus
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Executable, String, bindparam, func, select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
 
 Processor = Callable[[Any], Any]
 
@@ -87,6 +90,20 @@ class Rows(Protocol):
     def scalars(self) -> Any: ...
 
     def __iter__(self) -> Iterator[Any]: ...
+
+
+def among_json(
+    column: ColumnElement[Any] | InstrumentedAttribute[Any], name: str
+) -> ColumnElement[bool]:
+    """``column`` among the values of the JSON array bound as ``name`` (SQLite's ``json_each``).
+
+    The SQLite form of Postgres' ``= ANY(array)``: one statement text for any
+    count of values, so it runs on the driver (an expanding ``IN`` list would
+    not), with no limit on bound parameters to chunk around. Bind the values
+    with :func:`json.dumps`.
+    """
+    values = func.json_each(bindparam(name, type_=String)).table_valued("value")
+    return column.in_(select(values.c.value))
 
 
 def compile_all(dialect: Dialect) -> int:
@@ -189,15 +206,41 @@ class DriverStatement:
         plan = self._plans.get(dialect.name) or self.compiled(dialect)
         return _execute(connection, plan, _values(plan, params))
 
+    def run_each(self, session: Session, rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """Run once per parameter set, in order, on the session's connection; the rows
+        each run returned, concatenated (an ``INSERT … RETURNING`` per row: its ids in
+        the order given).
+
+        On SQLite (in process, where a statement is a function call) each row
+        runs on the driver: what ``Connection.execute`` with a list would run,
+        without the execution context and ``Result`` it builds around every
+        row. On Postgres it is that ``executemany`` (one round trip).
+        """
+        connection = session.connection()
+        dialect = connection.dialect
+        lite = None
+        if rows and dialect.name != "postgresql":
+            lite = self._sqlite if self._sqlite_known else self._sqlite_plan(dialect)
+        if lite is None:  # Postgres (one executemany, one round trip), or not on the driver
+            if not rows:
+                return []
+            statement = self.statement if dialect.name == "postgresql" else self.elsewhere
+            result = connection.execute(statement, list(rows))
+            return list(result) if result.returns_rows else []
+        batch = []
+        for params in rows:
+            values = _values(lite, params)
+            batch.append(tuple(values[name] for name in lite.order))
+        return _execute_sqlite_each(connection, lite, batch)
+
     def _sqlite_plan(self, dialect: Dialect) -> _Plan | None:
-        """``elsewhere`` compiled for SQLite when it is a SELECT taking no IN list, else None."""
+        """``elsewhere`` compiled for SQLite when the driver can run it as is, else None."""
         with self._lock:
             if not self._sqlite_known:
-                if getattr(self.elsewhere, "is_select", False):
-                    try:
-                        self._sqlite = _compile(self.elsewhere, dialect, None)
-                    except ValueError:  # an IN list: Connection.execute expands it
-                        self._sqlite = None
+                try:
+                    self._sqlite = _compile(self.elsewhere, dialect, self.column_keys)
+                except ValueError:  # an IN list (Connection.execute expands it), onupdate
+                    self._sqlite = None
                 self._sqlite_known = True
             return self._sqlite
 
@@ -323,7 +366,31 @@ def _execute_sqlite(connection: Connection, plan: _Plan, params: tuple[Any, ...]
         dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
     if plan.results:
         rows = [_processed(row, plan.results) for row in rows]
-    return DriverRows(rows, -1)
+    # Read after the fetch: an UPDATE … RETURNING counts its rows as they are stepped.
+    return DriverRows(rows, cursor.rowcount)
+
+
+def _execute_sqlite_each(
+    connection: Connection, plan: _Plan, batch: list[tuple[Any, ...]]
+) -> list[Any]:
+    """``plan`` once per parameter set, as :func:`_execute_sqlite`; the cursor events
+    once around the batch (an ``executemany``, as ``Connection.execute`` reports one)."""
+    raw: Any = connection.connection.driver_connection
+    cursor = raw.cursor()
+    dispatch = connection.dispatch
+    if dispatch.before_cursor_execute:
+        dispatch.before_cursor_execute(connection, cursor, plan.sql, batch, None, True)
+    found: list[Any] = []
+    try:
+        for params in batch:
+            found.extend(cursor.execute(plan.sql, params).fetchall())
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise _wrapped(connection, cursor, plan.sql, batch, error) from error
+    if dispatch.after_cursor_execute:
+        dispatch.after_cursor_execute(connection, cursor, plan.sql, batch, None, True)
+    if plan.results:
+        found = [_processed(row, plan.results) for row in found]
+    return found
 
 
 def _processed(

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import ARRAY, String, Table, any_, bindparam, func, insert, select, text
 from sqlalchemy.orm import Session
 
-from lcm.db.driver import DriverStatement
+from lcm.db.driver import DriverStatement, among_json
 from lcm.db.models import ContextItem, Message, MessagePart
 
 MESSAGES: Table = Message.__table__  # type: ignore[assignment]
@@ -48,12 +48,8 @@ class MessageRepository:
         if connection.dialect.name == "postgresql":
             params = {"conversation": conversation_id, "client_ids": wanted}
             return set(_CLIENT_IDS_ANY.run(self.session, params).scalars())
-        found: set[str] = set()
-        # Chunked so a 1,000-message batch never exceeds a driver's bind limit.
-        for start in range(0, len(wanted), 500):
-            params = {"conversation": conversation_id, "client_ids": wanted[start : start + 500]}
-            found.update(connection.execute(_CLIENT_IDS_IN, params).scalars())
-        return found
+        params = {"conversation": conversation_id, "client_ids": json.dumps(wanted)}
+        return set(_CLIENT_IDS_JSON.run(self.session, params).scalars())
 
     def insert_batch(
         self,
@@ -101,18 +97,13 @@ class MessageRepository:
 
     def insert_messages(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert message rows in one statement batch; ids in the order given."""
-        if not rows:
-            return []
-        result = self.session.connection().execute(_INSERT_MESSAGES, list(rows))
-        return [int(r[0]) for r in result]
+        return [int(r[0]) for r in _INSERT_MESSAGES.run_each(self.session, rows)]
 
     def insert_parts(self, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            self.session.connection().execute(_INSERT_PARTS, list(rows))
+        _INSERT_PARTS.run_each(self.session, rows)
 
     def insert_context_items(self, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            self.session.connection().execute(_INSERT_CONTEXT_ITEMS, list(rows))
+        _INSERT_CONTEXT_ITEMS.run_each(self.session, rows)
 
     def count(self, conversation_id: int) -> int:
         return int(
@@ -140,12 +131,41 @@ _CLIENT_IDS_ANY = DriverStatement(
         MESSAGES.c.client_id == any_(bindparam("client_ids", type_=ARRAY(String))),
     )
 )
-_CLIENT_IDS_IN = select(MESSAGES.c.client_id).where(
-    _IN_CONVERSATION, MESSAGES.c.client_id.in_(bindparam("client_ids", expanding=True))
+# SQLite: the ids as one JSON array, so the statement text is the same for
+# every batch size and runs on the driver (an expanding IN list would not),
+# with no bind limit for a 1,000-message batch; the (conversation, client id)
+# index answers each.
+_CLIENT_IDS_JSON = DriverStatement(
+    select(MESSAGES.c.client_id).where(
+        _IN_CONVERSATION, among_json(MESSAGES.c.client_id, "client_ids")
+    )
 )
-_INSERT_MESSAGES = insert(MESSAGES).returning(MESSAGES.c.id, sort_by_parameter_order=True)
-_INSERT_PARTS = insert(PARTS)
-_INSERT_CONTEXT_ITEMS = insert(CONTEXT_ITEMS)
+# SQLite: one row per call on the driver (``DriverStatement.run_each``); the
+# rows give every column these name.
+_INSERT_MESSAGES = DriverStatement(
+    insert(MESSAGES).returning(MESSAGES.c.id, sort_by_parameter_order=True),
+    (
+        "tenant_id",
+        "conversation_id",
+        "seq",
+        "role",
+        "content",
+        "content_shape",
+        "token_count",
+        "created_at",
+        "client_id",
+        "provider",
+        "model",
+    ),
+)
+_INSERT_PARTS = DriverStatement(
+    insert(PARTS),
+    ("tenant_id", "message_id", "ordinal", "part_type", "text", "tool_call_id", "payload"),
+)
+_INSERT_CONTEXT_ITEMS = DriverStatement(
+    insert(CONTEXT_ITEMS),
+    ("tenant_id", "conversation_id", "ordinal", "item_type", "message_id", "token_count"),
+)
 
 
 # Postgres: a batch in one statement (``MessageRepository.insert_batch``). The

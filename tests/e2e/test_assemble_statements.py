@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,10 +178,13 @@ def test_a_turn_after_an_ingest_reads_only_the_appended_items(
 
 
 def _ints(parameters: Any) -> list[int]:
-    """The integers among a statement's parameters (an id array on Postgres)."""
+    """The integers among a statement's parameters (an id array on Postgres, a JSON
+    array on SQLite)."""
     values = parameters.values() if isinstance(parameters, dict) else parameters
     found: list[int] = []
     for value in values:
+        if isinstance(value, str) and value.startswith("["):
+            value = json.loads(value)
         if isinstance(value, list | tuple):
             found.extend(v for v in value if isinstance(v, int))
         elif isinstance(value, int):

@@ -137,6 +137,43 @@ def test_a_read_session_refuses_to_write(busy_db: Database) -> None:
             session.flush()
 
 
+def test_one_connection_switches_between_readers_and_writers(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    """The read-only switch is sent only on a change of kind, and every change sends it.
+
+    One pooled connection serves a reader, two writers, two readers and a
+    writer in turn: each writer writes, and each reader, even right after a
+    writer and right after another reader, refuses to write.
+    """
+    path = tmp_path / "lcm.db"
+    shutil.copyfile(sqlite_template, path)
+    db = Database(settings_for(f"sqlite:///{path}", db_pool_size=1))
+    raw: set[int] = set()
+
+    def refuses(n: int) -> None:
+        with db.read_session() as session:
+            raw.add(id(session.connection().connection.driver_connection))
+            session.add(Tenant(id=f"t_r{n}", name=f"switch {n}", settings_overrides={}))
+            with pytest.raises(OperationalError, match="readonly"):
+                session.flush()
+
+    def writes(n: int) -> None:
+        with db.transaction() as session:
+            raw.add(id(session.connection().connection.driver_connection))
+            session.add(Tenant(id=f"t_w{n}", name=f"switch {n}", settings_overrides={}))
+
+    try:
+        for step, n in zip("rwwrrw", range(6), strict=True):
+            refuses(n) if step == "r" else writes(n)
+        with db.read_session() as session:
+            names = set(session.scalars(select(Tenant.id).where(Tenant.name.like("switch %"))))
+    finally:
+        db.dispose()
+    assert names == {"t_w1", "t_w2", "t_w5"}
+    assert len(raw) == 1  # the same sqlite3 connection throughout
+
+
 def test_postgres_lock_timeouts_are_busy_and_outages_are_not(pg_db: Database) -> None:
     with pg_db.session() as session:
         create_tenant(session, "acme")

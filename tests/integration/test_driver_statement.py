@@ -1,7 +1,8 @@
 """Hot statements run on the driver read and write exactly what SQLAlchemy would.
 
-``DriverStatement`` runs a prebuilt statement on the psycopg cursor of the
-session's connection (Postgres) and through ``Connection.execute`` elsewhere.
+``DriverStatement`` runs a prebuilt statement on the driver's cursor of the
+session's connection (psycopg on Postgres; ``sqlite3`` for any statement
+without an ``IN`` list, else ``Connection.execute``).
 These pin what it promises in place of SQLAlchemy's execution layer: the
 same rows and types, the session's transaction, the cursor events,
 SQLAlchemy's error classes, a dead connection invalidated, defaults filled.
@@ -78,7 +79,8 @@ def test_parameters_go_through_their_types_processing(db: Database) -> None:
         touch.run(session, {"cid": cid, "now": datetime(2026, 1, 1)})
 
 
-def test_a_statement_takes_part_in_the_session_transaction(pg_db: Database) -> None:
+def test_a_statement_takes_part_in_the_session_transaction(db: Database) -> None:
+    pg_db = db  # both backends: on SQLite too an UPDATE runs on the driver
     _, cid = stored_conversation(pg_db)
     bump = DriverStatement(
         update(Conversation)
@@ -143,7 +145,8 @@ def test_a_select_on_sqlite_reads_the_read_session_s_snapshot(sqlite_db: Databas
         assert len(statement.run(session, {"cid": cid}).all()) == len(first) + 1
 
 
-def test_a_constraint_violation_is_sqlalchemys_integrity_error(pg_db: Database) -> None:
+def test_a_constraint_violation_is_sqlalchemys_integrity_error(db: Database) -> None:
+    pg_db = db  # both backends: on SQLite too an INSERT runs on the driver
     tenant_id, cid = stored_conversation(pg_db)
     add_debt = DriverStatement(
         insert(CompactionDebt), ("conversation_id", "tenant_id", "reason", "status")
@@ -160,6 +163,43 @@ def test_a_constraint_violation_is_sqlalchemys_integrity_error(pg_db: Database) 
     assert (debt.attempts, debt.fencing_token, debt.rearmed) == (0, 0, False)
     assert debt.created_at is not None
     assert abs((datetime.now(UTC) - debt.created_at).total_seconds()) < 60
+
+
+def test_rows_run_one_by_one_return_their_ids_in_order(db: Database) -> None:
+    """``run_each``: an INSERT … RETURNING per row, ids in the order given, the
+    cursor events once around the batch as for an ``executemany``; a failing
+    row leaves none of the batch once the transaction rolls back."""
+    tenant_id, cid = stored_conversation(db)
+    add = DriverStatement(
+        insert(Message).returning(Message.id),
+        ("tenant_id", "conversation_id", "seq", "role", "content", "token_count"),
+    )
+    rows = [
+        {"tenant_id": tenant_id, "conversation_id": cid, "seq": seq, "role": "user"}
+        | {"content": f"m{seq}", "token_count": 1}
+        for seq in (12, 10, 11)
+    ]
+    batches: list[bool] = []
+
+    def before(*args: Any) -> None:
+        if "INSERT INTO messages" in args[2]:
+            batches.append(args[-1])  # executemany
+
+    event.listen(db.engine, "before_cursor_execute", before)
+    try:
+        with db.transaction() as session:
+            ids = [row[0] for row in add.run_each(session, rows)]
+    finally:
+        event.remove(db.engine, "before_cursor_execute", before)
+    assert batches == [True]
+    with db.read_session() as session:
+        found = session.execute(select(Message.id, Message.seq).where(Message.id.in_(ids)))
+        by_id = dict(found.tuples().all())
+    assert [by_id[i] for i in ids] == [12, 10, 11]
+    with db.session() as session, pytest.raises(IntegrityError):
+        add.run_each(session, [{**rows[0], "seq": 13}, rows[1]])  # seq 10 is taken
+    with db.read_session() as session:
+        assert session.scalar(select(Message.id).where(Message.seq == 13)) is None
 
 
 def test_a_dead_connection_is_invalidated_and_replaced(pg_db: Database) -> None:

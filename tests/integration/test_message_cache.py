@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -62,8 +63,11 @@ def parent_reads(db: Database) -> Iterator[list[Read]]:
 
 
 def read_ids(params: Any) -> list[int]:
-    """The ids a read by id was given: one array on Postgres, an IN list on SQLite."""
-    return sorted(params["ids"] if isinstance(params, dict) else params)
+    """The ids a read by id was given: one array on Postgres, one JSON array on SQLite."""
+    if isinstance(params, dict):
+        return sorted(params["ids"])
+    [ids] = params
+    return sorted(json.loads(ids))
 
 
 def fresh_read(db: Database, cid: int, from_ordinal: int | None = None) -> list[Any]:
