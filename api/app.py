@@ -94,17 +94,23 @@ def create_app(
     app.include_router(conversations.router)
     app.include_router(tools.router)
     console.install(app)  # /console: the operator's pages (HTML, cookie sign-in)
+    _install_middleware(app, settings, services.database)
+    _register_debt_metrics(app.state.database)
+    return app
+
+
+def _install_middleware(app: FastAPI, settings: Settings, database: Database) -> None:
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a request without an active key is refused before its body.
     # One memo of keys that passed the gate, read by the turns' fast path too.
     app.state.known_keys = KnownKeys()
-    app.add_middleware(KeyBeforeBody, database=services.database, known=app.state.known_keys)
+    app.add_middleware(KeyBeforeBody, database=database, known=app.state.known_keys)
     app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)
     app.add_middleware(console.ConsoleHeaders)  # refusals before routing carry them
-    app.add_middleware(RequestContext)  # outermost: every line of a request carries its id
-    _register_debt_metrics(app.state.database)
-    return app
+    # Outermost of these (api/fast_path.py is outside them all): every line of a
+    # request carries its id.
+    app.add_middleware(RequestContext)
 
 
 class LcmApp(FastAPI):
