@@ -81,6 +81,7 @@ def create_app(
     errors.install(app)
     openapi.install(app)
     app.include_router(conversations.turn_router)  # first: a gateway's turns (see there)
+    app.state.turn_routes = list(conversations.turn_router.routes)  # for api/fast_path.py
     app.include_router(health.router)
     app.include_router(tenant.router)
     app.include_router(secrets_ops.router)
@@ -119,7 +120,7 @@ class LcmApp(FastAPI):
     def build_middleware_stack(self) -> ASGIApp:
         # Outermost: an ordinary turn request is served there in one layer,
         # every other request by the full stack (api/fast_path.py).
-        return TurnFastPath(super().build_middleware_stack(), self)
+        return TurnFastPath(super().build_middleware_stack(), self, self.state.turn_routes)
 
 
 @asynccontextmanager

@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette._utils import get_route_path, is_async_callable
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.routing import compile_path
+from starlette.routing import BaseRoute, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.direct_routes import DirectEndpoint, direct_endpoint, is_json
@@ -73,41 +73,32 @@ class TurnRoute:
 class TurnFastPath:
     """Outermost ASGI layer: serves the ordinary turn request itself (module docstring)."""
 
-    def __init__(self, app: ASGIApp, fastapi: Any) -> None:
+    def __init__(self, app: ASGIApp, fastapi: Any, turn_routes: Sequence[BaseRoute]) -> None:
+        """Built with the middleware stack (at startup): ``turn_routes`` are the turn
+        router's routes, the first the app includes (only the GET routes of the
+        OpenAPI document come before them), so no other route matches a POST
+        that one of their patterns matches."""
         self.app = app
         self.fastapi = fastapi
-        self._routes: list[TurnRoute] | None = None
+        self._routes: list[TurnRoute] = []
+        for route in turn_routes:
+            direct = direct_endpoint(route)
+            if direct is not None and getattr(route, "methods", None) == {"POST"}:
+                self._routes.append(TurnRoute(route, direct))
         self._handlers: dict[Any, Handler] = {}
         self._error_handler: Handler | None = None
-
-    def _setup(self) -> list[TurnRoute]:
-        """The turn routes and error handlers, read from the app once (on the first request)."""
-        from fastapi.routing import iter_route_contexts
-
-        routes = []
-        for context in iter_route_contexts(self.fastapi.routes):
-            original = context.original_route
-            direct = direct_endpoint(original)
-            # The turn router is the first the app includes (only the GET
-            # routes of the OpenAPI document come before it), so no other
-            # route matches a POST that one of these patterns matches.
-            if direct is not None and getattr(original, "methods", None) == {"POST"}:
-                routes.append(TurnRoute(original, direct))
-        for key, handler in self.fastapi.exception_handlers.items():
+        for key, handler in fastapi.exception_handlers.items():
             if key in (500, Exception):
                 self._error_handler = handler
             else:
                 self._handlers[key] = handler
-        self._routes = routes
-        return routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        routes = self._routes if self._routes is not None else self._setup()
         path = get_route_path(scope)
-        for turn in routes:
+        for turn in self._routes:
             match = turn.regex.match(path)
             if match is not None:
                 await self._turn(turn, match.group("key"), scope, receive, send)
