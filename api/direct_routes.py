@@ -24,6 +24,7 @@ handlers either way (``api/errors.py``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import lru_cache
 from typing import Any
 
 from fastapi import Request, Response
@@ -77,6 +78,15 @@ async def snapshot_arguments(
     return {"read": await _READ_SNAPSHOT(request, database, settings)}
 
 
+@lru_cache(maxsize=4096)
+def _session_key(raw: str) -> str:
+    """``raw`` validated as a session key. A pure function of the path, and a
+    gateway sends the same few keys turn after turn: kept per process (a
+    refusal raises and is not kept)."""
+    key: str = _SESSION_KEY.validate_python(raw)
+    return key
+
+
 # endpoint function -> (its body model, the builder of its other arguments)
 _DIRECT: dict[Callable[..., Any], tuple[type[BaseModel], Arguments]] = {}
 
@@ -116,7 +126,7 @@ class DirectEndpoint:
         """
         try:
             body = self.body_adapter.validate_json(raw)
-            return _SESSION_KEY.validate_python(key), body
+            return _session_key(key), body
         except ValidationError:
             return None
 
