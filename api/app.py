@@ -7,10 +7,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
+from starlette.types import ASGIApp
 
 from api import console, errors, openapi
+from api.fast_path import TurnFastPath
 from api.heavy_work import HeavyShare
-from api.key_gate import KeyBeforeBody
+from api.key_gate import KeyBeforeBody, KnownKeys
 from api.limits import BodySizeLimit
 from api.metrics import DebtCollector, RequestMetrics
 from api.rate_limit import RateLimiter, build_rate_limiter
@@ -64,7 +66,7 @@ def create_app(
         services = Services.build(settings or get_settings(), database=database)
     settings = services.settings
     configure_logging(settings.log_level, settings.log_format)
-    app = FastAPI(title="lcm-server", version=__version__, lifespan=_lifespan)
+    app = LcmApp(title="lcm-server", version=__version__, lifespan=_lifespan)
     app.state.services = services
     app.state.settings = settings
     app.state.database = services.database
@@ -79,6 +81,7 @@ def create_app(
     errors.install(app)
     openapi.install(app)
     app.include_router(conversations.turn_router)  # first: a gateway's turns (see there)
+    app.state.turn_routes = list(conversations.turn_router.routes)  # for api/fast_path.py
     app.include_router(health.router)
     app.include_router(tenant.router)
     app.include_router(secrets_ops.router)
@@ -92,15 +95,32 @@ def create_app(
     app.include_router(conversations.router)
     app.include_router(tools.router)
     console.install(app)  # /console: the operator's pages (HTML, cookie sign-in)
+    _install_middleware(app, settings, services.database)
+    _register_debt_metrics(app.state.database)
+    return app
+
+
+def _install_middleware(app: FastAPI, settings: Settings, database: Database) -> None:
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     # Outside the body limit: a request without an active key is refused before its body.
-    app.add_middleware(KeyBeforeBody, database=services.database)
+    # One memo of keys that passed the gate, read by the turns' fast path too.
+    app.state.known_keys = KnownKeys()
+    app.add_middleware(KeyBeforeBody, database=database, known=app.state.known_keys)
     app.add_middleware(Utf8Only)
     app.add_middleware(RequestMetrics)
     app.add_middleware(console.ConsoleHeaders)  # refusals before routing carry them
-    app.add_middleware(RequestContext)  # outermost: every line of a request carries its id
-    _register_debt_metrics(app.state.database)
-    return app
+    # Outermost of these (api/fast_path.py is outside them all): every line of a
+    # request carries its id.
+    app.add_middleware(RequestContext)
+
+
+class LcmApp(FastAPI):
+    """The app, with the gateway turn's fast path outside its middleware stack."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        # Outermost: an ordinary turn request is served there in one layer,
+        # every other request by the full stack (api/fast_path.py).
+        return TurnFastPath(super().build_middleware_stack(), self, self.state.turn_routes)
 
 
 @asynccontextmanager

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
@@ -38,7 +38,7 @@ from lcm.errors import RateLimited, Unauthenticated
 from lcm.logs import add_log_fields
 from lcm.services import Services
 from lcm.settings import Settings
-from lcm.tenants.keys import Scope, authenticate_with_tenant
+from lcm.tenants.keys import Principal, Scope, authenticate_with_tenant, remembered_key
 from lcm.tenants.service import with_overrides
 from lcm.worker_link import WorkerLink
 
@@ -134,10 +134,20 @@ class ScopedKey:
     def resolve(
         self, limiter: RateLimiter, session: Session, token: str, settings: Settings
     ) -> Caller:
-        """The caller holding ``token``, looked up in ``session``."""
-        # On every request (no cache, so a revoked key is refused on its next
-        # request). The tenant's settings are read in the same session.
-        principal, overrides = authenticate_with_tenant(session, token)
+        """The caller holding ``token``, looked up in ``session`` unless remembered."""
+        found = remembered_key(token, settings.key_cache_seconds)
+        if found is None:
+            # The tenant's settings are read in the same statement.
+            found = authenticate_with_tenant(
+                session, token, remember_seconds=settings.key_cache_seconds
+            )
+        return self.admit(limiter, found, settings)
+
+    def admit(
+        self, limiter: RateLimiter, found: tuple[Principal, dict[str, Any]], settings: Settings
+    ) -> Caller:
+        """The :class:`Caller` of an authenticated key: its scope (403) and rate (429) checked."""
+        principal, overrides = found
         add_log_fields(tenant_id=principal.tenant_id)
         principal.require(self.scope)
         effective = with_overrides(settings, overrides)
@@ -192,6 +202,9 @@ class KeyCheck:
         :class:`RequireScope` does: a key lookup never waits for (or holds)
         the write lock, nor keeps the route's own transaction open.
         """
+        found = remembered_key(self._token, self._settings.key_cache_seconds)
+        if found is not None:  # no session at all (lcm/tenants/key_cache.py)
+            return self._scoped.admit(self._limiter, found, self._settings)
         with self._database.lookup_session() as session:
             return self.resolve(session)
 

@@ -24,6 +24,7 @@ handlers either way (``api/errors.py``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import lru_cache
 from typing import Any
 
 from fastapi import Request, Response
@@ -77,6 +78,15 @@ async def snapshot_arguments(
     return {"read": await _READ_SNAPSHOT(request, database, settings)}
 
 
+@lru_cache(maxsize=4096)
+def _session_key(raw: str) -> str:
+    """``raw`` validated as a session key. A pure function of the path, and a
+    gateway sends the same few keys turn after turn: kept per process (a
+    refusal raises and is not kept)."""
+    key: str = _SESSION_KEY.validate_python(raw)
+    return key
+
+
 # endpoint function -> (its body model, the builder of its other arguments)
 _DIRECT: dict[Callable[..., Any], tuple[type[BaseModel], Arguments]] = {}
 
@@ -96,47 +106,72 @@ def direct(body: type[BaseModel], arguments: Arguments) -> Callable[[Any], Any]:
     return register
 
 
+class DirectEndpoint:
+    """A registered endpoint with what serving it directly takes (built once per process)."""
+
+    __slots__ = ("arguments", "body_adapter", "endpoint")
+
+    def __init__(self, endpoint: Callable[..., Any]) -> None:
+        body, self.arguments = _DIRECT[endpoint]
+        self.endpoint = endpoint
+        self.body_adapter: TypeAdapter[Any] = TypeAdapter(body)
+
+    def parse(self, raw: bytes, key: str) -> tuple[str, Any] | None:
+        """The session key and body, or None if FastAPI must answer (its 400).
+
+        The body first, as FastAPI reads it first: a refusal of both the body
+        and the key is the body's, answered by FastAPI. The key's own refusal
+        (``invalid_session_key``, raised by its validator) is raised here as
+        it is there.
+        """
+        try:
+            body = self.body_adapter.validate_json(raw)
+            return _session_key(key), body
+        except ValidationError:
+            return None
+
+    async def serve(self, request: Request, key: str, body: Any) -> Response:
+        """The endpoint's response: its other arguments, then one thread-pool hop."""
+        state = request.app.state
+        extra = await self.arguments(request, state.database, state.settings, state.services)
+        response = await run_in_threadpool(self.endpoint, key=key, body=body, **extra)
+        if not isinstance(response, Response):
+            raise TypeError(f"{self.endpoint.__name__} must return an encoded Response")
+        return response
+
+
+def direct_endpoint(route: object) -> DirectEndpoint | None:
+    """``route``'s :class:`DirectEndpoint` if it is a registered :class:`DirectRoute`."""
+    endpoint = getattr(route, "endpoint", None)
+    if not isinstance(route, DirectRoute) or endpoint not in _DIRECT:
+        return None
+    return DirectEndpoint(endpoint)
+
+
 class DirectRoute(APIRoute):
     """An ``APIRoute`` whose handler serves the ordinary request itself (module docstring)."""
 
     def get_route_handler(self) -> Handler:
         generic = super().get_route_handler()
-        registered = _DIRECT.get(self.endpoint)
-        if registered is None:
+        if self.endpoint not in _DIRECT:
             return generic
-        return _direct_handler(self.endpoint, TypeAdapter(registered[0]), registered[1], generic)
+        return _direct_handler(DirectEndpoint(self.endpoint), generic)
 
 
-def _direct_handler(
-    endpoint: Callable[..., Any],
-    body_adapter: TypeAdapter[Any],
-    arguments: Arguments,
-    generic: Handler,
-) -> Handler:
+def _direct_handler(direct: DirectEndpoint, generic: Handler) -> Handler:
     async def handle(request: Request) -> Response:
-        if not _is_json(request.headers.get("content-type")):
+        if not is_json(request.headers.get("content-type")):
             return await generic(request)  # FastAPI's own parsing (and its refusals)
         raw = await request.body()  # kept on the request for ``generic``
-        # The body first, as FastAPI reads it first: a refusal of both the body
-        # and the key is the body's, answered by FastAPI. The key's own refusal
-        # (``invalid_session_key``, raised by its validator) is raised here as
-        # it is there.
-        try:
-            body = body_adapter.validate_json(raw)
-            key = _SESSION_KEY.validate_python(request.path_params["key"])
-        except ValidationError:
+        parsed = direct.parse(raw, request.path_params["key"])
+        if parsed is None:
             return await generic(request)  # the 400 FastAPI answers, with its message
-        state = request.app.state
-        extra = await arguments(request, state.database, state.settings, state.services)
-        response = await run_in_threadpool(endpoint, key=key, body=body, **extra)
-        if not isinstance(response, Response):
-            raise TypeError(f"{endpoint.__name__} must return an encoded Response")
-        return response
+        return await direct.serve(request, *parsed)
 
     return handle
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
     """``application/json``, with parameters or not (what clients send; FastAPI
     also takes ``+json`` types and, for those, serves the request itself)."""
     if content_type is None:

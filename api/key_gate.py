@@ -63,10 +63,10 @@ class KnownKeys:
 class KeyBeforeBody:
     """401 before the body for ``/v1`` requests without an active key (module docstring)."""
 
-    def __init__(self, app: ASGIApp, database: Database) -> None:
+    def __init__(self, app: ASGIApp, database: Database, known: KnownKeys | None = None) -> None:
         self.app = app
         self.database = database
-        self.known = KnownKeys()
+        self.known = known if known is not None else KnownKeys()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -76,7 +76,7 @@ class KeyBeforeBody:
         ):
             await self.app(scope, receive, send)
             return
-        token = _bearer(scope)
+        token = bearer(scope)
         if token is None:
             await _refuse(scope, receive, send, "send 'Authorization: Bearer <tenant key>'")
             return
@@ -99,7 +99,7 @@ class KeyBeforeBody:
         return None
 
 
-def _bearer(scope: Scope) -> str | None:
+def bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")

@@ -45,5 +45,10 @@ class RequestContext:
 def _given(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == HEADER:
-            return value.decode("ascii") if _USABLE.match(value) else None
+            return usable_request_id(value)
     return None
+
+
+def usable_request_id(value: bytes) -> str | None:
+    """The caller's ``X-Request-ID`` if it may be kept, else None (a new one is made)."""
+    return value.decode("ascii") if _USABLE.match(value) else None

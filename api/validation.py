@@ -59,7 +59,7 @@ class Utf8Only:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             raw_path = scope.get("raw_path") or scope["path"].encode()
-            problem = _not_utf8(raw_path, "path") or _not_utf8(
+            problem = not_utf8(raw_path, "path") or not_utf8(
                 scope.get("query_string", b"").replace(b"+", b" "), "query string"
             )
             if problem and is_console_path(scope["path"]):  # the console answers in HTML
@@ -72,7 +72,7 @@ class Utf8Only:
         await self.app(scope, receive, send)
 
 
-def _not_utf8(raw: bytes, what: str) -> str | None:
+def not_utf8(raw: bytes, what: str) -> str | None:
     try:
         unquote_to_bytes(raw).decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -11,7 +11,9 @@ tree, a checkout such as a ``git worktree`` of the commit before a change;
 each side migrates its database, creates its tenants and runs its processes
 with its own code (the load is this tree's client, so both must speak its
 API). Without ``--against`` both sides run this tree, and the
-difference between them is the method's own noise.
+difference between them is the method's own noise. With ``--embedded`` each
+side is one ``lcm serve`` (its in-process worker included) on a SQLite home
+of its own, and the CPU compared is that process's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.deployment import (
+    DEPLOYMENT_ENV,
     CpuMeter,
     Servers,
     bench_servers,
@@ -106,6 +109,28 @@ def deployment(
         drop_database(srv.admin_url, name)
 
 
+@contextmanager
+def embedded_deployment(
+    workdir: Path, llm: FakeAnthropicServer, tree: Path, label: str, index: int, tenants: int
+) -> Iterator[Side]:
+    """One ``lcm serve`` from ``tree`` on a SQLite home of its own."""
+    home = workdir / f"ab-home-{index}"
+    home.mkdir()
+    env = {**DEPLOYMENT_ENV, "LCM_HOME": str(home), "LCM_ANTHROPIC_BASE_URL": llm.base_url}
+    _cli(tree, env | {"PYTHONPATH": str(tree)}, "db", "upgrade")
+    keys = [
+        json.loads(
+            _cli(tree, env | {"PYTHONPATH": str(tree)}, "tenant", "create", f"ab-{n}", "--json")
+        )["api_key"]
+        for n in range(tenants)
+    ]
+    serve = servers.start_serve(env, log=workdir / f"ab-{index}.log", cwd=tree, ready_seconds=180)
+    try:
+        yield Side(label, serve.base_url, serve.process.pid, keys)
+    finally:
+        serve.stop()
+
+
 @dataclass(frozen=True)
 class Result:
     label: str
@@ -115,11 +140,17 @@ class Result:
     errors: int
 
 
-def compare(srv: Servers, against: Path, load: Load, steps: list[Step]) -> list[Result]:
-    """This tree and ``against`` side by side under ``load`` each, at the same time."""
+def compare(srv: Servers | None, against: Path, load: Load, steps: list[Step]) -> list[Result]:
+    """This tree and ``against`` side by side under ``load`` each, at the same time
+    (``srv`` None: embedded, one ``lcm serve`` each)."""
+    workdir = servers.make_workdir() if srv is None else srv.workdir
     with ModelLikeLLM() as llm, ExitStack() as stack:
         sides = [
-            stack.enter_context(deployment(srv, llm, tree, label, n, load.tenants))
+            stack.enter_context(
+                embedded_deployment(workdir, llm, tree, label, n, load.tenants)
+                if srv is None
+                else deployment(srv, llm, tree, label, n, load.tenants)
+            )
             for n, (label, tree) in enumerate((("this tree", HERE), ("against", against)))
         ]
         meter = CpuMeter({side.label: [side.api_pid] for side in sides})
@@ -140,12 +171,17 @@ def run(args: argparse.Namespace) -> None:
     # Half the default gateway load each: the two sides together load the
     # machine as one default deployment does.
     load = Load(args.tenants, max(1, args.conversations // 2), args.seconds)
-    with bench_servers() as srv:
-        ours, theirs = compare(srv, against, load, real_steps() or synthetic_steps())
+    steps = real_steps() or synthetic_steps()
+    if getattr(args, "embedded", False):
+        ours, theirs = compare(None, against, load, steps)
+    else:
+        with bench_servers() as srv:
+            ours, theirs = compare(srv, against, load, steps)
+    what = "serve" if getattr(args, "embedded", False) else "API"
     for result in (ours, theirs):
         print(
             f"  {result.label:>9}: {result.turns_per_second:5.1f} turns/s, API "
-            f"{result.api_cores:.2f} cores, {result.api_ms_per_turn:5.1f} ms of API CPU per "
+            f"{result.api_cores:.2f} cores, {result.api_ms_per_turn:5.1f} ms of {what} CPU per "
             f"turn, errors {result.errors}",
             flush=True,
         )

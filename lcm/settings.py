@@ -185,6 +185,12 @@ class Settings(TenantSettings, SemanticSettings):
     broker_url: str = "redis://localhost:6379/0"
     result_backend_url: str = ""
 
+    # Seconds an API process remembers a key it found active (and its tenant's
+    # settings): no database read per request. A revocation or settings change
+    # holds at once in the process that made it, within this bound in the
+    # others (lcm/tenants/key_cache.py). 0: read on every request.
+    key_cache_seconds: float = Field(1.0, ge=0, le=60)
+
     # HTTP limits: a request above these is refused with 413, never half-written.
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     max_message_chars: int = Field(2_000_000, ge=1)

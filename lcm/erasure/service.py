@@ -35,6 +35,7 @@ from lcm.erasure.repository import ErasureRepository
 from lcm.errors import Conflict, InvalidInput, NotFound
 from lcm.files.storage import FileStorage
 from lcm.progress import OnProgress, no_progress
+from lcm.tenants import forget_keys_on_commit
 from lcm.tenants.repository import TenantRepository
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ def _erase_tenant(
     ids = repo.lock_conversations(tenant_id, repo.tenant_conversation_ids(tenant_id))
     uris = repo.tenant_storage_uris(tenant_id)
     rows = repo.delete_tenant(tenant_id, on_progress)
+    forget_keys_on_commit(session)  # its keys are gone with it
     log.info("erased tenant %s (%d conversations, %d rows)", tenant_id, len(ids), rows)
     return Erased(tenant_id, ids, rows, frozenset(uris))
 

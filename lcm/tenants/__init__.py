@@ -16,11 +16,13 @@ if TYPE_CHECKING:
         text_matches,
     )
     from lcm.tenants.host_usage import HostTurnUsage, record_host_usage
+    from lcm.tenants.key_cache import forget_keys_on_commit
     from lcm.tenants.keys import (
         DEFAULT_SCOPES,
         SCOPES,
         IssuedKey,
         KeyInfo,
+        Principal,
         Scope,
         authenticate,
         authenticate_with_tenant,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         hash_key,
         issue_key,
         list_keys,
+        remembered_key,
         revoke_key,
         rotate_key,
     )
@@ -60,6 +63,7 @@ __all__ = [
     "HostTurnUsage",
     "IssuedKey",
     "KeyInfo",
+    "Principal",
     "Scope",
     "StorageQuota",
     "TenantRepository",
@@ -74,6 +78,7 @@ __all__ = [
     "effective_settings",
     "estimate_cost",
     "find_tenant",
+    "forget_keys_on_commit",
     "hash_key",
     "issue_key",
     "list_keys",
@@ -81,6 +86,7 @@ __all__ = [
     "llm_budget_exhausted",
     "open_session",
     "record_host_usage",
+    "remembered_key",
     "require_llm_budget",
     "revoke_key",
     "rotate_key",
@@ -106,9 +112,11 @@ __getattr__ = lazy_exports(
             "text_matches",
         ),
         "lcm.tenants.host_usage": ("HostTurnUsage", "record_host_usage"),
+        "lcm.tenants.key_cache": ("forget_keys_on_commit",),
         "lcm.tenants.keys": (
             "IssuedKey",
             "KeyInfo",
+            "Principal",
             "DEFAULT_SCOPES",
             "SCOPES",
             "Scope",
@@ -118,6 +126,7 @@ __getattr__ = lazy_exports(
             "hash_key",
             "issue_key",
             "list_keys",
+            "remembered_key",
             "revoke_key",
             "rotate_key",
         ),

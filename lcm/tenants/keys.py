@@ -2,8 +2,10 @@
 
 A key is shown once; only its SHA-256 is stored. Keys are 256 random bits,
 so a fast hash is enough: there is nothing to brute force, and lookups stay
-one indexed equality per request. Every request reads its key's row (there
-is no cache), so a revocation takes effect on the very next request.
+one indexed equality per request. A key found active is remembered by the
+process for ``LCM_KEY_CACHE_SECONDS`` (``lcm/tenants/key_cache.py``): a
+revocation takes effect on the next request in the process that made it,
+and within that bound in every other.
 
 Scopes say what a key may do: ``ingest`` writes conversations (messages,
 turns, commits, bootstrap, compact, forks), ``read`` reads them (assemble,
@@ -28,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from lcm.db.models import ApiKey, Tenant, utcnow
 from lcm.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from lcm.tenants.key_cache import ACTIVE_KEYS, forget_keys_on_commit
 from lcm.tenants.repository import TenantRepository
 
 KEY_PREFIX = "lcm_"
@@ -141,6 +144,7 @@ def revoke_key(session: Session, tenant_id: str, key_id: int) -> KeyInfo:
     if key is None:
         raise NotFound(f"no key {key_id}")
     repo.revoke_key(tenant_id, key_id, utcnow())
+    forget_keys_on_commit(session)
     return KeyInfo.of(key)
 
 
@@ -158,6 +162,7 @@ def rotate_key(session: Session, tenant_id: str, key_id: int) -> IssuedKey:
         raise NotFound(f"no key {key_id}")
     if not repo.revoke_key(tenant_id, key_id, utcnow()):
         raise Conflict(f"key {key_id} is revoked; create a new key instead")
+    forget_keys_on_commit(session)
     tenant = repo.get(tenant_id)
     assert tenant is not None  # the key's foreign key guarantees it
     return issue_key(session, tenant, old.name, parse_scopes(old.scopes))
@@ -168,11 +173,28 @@ def authenticate(session: Session, raw_key: str) -> Principal:
     return authenticate_with_tenant(session, raw_key)[0]
 
 
-def authenticate_with_tenant(session: Session, raw_key: str) -> tuple[Principal, dict[str, Any]]:
+def authenticate_with_tenant(
+    session: Session, raw_key: str, *, remember_seconds: float = 0.0
+) -> tuple[Principal, dict[str, Any]]:
     """The principal holding ``raw_key`` and its tenant's stored settings overrides
-    (read by the same query)."""
-    found = TenantRepository(session).active_key_with_tenant(hash_key(raw_key))
+    (read by the same query); remembered ``remember_seconds`` if more than 0
+    (see :func:`remembered_key`). The overrides are shared: never change them."""
+    key_hash = hash_key(raw_key)
+    generation = ACTIVE_KEYS.generation  # before the read (KeyCache.put)
+    found = TenantRepository(session).active_key_with_tenant(key_hash)
     if found is None:
         raise Unauthenticated("the API key is not valid")
     principal = Principal(found.tenant_id, found.key_id, frozenset(parse_scopes(found.scopes)))
+    if remember_seconds > 0:
+        ACTIVE_KEYS.put(key_hash, (principal, found.settings_overrides), generation)
     return principal, found.settings_overrides
+
+
+def remembered_key(raw_key: str, within_seconds: float) -> tuple[Principal, dict[str, Any]] | None:
+    """What :func:`authenticate_with_tenant` found for ``raw_key`` at most
+    ``within_seconds`` ago in this process, unless a key or tenant change was
+    committed since (``lcm/tenants/key_cache.py``); None otherwise."""
+    if within_seconds <= 0:
+        return None
+    found = ACTIVE_KEYS.get(hash_key(raw_key), within_seconds)
+    return None if found is None else (found[0], found[1])

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from lcm.db.models import Tenant
 from lcm.errors import Conflict, InvalidInput, NotFound
@@ -25,6 +25,7 @@ from lcm.settings import (
 )
 from lcm.storable import check_storable
 from lcm.tenants.ceilings import CEILINGS, GRANTS, check_within, clamped
+from lcm.tenants.key_cache import forget_keys_on_commit
 from lcm.tenants.keys import IssuedKey, issue_key
 from lcm.tenants.repository import TenantRepository
 
@@ -178,6 +179,9 @@ def _store(tenant: Tenant, own: dict[str, Any], grants: dict[str, Any]) -> dict[
     if grants:
         stored[GRANTS] = validate_overrides(grants)
     tenant.settings_overrides = stored
+    session = object_session(tenant)
+    if session is not None:  # the overrides are remembered with the tenant's keys
+        forget_keys_on_commit(session)
     return _split(stored)[0]
 
 
