@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.recall_audit import report_compliant
 from bench.recall_dense import DenseIndex, dense_rankers
 from bench.recall_set import KINDS, SET_PATH, STYLES, RecallQuestion, keywords, load, recall_at
 from bench.recall_set import reciprocal_rank as rr
@@ -350,6 +351,7 @@ def run(args: argparse.Namespace) -> None:
             groups = {q.id: answer_groups(q, imported[q.source]) for q in chosen}
             scores = score(rankers, chosen, groups)
             report(scores)
+            report_compliant(scores)
             dumped[str(path)] = {
                 label: [[q.id, q.style, q.kind, r, m] for q, r, m in rows]
                 for label, rows in scores.items()

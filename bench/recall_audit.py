@@ -24,7 +24,7 @@ import argparse
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any
 import snowballstemmer
 
 from bench.recall_set import SET_PATH, STOP_WORDS, RecallQuestion, load
+from bench.transcripts import DATA
 
 # English function words beyond the question frame the keyword form drops: a
 # search engine's stop list (Postgres' ``english`` drops these too).
@@ -178,6 +179,25 @@ def report(findings: Sequence[Finding]) -> None:
             words.update(f.forbidden)
     common = ", ".join(f"{w} {n}" for w, n in words.most_common(30))
     print(f"  most shared stems: {common or '-'}", flush=True)
+
+
+def report_compliant(scores: Mapping[str, Sequence[tuple[RecallQuestion, float, float]]]) -> None:
+    """recall@10 (MRR) per ranking on the paraphrase questions that keep the rule, and on
+    those sharing no content stem at all: figures no rewriting can have flattered."""
+    rows = next(iter(scores.values()), [])
+    findings = {f.question.id: f for f in audit([q for q, _, _ in rows], DATA)}
+    subsets = {
+        "keeping the rule": {i for i, f in findings.items() if not f.forbidden},
+        "sharing no stem": {i for i, f in findings.items() if not f.shared},
+    }
+    for name, kept in subsets.items():
+        print(f"  paraphrase questions {name}: n={len(kept)}", flush=True)
+        for label, scored in scores.items():
+            pairs = [(r, m) for q, r, m in scored if q.id in kept]
+            if pairs:
+                recall = sum(r for r, _ in pairs) / len(pairs)
+                mrr = sum(m for _, m in pairs) / len(pairs)
+                print(f"    {label:36}{recall:.3f} ({mrr:.3f})", flush=True)
 
 
 def run(args: argparse.Namespace, data: Path) -> None:
