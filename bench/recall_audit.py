@@ -181,11 +181,13 @@ def report(findings: Sequence[Finding]) -> None:
     print(f"  most shared stems: {common or '-'}", flush=True)
 
 
-def report_compliant(scores: Mapping[str, Sequence[tuple[RecallQuestion, float, float]]]) -> None:
+def report_compliant(
+    scores: Mapping[str, Sequence[tuple[RecallQuestion, float, float]]], data: Path = DATA
+) -> None:
     """recall@10 (MRR) per ranking on the paraphrase questions that keep the rule, and on
     those sharing no content stem at all: figures no rewriting can have flattered."""
     rows = next(iter(scores.values()), [])
-    findings = {f.question.id: f for f in audit([q for q, _, _ in rows], DATA)}
+    findings = {f.question.id: f for f in audit([q for q, _, _ in rows], data)}
     subsets = {
         "keeping the rule": {i for i, f in findings.items() if not f.forbidden},
         "sharing no stem": {i for i, f in findings.items() if not f.shared},

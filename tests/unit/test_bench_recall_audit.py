@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from bench.recall_audit import ALLOWED, audit, content_stems, counts, line_text
+from bench.recall_audit import (
+    ALLOWED,
+    audit,
+    content_stems,
+    counts,
+    line_text,
+    report_compliant,
+)
 from bench.recall_set import SET_PATH, RecallQuestion, load
 from bench.transcripts import DATA
 
@@ -87,6 +94,23 @@ def test_the_audit_names_shared_stems_and_lets_common_and_allowed_ones_pass(
     assert allowed.forbidden == []  # ids and signatures are not the answer's words
     assert counts([reused, common, allowed]) == {"1": 3}
     assert counts([reused, common, allowed], allowed=False) == {"1": 1, "0": 2}
+
+
+def test_a_run_also_scores_the_questions_keeping_the_rule_and_those_sharing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _session(tmp_path)
+    reused = _ask("How many retries did we settle on?")
+    common = _ask("How many attempts before the deploy gives up?")
+    fresh = _ask("Before giving up, how many attempts?")
+    scored = [(reused, 1.0, 1.0), (common, 0.0, 0.0), (fresh, 1.0, 0.5)]
+    report_compliant({"dense": scored}, tmp_path)
+    out = capsys.readouterr().out
+    assert "keeping the rule: n=2" in out
+    assert "dense" in out
+    assert "0.500 (0.250)" in out  # common and fresh, not the question reusing "retries"
+    assert "sharing no stem: n=1" in out
+    assert "1.000 (0.500)" in out  # fresh alone
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} is absent")
