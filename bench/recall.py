@@ -29,8 +29,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.recall_audit import report_compliant
 from bench.recall_dense import DenseIndex, dense_rankers
-from bench.recall_set import KINDS, STYLES, RecallQuestion, keywords, load, recall_at
+from bench.recall_set import KINDS, SET_PATH, STYLES, RecallQuestion, keywords, load, recall_at
 from bench.recall_set import reciprocal_rank as rr
 from bench.servers import postgres
 from bench.transcripts import DATA
@@ -154,9 +155,10 @@ class FullText:
         self._seen: dict[tuple[str, str], list[Position]] = {}
 
     def ranking(self, question: RecallQuestion, form: str) -> list[Position]:
-        if (question.id, form) not in self._seen:
-            self._seen[(question.id, form)] = self._grep(question, FORMS[form](question.question))
-        return self._seen[(question.id, form)]
+        key = (question.question, form)  # by text: two sets may share an id
+        if key not in self._seen:
+            self._seen[key] = self._grep(question, FORMS[form](question.question))
+        return self._seen[key]
 
     def _grep(self, question: RecallQuestion, pattern: str) -> list[Position]:
         if not pattern.strip():
@@ -301,6 +303,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3600.0,
         help="recall --semantic: seconds to wait for the server's embedding",
     )
+    # Each --set is read once the server is ready: a set can be edited while it embeds.
+    parser.add_argument("--set", action="append", help="recall: a set file (repeatable)")
+    parser.add_argument("--dump", help="recall: write every question's scores to this JSON file")
+    parser.add_argument(
+        "--audit", action="store_true", help="recall: only audit the set (bench/recall_audit.py)"
+    )
     parser.add_argument(
         "--sources",
         nargs="+",
@@ -310,26 +318,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    questions = load()
-    if args.sources:
-        questions = [q for q in questions if any(part in q.source for part in args.sources)]
+    if args.audit:
+        from bench.recall_audit import run as audit
+
+        return audit(args, DATA)
+    paths = [Path(p) for p in args.set or [SET_PATH]]
+    questions = _selected(paths[0], args.sources)
     sources = sorted({q.source for q in questions})
     if not all((DATA / s).exists() for s in sources):
         print(f"  the recall set's sessions are not under {DATA}: nothing to measure", flush=True)
         return
-    print(
-        f"  {len(questions)} questions over {len(sources)} sessions "
-        f"({sum(q.style == 'paraphrase' for q in questions)} paraphrase, "
-        f"{sum(q.style == 'identifier' for q in questions)} identifier); top {K}",
-        flush=True,
-    )
     timeouts = Timeouts(read=300, write=300)  # a 4 MB session's bootstrap
     with (
         serve(args.postgres, args.semantic) as (base, api_key, url, sqlite_file),
         LcmClient(base, api_key, timeouts=timeouts) as lcm,
     ):
         imported = {s: import_source(lcm, s) for s in sources}
-        groups = {q.id: answer_groups(q, imported[q.source]) for q in questions}
         wait_for_search_index(sqlite_file)
         keys = {s: i.key for s, i in imported.items()}
         full_text = FullText(lcm, keys)
@@ -341,7 +345,32 @@ def run(args: argparse.Namespace) -> None:
             took = wait_for_embeddings(url, timeout=args.semantic_wait)
             print(f"  the server embedded every text in {took:.0f} s", flush=True)
             rankers.update(SemanticGrep(lcm, keys, K).rankers())
-        report(score(rankers, questions, groups))
+        dumped = {}
+        for path in paths:  # read now: the sets' questions, not the sessions, may have changed
+            chosen = [q for q in _selected(path, args.sources) if q.source in imported]
+            groups = {q.id: answer_groups(q, imported[q.source]) for q in chosen}
+            scores = score(rankers, chosen, groups)
+            report(scores)
+            report_compliant(scores)
+            dumped[str(path)] = {
+                label: [[q.id, q.style, q.kind, r, m] for q, r, m in rows]
+                for label, rows in scores.items()
+            }
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(dumped, indent=1), encoding="utf-8")
+
+
+def _selected(path: Path, sources: Sequence[str] | None) -> list[RecallQuestion]:
+    questions = load(path)
+    if sources:
+        questions = [q for q in questions if any(part in q.source for part in sources)]
+    print(
+        f"  {path.name}: {len(questions)} questions over {len({q.source for q in questions})} "
+        f"sessions ({sum(q.style == 'paraphrase' for q in questions)} paraphrase, "
+        f"{sum(q.style == 'identifier' for q in questions)} identifier); top {K}",
+        flush=True,
+    )
+    return questions
 
 
 def _dense_rankers(imported: dict[str, Imported], full_text: FullText) -> dict[str, Ranker]:
