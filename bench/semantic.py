@@ -57,12 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run (grown only when a size asks for more vectors than it holds)",
     )
     parser.add_argument(
-        "--overlap-ab",
-        action="store_true",
-        help="--scale: instead of the table, hybrid grep with the query embedded beside full "
-        "text against embedded first, alternated (bench/semantic_overlap.py)",
-    )
-    parser.add_argument(
         "--server",
         nargs="+",
         default=None,

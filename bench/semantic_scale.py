@@ -24,7 +24,6 @@ from typing import Any
 
 from sqlalchemy import event, text
 
-from bench.semantic_overlap import overlap_ab
 from bench.semantic_seed import VectorLoad
 from bench.servers import kept_postgres, postgres
 from lcm.db.engine import Database
@@ -65,10 +64,7 @@ def run_scale(args: Any, sizes: list[int]) -> None:
                 _save(keep, load)
                 steps = ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
                 print(f"== {load.loaded:,} vectors ({steps})", flush=True)
-            if getattr(args, "overlap_ab", False):
-                overlap_ab(database, list(_scopes(load)), QUERIES, LIMITS, args.repeat * 4)
-            else:
-                _measure(database, load, args)
+            _measure(database, load, args)
         database.dispose()
 
 

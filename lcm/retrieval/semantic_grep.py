@@ -38,7 +38,6 @@ from lcm.semantic import (
     DenseResult,
     Embedder,
     dense_text,
-    embed_beside,
     load_embedder,
     search_vector,
 )
@@ -152,27 +151,23 @@ def _sides(
 ) -> tuple[DenseResult, list[SearchRow], bool]:
     """The dense side's hits, the full-text side's rows, and whether its bound cut some.
 
-    Hybrid embeds the query in the background while this thread runs the
-    full-text statements, then asks for the nearest vectors: the model's run
-    (5-20 ms of CPU) is off the grep's path for as long as full text takes.
-    Every statement still runs here, on the grep's session, in order, under
-    its deadline; only the model runs beside them. What each side reads is
-    what it read before: on Postgres each statement of the read-only (READ
-    COMMITTED) transaction sees what was committed when it started, whichever
-    side runs first; SQLite's transaction is one snapshot for both.
+    The query is embedded first, on this thread; then hybrid's full-text
+    statements, then the nearest vectors, all on the grep's session under its
+    deadline. Embedding beside the full-text statements (in another thread)
+    was built and measured: on two cores it was as fast or slower in 17 of 18
+    scopes, up to twice as slow where Postgres had the most to do, the
+    model's threads competing with the database for the cores
+    (docs/performance.md, Semantic at scale).
     """
     deadline = time.monotonic() + ask.timeout_ms / 1000
     query_text = dense_text(repo.session, dense_ask)  # the tenant's frequent words, kept
-    if ask.mode != "hybrid" or text_query is None:
-        vector = embedder.embed([query_text])[0]  # nothing to run beside it
-        full_text: list[SearchRow] = []
-        cut = False
-    else:
-        embedding = embed_beside(embedder, query_text)
+    vector = embedder.embed([query_text])[0]
+    full_text: list[SearchRow] = []
+    cut = False
+    if ask.mode == "hybrid" and text_query is not None:
         full_text, cut = _full_text_side(
             repo, bounds, text_query, ask.targets, dense_ask.limit, now
         )
-        vector = embedding.result()
     model = embedder.model_name
     found = search_vector(repo.session, model, vector, dense_ask, deadline, query_text)
     return found, full_text, cut

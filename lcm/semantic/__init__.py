@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         semantic_installed,
         warm_embedder,
     )
-    from lcm.semantic.query_vectors import PROMPT_VECTORS, QueryVectors, embed_beside
+    from lcm.semantic.query_vectors import PROMPT_VECTORS, QueryVectors
     from lcm.semantic.search import (
         DenseQuery,
         DenseResult,
@@ -44,7 +44,6 @@ __all__ = [
     "QueryVectors",
     "dense_search",
     "dense_text",
-    "embed_beside",
     "embed_conversation",
     "embedder_if_loaded",
     "load_embedder",
@@ -71,7 +70,7 @@ __getattr__ = lazy_exports(
             "semantic_installed",
             "warm_embedder",
         ),
-        "lcm.semantic.query_vectors": ("PROMPT_VECTORS", "QueryVectors", "embed_beside"),
+        "lcm.semantic.query_vectors": ("PROMPT_VECTORS", "QueryVectors"),
         "lcm.semantic.search": (
             "DenseQuery",
             "DenseResult",

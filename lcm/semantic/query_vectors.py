@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from lcm.semantic.embedder import Embedder
@@ -53,18 +52,3 @@ class QueryVectors:
 
 
 PROMPT_VECTORS = QueryVectors(256)
-
-
-# A grep's query embedded beside its other work (hybrid's full-text
-# statements): onnxruntime releases the GIL while the model runs, so the
-# grep's own thread waits on the database meanwhile. Model runs are one at a
-# time per process anyway (the embedder's lock); a second thread lets the next
-# grep's tokenizing start while one runs.
-_BESIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lcm-query-embed")
-
-
-def embed_beside(embedder: Embedder, text: str) -> Future[Any]:
-    """``text``'s vector, embedded in the background; ``.result()`` waits for it
-    (and raises what the model raised). A caller that gives up on it (its
-    statement ran past the grep's deadline) leaves it to finish unread."""
-    return _BESIDE.submit(lambda: embedder.embed([text])[0])

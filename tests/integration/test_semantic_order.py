@@ -1,6 +1,7 @@
-"""Hybrid grep embeds its query beside the full-text statements: the model runs in
-another thread while the grep's own thread runs full text on its session; the
-results, the statement deadline and the model-not-loaded refusal are as before."""
+"""Hybrid grep embeds its query first, on the grep's thread, then runs the
+full-text statements and the dense one on its session (embedding beside the
+full-text statements was measured a loss on two cores: lcm/retrieval/
+semantic_grep.py); the statement deadline and the model-not-loaded refusal."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def _statements(db: Database, seen: list[tuple[str, float]]) -> Any:
     return lambda: event.remove(db.engine, "before_cursor_execute", listen)
 
 
-def test_hybrid_runs_full_text_while_the_model_embeds_and_finds_the_same(
+def test_hybrid_embeds_on_the_grep_thread_before_any_statement_and_finds_the_same(
     sdb: Database,  # noqa: F811
     sclient: TestClient,  # noqa: F811
     seeded: IssuedKey,
@@ -90,15 +91,14 @@ def test_hybrid_runs_full_text_while_the_model_embeds_and_finds_the_same(
         after = grep(sclient, seeded, QUESTION, "hybrid", sort="relevance", limit=5)
     finally:
         stop()
-    ((thread, started, ended),) = embedded
-    assert thread.startswith("lcm-query-embed"), thread
+    ((_thread, started, ended),) = embedded
     full_text = [at for kind, at in seen if kind == "full text"]
     dense = [at for kind, at in seen if kind == "dense"]
     assert full_text, seen
     assert dense, seen
-    # Full text ran while the model was still embedding; the dense statement after it.
-    assert max(full_text) < ended, (started, full_text, ended)
-    assert min(dense) >= ended
+    # The model ran first; full text after it, then the dense statement.
+    assert ended <= min(full_text), (started, full_text, ended)
+    assert max(full_text) <= min(dense)
     # The same hits in the same fused order, and the same flags.
     assert [m["snippet"] for m in after["matches"]] == [m["snippet"] for m in before["matches"]]
     assert CAR.split(",")[0] in after["matches"][0]["snippet"].replace("«", "").replace("»", "")
@@ -106,25 +106,34 @@ def test_hybrid_runs_full_text_while_the_model_embeds_and_finds_the_same(
     assert after["notes"] == before["notes"]
 
 
-def test_semantic_mode_embeds_on_the_grep_thread(
+def test_semantic_mode_embeds_before_its_one_statement(
+    sdb: Database,  # noqa: F811
     sclient: TestClient,  # noqa: F811
     seeded: IssuedKey,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No full-text side to overlap: the model runs where it always did."""
+    """No full-text side: the model, then the nearest vectors."""
     embedded: list[tuple[str, float, float]] = []
     _slow_model(monkeypatch, embedded)
-    found = grep(sclient, seeded, QUESTION, "semantic", limit=3)
+    seen: list[tuple[str, float]] = []
+    stop = _statements(sdb, seen)
+    try:
+        found = grep(sclient, seeded, QUESTION, "semantic", limit=3)
+    finally:
+        stop()
     assert CAR[:20] in found["matches"][0]["snippet"].replace("«", "").replace("»", "")
-    ((thread, _started, _ended),) = embedded
-    assert not thread.startswith("lcm-query-embed"), thread
+    ((_thread, _started, ended),) = embedded
+    assert [kind for kind, _ in seen if kind == "full text"] == []
+    dense = [at for kind, at in seen if kind == "dense"]
+    assert dense, seen
+    assert ended <= min(dense)
 
 
 def test_a_full_text_statement_past_the_deadline_still_refuses_the_grep(
     pg_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The statement deadline covers full text while the model embeds beside it:
-    the grep is refused (search_timeout), and the next grep runs normally."""
+    """The statement deadline covers hybrid's full-text statements: the grep is
+    refused (search_timeout), and the next grep runs normally."""
     from tests.conftest import api_client
 
     limited = {"semantic": True, "statement_timeout_ms": 500}
@@ -161,7 +170,7 @@ def test_a_model_that_cannot_load_refuses_hybrid_before_any_statement(
     seeded: IssuedKey,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """As before: the model is loaded (or refused) first, nothing runs beside a refusal."""
+    """The model is loaded (or refused) first: a refusal runs no statement."""
 
     def broken() -> Embedder:
         raise embedder_module.SemanticUnavailable("the model file is missing")
