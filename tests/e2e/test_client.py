@@ -211,9 +211,16 @@ def scenario(call: Call, key: str) -> None:
     assert call("revoke_key", rotated.id).revoked_at is not None
     # Secrets (admin): a scan the in-process worker runs, followed by its id; the report.
     scanned = call("start_secret_scan", SecretScanIn(session_key=key, rescan_all=True))
-    with pytest.raises(Conflict) as busy:
+    # A second start while the first runs is refused (secret_scan_running:
+    # tests/e2e/test_secrets_ops_http.py holds that with a worker that never
+    # runs it). Here the in-process worker may finish the first scan before
+    # the second call arrives, and then the second simply starts another.
+    scan_refused: list[str] = []
+    try:
         call("start_secret_scan", SecretScanIn(session_key=key))
-    assert busy.value.code == "secret_scan_running"
+    except Conflict as busy:
+        scan_refused.append(busy.code)
+    assert scan_refused in ([], ["secret_scan_running"])
     waited = time.monotonic() + 60
     while scanned.status in ("pending", "running") and time.monotonic() < waited:
         time.sleep(0.2)
