@@ -18,6 +18,7 @@ baseline is the best of the three.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -33,7 +34,7 @@ from bench.recall_audit import report_compliant
 from bench.recall_dense import DenseIndex, dense_rankers
 from bench.recall_set import KINDS, SET_PATH, STYLES, RecallQuestion, keywords, load, recall_at
 from bench.recall_set import reciprocal_rank as rr
-from bench.servers import postgres
+from bench.servers import kept_postgres, postgres
 from bench.transcripts import DATA
 from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
@@ -247,18 +248,18 @@ def _report_misses(scores: Scores) -> None:
 
 
 @contextmanager
-def serve(use_postgres: bool, semantic: bool) -> Iterator[tuple[str, str, str, Path | None]]:
-    """A fresh ``lcm serve``: its base URL, an API key, its database URL and SQLite file
-    (None on Postgres); ``semantic`` turns semantic recall on."""
-    workdir = Path(servers.make_workdir())
+def serve(
+    use_postgres: bool, semantic: bool, keep: Path | None = None
+) -> Iterator[tuple[str, str, str, Path | None]]:
+    """An ``lcm serve``: its base URL, an API key, its database URL and SQLite file
+    (None on Postgres); ``semantic`` turns semantic recall on. Fresh, or with
+    ``keep`` its home and database in that folder, reused by the next run."""
+    workdir = keep or Path(servers.make_workdir())
     home = workdir / "home"
-    home.mkdir()
+    home.mkdir(parents=True, exist_ok=True)
     try:
-        with _database(use_postgres, home) as (url, sqlite_file):
-            db = Database(Settings(database_url=url))
-            with db.transaction() as s:
-                api_key = create_tenant(s, "recall").api_key
-            db.dispose()
+        with _database(use_postgres, home, keep) as (url, sqlite_file):
+            api_key = _api_key(url, keep)
             env = {"LCM_HOME": str(home), "ANTHROPIC_API_KEY": "", "LCM_LOG_LEVEL": "WARNING"}
             if use_postgres:
                 env["LCM_DATABASE_URL"] = url
@@ -270,19 +271,69 @@ def serve(use_postgres: bool, semantic: bool) -> Iterator[tuple[str, str, str, P
             finally:
                 handle.stop()
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _api_key(url: str, keep: Path | None) -> str:
+    """The recall tenant's key: a new tenant, or the kept one."""
+    held = keep / "api_key" if keep else None
+    if held is not None and held.exists():
+        return held.read_text(encoding="utf-8").strip()
+    db = Database(Settings(database_url=url))
+    with db.transaction() as s:
+        api_key = create_tenant(s, "recall").api_key
+    db.dispose()
+    if held is not None:
+        held.write_text(api_key, encoding="utf-8")
+    return api_key
 
 
 @contextmanager
-def _database(use_postgres: bool, home: Path) -> Iterator[tuple[str, Path | None]]:
+def _database(
+    use_postgres: bool, home: Path, keep: Path | None
+) -> Iterator[tuple[str, Path | None]]:
     if use_postgres:
-        with postgres() as url:
+        with kept_postgres(keep) if keep else postgres() as url:
             yield url, None
         return
     sqlite_file = home / "lcm.db"
     url = f"sqlite:///{sqlite_file}"
     upgrade(url)
     yield url, sqlite_file
+
+
+def imported_sources(
+    lcm: LcmClient, sources: Sequence[str], keep: Path | None
+) -> dict[str, Imported]:
+    """Each source bootstrapped, or read back from ``keep`` where a run already imported it."""
+    state = keep / "imported.json" if keep else None
+    held: dict[str, Imported] = {}
+    if state is not None and state.exists():
+        held = {s: _thawed(v) for s, v in json.loads(state.read_text(encoding="utf-8")).items()}
+    for source in sources:
+        if source not in held:
+            held[source] = import_source(lcm, source)
+            if state is not None:
+                frozen = {s: dataclasses.asdict(i) | _frozen(i) for s, i in held.items()}
+                state.write_text(json.dumps(frozen), encoding="utf-8")
+    return {s: held[s] for s in sources}
+
+
+def _frozen(imported: Imported) -> dict[str, object]:
+    return {
+        "line_positions": [[n, *p] for n, p in imported.line_positions.items()],
+        "messages": [[*p, *m] for p, m in imported.messages.items()],
+    }
+
+
+def _thawed(value: dict) -> Imported:
+    return Imported(
+        value["key"],
+        value["conversation_id"],
+        {n: (c, s) for n, c, s in value["line_positions"]},
+        {(c, s): (role, text) for c, s, role, text in value["messages"]},
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -329,11 +380,12 @@ def run(args: argparse.Namespace) -> None:
         print(f"  the recall set's sessions are not under {DATA}: nothing to measure", flush=True)
         return
     timeouts = Timeouts(read=300, write=300)  # a 4 MB session's bootstrap
+    keep = Path(args.keep) if args.keep else None
     with (
-        serve(args.postgres, args.semantic) as (base, api_key, url, sqlite_file),
+        serve(args.postgres, args.semantic, keep) as (base, api_key, url, sqlite_file),
         LcmClient(base, api_key, timeouts=timeouts) as lcm,
     ):
-        imported = {s: import_source(lcm, s) for s in sources}
+        imported = imported_sources(lcm, sources, keep)
         wait_for_search_index(sqlite_file)
         keys = {s: i.key for s, i in imported.items()}
         full_text = FullText(lcm, keys)

@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="--scale: keep the seeded Postgres data directory in DIR and reuse it on the next "
-        "run (grown only when a size asks for more vectors than it holds)",
+        "run (grown only when a size asks for more vectors than it holds); recall: keep lcm "
+        "serve's home, database and imports in DIR, reused by the next run (vectors too)",
     )
     parser.add_argument(
         "--server",

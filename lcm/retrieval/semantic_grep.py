@@ -58,7 +58,7 @@ class SemanticOptions:
     """The deployment's switch and the tenant's query handling, as grep receives them."""
 
     enabled: bool = False
-    query_handling: QueryHandling = "both"
+    query_handling: QueryHandling = "strip_roles"
     # The tenant's semantic_min_similarity: what SemanticAsk.floored uses.
     min_similarity: float = 0.0
 

@@ -1,10 +1,10 @@
 """All SQL of semantic recall: texts waiting for a vector, vectors written and scanned, the lease.
 
 A text "waits" when it has no row in ``embeddings`` under the current model
-name: there is no separate backlog table to keep in step, so a lost job, a
-crash or a model change all leave the same thing behind, which the next
-embed job or backfill finds (an anti-join on ``(message_id, model)`` or
-``(source, chunk, model)``).
+name (a message only when it has words, :data:`SPOKEN`): there is no separate
+backlog table to keep in step, so a lost job, a crash or a model change all
+leave the same thing behind, which the next embed job or backfill finds (an
+anti-join on ``(message_id, model)`` or ``(source, chunk, model)``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from lcm.db.models import Embedding, EmbeddingRun, LargeFile, Message, Summary
+from lcm.db.models import Embedding, EmbeddingRun, LargeFile, Message, MessagePart, Summary
 from lcm.semantic.pending import Cursor, Pending
 
 _PGVECTOR_COLUMN: dict[str, bool] = {}  # per database URL: has migration 0028 added it
@@ -44,6 +44,18 @@ Scope = Callable[[Any], list[Any]]  # a conversation id column -> the conditions
 # tenant's 11,800 / 23,500 summaries took 53 / 74 ms exact against 200 / 133 ms
 # through the graph (p50), while 50,000 messages took 154 ms exact, 71 ms walked.
 EXACT_SEARCH_BELOW = 30_000
+# A message is embedded when it says something in words: it has a non-empty
+# text part. Tool calls, tool output and reasoning without one are machine
+# text the full-text side finds by its words; embedded, they crowded the
+# dense side out of what was said. On the recall set (bench recall, 201
+# paraphrase questions over real coding sessions, 78% of vectors tool
+# traffic) dense recall@10 was 0.693 over every message and 0.872 over
+# messages with text; adding reasoning-only turns back took it to 0.788.
+SPOKEN = exists().where(
+    MessagePart.message_id == Message.id,
+    MessagePart.part_type == "text",
+    MessagePart.text != "",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +133,7 @@ class EmbeddingRepository:
             Message.created_at,
             Message.content,
             Message.role,
-        ).where(~done, Message.id > after, *scope(Message.conversation_id))
+        ).where(~done, SPOKEN, Message.id > after, *scope(Message.conversation_id))
         rows = self.session.execute(query.order_by(Message.id).limit(limit)).all()
         return [Pending("message", f"msg_{r[0]}", r[1], r[2], r[0], r[3], r[4], r[5]) for r in rows]
 
@@ -159,7 +171,8 @@ class EmbeddingRepository:
         messages = self.session.scalar(
             select(func.count())
             .where(
-                ~exists().where(and_(Embedding.message_id == Message.id, Embedding.model == model))
+                ~exists().where(and_(Embedding.message_id == Message.id, Embedding.model == model)),
+                SPOKEN,
             )
             .select_from(Message)
         )

@@ -1,12 +1,13 @@
 """What is embedded for a message or a summary: the text, cut into chunks the model reads whole.
 
-A message is embedded as ``"role: text"``, so a question about what the user
-said leans to the user's turns. The model reads at most 256 word pieces
-(about 1,000 characters of English); a longer text is cut into chunks of
-:data:`CHUNK_CHARS` on word boundaries, each embedded apart, and a search
-scores a text by its best chunk. Past :data:`MAX_CHUNKS` chunks the rest is
-not embedded (full text still finds it): a 2 MB paste would otherwise cost
-minutes of CPU for vectors that say "a log file".
+A message with words (:data:`lcm.semantic.repository.SPOKEN`) is embedded as
+``"role: text"``, so a question about what the user said leans to the user's
+turns. The model reads at most 256 word pieces (about 1,000 characters of
+English); a longer text is cut into chunks of :data:`CHUNK_CHARS` on word
+boundaries, each embedded apart, and a search scores a text by its best chunk.
+Past :data:`MAX_CHUNKS` chunks the rest is not embedded (full text still finds
+it): a 2 MB paste would otherwise cost minutes of CPU for vectors that say "a
+log file".
 """
 
 from __future__ import annotations
