@@ -31,8 +31,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bench.recall import line_client_ids
 from bench.recall_dense import _cached_embed
+from bench.recall_import import line_client_ids
 from bench.recall_set import RecallQuestion, load
 from bench.transcripts import DATA
 from lcm.db.engine import Database

@@ -9,7 +9,7 @@ groups of 1-based line numbers of the source file: every group is one piece
 of the answer (a multi-hop question has several), and any line of a group
 answers that piece. A line names one transcript entry, so the harness can
 map it to the message lcm stored for it (the entry's own id, see
-:func:`bench.recall.line_client_ids`).
+:func:`bench.recall_import.line_client_ids`).
 
 Scoring, per question, over the ranked message list a search returned:
 recall@k is the share of groups with a line among the first k results; the

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from bench.recall import import_source
+from bench.recall_import import import_source
 from bench.recall_server import wait_for_embeddings
 from bench.recall_set import load
 from lcm.db.engine import Database

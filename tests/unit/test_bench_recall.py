@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.recall import line_client_ids
+from bench.recall_import import line_client_ids
 from bench.recall_set import (
     KINDS,
     SET_PATH,
