@@ -3,10 +3,11 @@
 The prompt recall cue and expand-query's ranking keep a dense hit only at or
 above ``semantic_min_similarity``. This scenario is how its default was
 chosen. The sessions of the paraphrase recall set (``bench/recall_set.jsonl``)
-are imported into a fresh SQLite file; their user and assistant messages are
-embedded as the server embeds them (``role: text``, in chunks, a message
-scoring as its best chunk), and each question, its dense query prepared as
-the default ``semantic_query_handling`` (``both``) prepares it, is scored:
+are imported into a fresh SQLite file; their user and assistant messages with
+words (a text part, ``lcm.semantic.repository.SPOKEN``) are embedded as the
+server embeds them (``role: text``, in chunks, a message scoring as its best
+chunk), and each question, its dense query prepared as the default
+``semantic_query_handling`` (``strip_roles``) prepares it, is scored:
 
 - **answer**: the similarity of the best message that answers it (its own
   session), and whether that message is the nearest or among the nearest 4;
@@ -40,7 +41,9 @@ from lcm.db.migrate import upgrade
 from lcm.db.models import Message
 from lcm.semantic.embedder import load_embedder
 from lcm.semantic.query_text import dense_query, frequent_words
+from lcm.semantic.repository import SPOKEN
 from lcm.semantic.texts import chunks, message_text
+from lcm.semantic_settings import SemanticTenantSettings
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 from lcm.transcripts.importer import import_transcript
@@ -117,6 +120,7 @@ def _import(database: Database, embedder: Any, source: str) -> Session:
             select(Message.id, Message.client_id, Message.role, Message.content).where(
                 Message.conversation_id == outcome.conversation_id,
                 Message.role.in_(("user", "assistant")),
+                SPOKEN,
             )
         ).all()
     by_client = {r.client_id: r.id for r in rows if r.client_id}
@@ -133,8 +137,9 @@ def _import(database: Database, embedder: Any, source: str) -> Session:
 
 
 def _handled(prompt: str, session: Session) -> str:
-    """``prompt`` as the default query handling (``both``) embeds it in ``session``."""
-    return dense_query(prompt, "both", lambda: session.frequent)
+    """``prompt`` as the default query handling embeds it in ``session``."""
+    handling = SemanticTenantSettings.model_fields["semantic_query_handling"].default
+    return dense_query(prompt, handling, lambda: session.frequent)
 
 
 def _embed(embedder: Any, text: str) -> Any:
