@@ -4,7 +4,7 @@
 ``lcm serve`` (SQLite, in-process worker, ``LCM_SEMANTIC=on``) bootstraps the
 named sessions of ``../shared/data`` and the clock runs from the first
 bootstrap until no message or summary waits for a vector. Then the same
-texts (messages as ``role: text``, in the chunks the job cuts) are embedded
+texts (messages with words as ``role: text``, in the chunks the job cuts) are embedded
 in this process, one call, as a floor. ``--against DIR`` runs the same with
 the server code of another tree (``git archive <rev> | tar -x -C DIR``) too.
 """
@@ -24,6 +24,7 @@ from lcm.db.engine import Database
 from lcm.db.migrate import upgrade
 from lcm.db.models import Embedding, Message
 from lcm.semantic import load_embedder
+from lcm.semantic.repository import SPOKEN
 from lcm.semantic.texts import chunks, message_text
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
@@ -79,7 +80,7 @@ def _measure(sources: list[str], cwd: Path | None, label: str) -> tuple[str, Pat
 def _floor(url: str) -> None:
     db = Database(Settings(database_url=url))
     with db.read_session() as session:
-        rows = session.execute(select(Message.role, Message.content)).all()
+        rows = session.execute(select(Message.role, Message.content).where(SPOKEN)).all()
     db.dispose()
     texts = [piece for role, content in rows for piece in chunks(message_text(role, content))]
     embedder = load_embedder()
