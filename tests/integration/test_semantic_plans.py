@@ -14,13 +14,14 @@ from sqlalchemy.orm import Session
 
 from lcm.db.engine import Database
 from lcm.db.models import Conversation, utcnow
-from lcm.semantic import repository
+from lcm.semantic import nearest_repository
 from lcm.semantic.embedder import MODEL_NAME
 from lcm.semantic.repository import EmbeddingRepository
 from tests.conftest import RecordingSender, new_tenant
 
 pytestmark = pytest.mark.postgres
 HNSW = "ix_embeddings_embedding_hnsw"
+SUMMARY_HNSW = "ix_embeddings_summary_hnsw"
 
 
 def _unit(rng: random.Random) -> list[float]:
@@ -72,13 +73,24 @@ def seeded(pg_db: Database) -> Iterator[tuple[Database, str, list[int]]]:
     db.dispose()
 
 
-def _nearest(session: Session, tenant_id: str, cids: list[int] | None, seed: int) -> Any:
+def _nearest(
+    session: Session,
+    tenant_id: str,
+    cids: list[int] | None,
+    seed: int,
+    targets: tuple[str, ...] = ("summary",),
+) -> Any:
     return EmbeddingRepository(session).nearest(
-        tenant_id, MODEL_NAME, cids, ("summary",), None, None, _unit(random.Random(seed)), 30
+        tenant_id, MODEL_NAME, cids, targets, None, None, _unit(random.Random(seed)), 30
     )
 
 
-def _dense_statement(db: Database, tenant_id: str, cids: list[int] | None) -> Any:
+def _dense_statement(
+    db: Database,
+    tenant_id: str,
+    cids: list[int] | None,
+    targets: tuple[str, ...] = ("summary",),
+) -> Any:
     """The nearest rows, and the ordered statement that found them with its parameters."""
     seen: list[tuple[str, Any]] = []
 
@@ -89,7 +101,7 @@ def _dense_statement(db: Database, tenant_id: str, cids: list[int] | None) -> An
     event.listen(db.engine, "before_cursor_execute", listen)
     try:
         with db.read_session() as session:
-            found = _nearest(session, tenant_id, cids, 1)
+            found = _nearest(session, tenant_id, cids, 1, targets)
     finally:
         event.remove(db.engine, "before_cursor_execute", listen)
     ((statement, params),) = seen
@@ -111,12 +123,14 @@ def test_a_tenant_wide_dense_search_can_walk_the_hnsw_index(
     must be the index's ordered scan: the ORDER BY is the operator class's own
     expression with LIMIT right above it."""
     db, tenant_id, _cids = seeded
-    monkeypatch.setattr(repository, "EXACT_SEARCH_BELOW", 100)  # the tenant holds 400
+    monkeypatch.setattr(nearest_repository, "EXACT_SEARCH_BELOW", 100)  # the tenant holds 400
+    monkeypatch.setattr(nearest_repository, "EXACT_SUMMARIES_BELOW", 100)
     found, statement, params = _dense_statement(db, tenant_id, None)
     assert len(found) == 30
     assert all(row[0] == "summary" for row in found)
     plan = _plan(db, statement, params, ("enable_seqscan", "enable_bitmapscan", "enable_sort"))
-    assert HNSW in plan, plan
+    # Summaries alone: migration 0034's graph of summaries, not the graph of all.
+    assert SUMMARY_HNSW in plan, plan
     assert "Sort" not in plan, plan
 
 
@@ -134,7 +148,8 @@ def test_a_narrow_scope_is_scored_exactly_with_the_hits_of_the_hnsw_walk(
     assert HNSW not in plan, plan
     assert "Sort" in plan, plan
 
-    monkeypatch.setattr(repository, "EXACT_SEARCH_BELOW", 0)  # always the HNSW walk
+    monkeypatch.setattr(nearest_repository, "EXACT_SEARCH_BELOW", 0)  # always the HNSW walk
+    monkeypatch.setattr(nearest_repository, "EXACT_SUMMARIES_BELOW", 0)
     with db.read_session() as session:
         # A search list wider than the table: the walk visits every vector.
         session.execute(text("SELECT set_config('hnsw.ef_search', '1000', true)"))
@@ -152,30 +167,41 @@ def test_a_narrow_scope_is_scored_exactly_with_the_hits_of_the_hnsw_walk(
     assert [row[3] for row in found] == pytest.approx([row[1] for row in scored], abs=1e-5)
 
 
-def test_the_query_vector_is_bound_as_a_vector_in_prepared_statements(
+def test_the_dense_statement_is_never_prepared_and_binds_the_vector_uncast(
     seeded: tuple[Database, str, list[int]],
 ) -> None:
     """psycopg prepares a statement after five runs; Postgres then may use a
-    generic plan. A text parameter cast to vector in it is parsed again for every
-    row an exact sort reads (one conversation: hundreds of ms at 2,000 rows)."""
+    generic plan, one plan for every scope, where a text parameter cast to vector
+    is parsed again for every row an exact sort reads (one conversation: hundreds
+    of ms at 2,000 rows). The dense statement runs as a cursor, which psycopg
+    never prepares: each run is planned for its own values, and the vector is a
+    parameter the statement does not cast."""
     db, tenant_id, cids = seeded
-    with db.engine.connect() as conn:
-        results = []
-        for n in range(12):
-            with Session(bind=conn) as session:
-                results.append(_nearest(session, tenant_id, cids[:1], n))
-                session.commit()
-        types = [
-            list(r[0])
-            for r in conn.execute(
+    statements: list[str] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        if "FROM embeddings" in statement and "ORDER BY" in statement:
+            statements.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        with db.engine.connect() as conn:
+            results = []
+            for n in range(12):
+                with Session(bind=conn) as session:
+                    results.append(_nearest(session, tenant_id, cids[:1], n))
+                    session.commit()
+            prepared = conn.execute(
                 text(
-                    "SELECT parameter_types FROM pg_prepared_statements "
+                    "SELECT statement FROM pg_prepared_statements "
                     "WHERE statement LIKE '%FROM embeddings%<#>%'"
                 )
-            )
-        ]
-    assert types, "the dense statement was never prepared"
-    assert all("vector" in t for t in types), types
+            ).all()
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert len(statements) == 12
+    assert prepared == []
+    assert all("CAST" not in statement.upper() for statement in statements), statements[0]
     assert all(len(r) == 30 and {row[2] for row in r} == {cids[0]} for r in results)
 
 
@@ -213,11 +239,14 @@ def test_a_small_scope_of_one_target_reads_only_that_targets_rows(
     assert "Filter" not in plan, plan
 
 
-def test_a_tenants_summaries_of_twenty_thousand_vectors_are_scored_exactly(
+def test_a_tenants_twenty_thousand_summaries_walk_the_graph_of_summaries(
     seeded: tuple[Database, str, list[int]],
 ) -> None:
-    """Up to ``EXACT_SEARCH_BELOW`` (30,000) the scope is sorted exactly: at 1M
-    vectors a tenant's 23,500 summaries took 74 ms so, 133 ms through the graph."""
+    """Summaries alone are scored exactly only below ``EXACT_SUMMARIES_BELOW``
+    (10,000); above, they walk migration 0034's graph of summaries: at 1M vectors
+    a tenant's 23,500 summaries took 50-90 ms exact, 2.5-17 ms walked there. Below
+    ``EXACT_SEARCH_BELOW`` (30,000), a scope of messages too is still sorted
+    exactly (the graph of every vector is the one it could walk)."""
     db, tenant_id, _cids = seeded
     now = utcnow()
     with db.transaction() as session:
@@ -241,5 +270,9 @@ def test_a_tenants_summaries_of_twenty_thousand_vectors_are_scored_exactly(
         )
     with db.engine.begin() as conn:
         conn.execute(text("ANALYZE embeddings"))
-    _found, statement, _params = _dense_statement(db, tenant_id, None)
+    found, statement, params = _dense_statement(db, tenant_id, None)
+    assert len(found) == 30
+    assert "+ 0" not in statement.replace("+0", "+ 0"), statement
+    assert SUMMARY_HNSW in _plan(db, statement, params, ()), statement
+    _found, statement, _params = _dense_statement(db, tenant_id, None, ("message", "summary"))
     assert "+ 0" in statement.replace("+0", "+ 0"), statement
