@@ -43,7 +43,7 @@ QUERIES = (
     "what did we decide about retrying the request",
     "the terminal output is garbled after resizing",
 )
-HNSW = "ix_embeddings_embedding_hnsw"
+HNSW = ("ix_embeddings_embedding_hnsw", "ix_embeddings_summary_hnsw")  # all; summaries alone
 _VECTOR = re.compile(r"'\[[^\]]*\]'::vector")
 _LIMIT = re.compile(r"LIMIT %\((\w+)\)s")
 LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
@@ -204,7 +204,8 @@ def _explain(database: Database, call: Callable[[], object], label: str) -> None
     for statement, params in seen:
         plan = explain(database, statement, as_read(statement, params))
         kind = "dense, as the cursor reads it" if "embeddings" in statement else "full text"
-        uses = "uses HNSW" if any(HNSW in line for line in plan) else "no HNSW"
+        graphs = [name for name in HNSW if any(name in line for line in plan)]
+        uses = f"walks {graphs[0]}" if graphs else "no HNSW"
         print(f"  -- plan: {label}: {kind} ({uses})")
         for line in plan:
             print("     " + _VECTOR.sub("'[384 floats]'::vector", line))
