@@ -129,8 +129,8 @@ def test_a_tenant_wide_dense_search_can_walk_the_hnsw_index(
     assert len(found) == 30
     assert all(row[0] == "summary" for row in found)
     plan = _plan(db, statement, params, ("enable_seqscan", "enable_bitmapscan", "enable_sort"))
-    # Summaries alone: migration 0034's graph of summaries, not the graph of all.
-    assert SUMMARY_HNSW in plan, plan
+    # Every vector here is a summary, so either graph serves it at the same cost.
+    assert HNSW in plan or SUMMARY_HNSW in plan, plan
     assert "Sort" not in plan, plan
 
 
@@ -273,6 +273,18 @@ def test_a_tenants_twenty_thousand_summaries_walk_the_graph_of_summaries(
     found, statement, params = _dense_statement(db, tenant_id, None)
     assert len(found) == 30
     assert "+ 0" not in statement.replace("+0", "+ 0"), statement
-    assert SUMMARY_HNSW in _plan(db, statement, params, ()), statement
+    # Every vector of this table is a summary, so the two graphs are the same
+    # size and the planner may take either (at 1M vectors, summaries 6% of
+    # them, it takes the graph of summaries: docs/performance.md). With the
+    # graph of all out of the way, the statement's own predicates must let the
+    # graph of summaries serve it: the partial index's predicate is implied.
+    with db.engine.connect() as conn:
+        transaction = conn.begin()
+        conn.execute(text(f"DROP INDEX {HNSW}"))
+        conn.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, params))
+        transaction.rollback()
+    assert SUMMARY_HNSW in plan, plan
+    assert "Sort" not in plan, plan
     _found, statement, _params = _dense_statement(db, tenant_id, None, ("message", "summary"))
     assert "+ 0" in statement.replace("+0", "+ 0"), statement
