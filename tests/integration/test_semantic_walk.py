@@ -156,3 +156,40 @@ def test_dense_hits_are_each_texts_best_chunk_walked_or_scored_exactly(
     assert [s for s, _ in exact] == [row[0] for row in expected]
     assert [s for s, _ in walked] == [row[0] for row in expected]
     assert [sim for _, sim in exact] == pytest.approx([row[1] for row in expected], abs=1e-5)
+
+
+def test_a_dense_read_past_the_deadline_refuses_the_grep(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cursor is declared, then its rows are read (FETCH): a read past the
+    grep's statement deadline is cancelled there and the grep refused as
+    ``search_timeout`` (400), not a 500; the next grep runs normally."""
+    from tests.conftest import api_client, auth
+    from tests.integration.test_semantic import CAR, FILLER, post_messages, run_jobs
+
+    limited = {"semantic": True, "statement_timeout_ms": 500}
+    sender = RecordingSender()
+    db = Database(pg_db.settings.model_copy(update=limited), sender)
+    client = next(api_client(db.settings, db, sender))
+    who = new_tenant(db)
+    post_messages(client, who, "agent:main", [CAR, *FILLER])
+    run_jobs(db, sender)  # vectors to read: the slow condition is tested row by row
+    real = EmbeddingRepository._bounds
+
+    def slow(self: EmbeddingRepository, *args: Any) -> list[Any]:
+        # Volatile, so tested on each row read (FETCH), never when declaring.
+        return [*real(self, *args), text("pg_sleep(3) IS NOT NULL")]
+
+    monkeypatch.setattr(EmbeddingRepository, "_bounds", slow)
+    body: dict[str, Any] = {"pattern": "why would the car not start", "mode": "semantic"}
+    body |= {"scope": "messages", "all_conversations": True}
+    started = time.monotonic()
+    response = client.post("/v1/grep", json=body, headers=auth(who))
+    waited = time.monotonic() - started
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "search_timeout"
+    assert waited < 2.5, waited  # cancelled at the deadline, not after the 3 s sleep
+    monkeypatch.setattr(EmbeddingRepository, "_bounds", real)
+    again = client.post("/v1/grep", json=body, headers=auth(who))
+    assert again.status_code == 200, again.text
+    db.dispose()
