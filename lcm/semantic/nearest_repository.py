@@ -11,15 +11,16 @@ A walk's cost grows with the rows it must return, and steeply under a
 selective filter (a small tenant: 5% of the graph's neighbours kept): at 1M
 vectors, 180 rows of a small tenant's messages took 80-250 ms where its first
 60 took 10-40 ms. A text embedded in chunks can fill several places, so up
-to ``ROWS_PER_SOURCE`` rows a wanted text are allowed; but they are read from
-a server-side cursor, ``want`` at a time, and reading stops as soon as
-``want`` different texts are in: the walk goes no further than it must
-(docs/performance.md, Semantic at scale).
+to ``ROWS_PER_SOURCE`` rows a wanted text are allowed; but a walk's rows are
+read from a server-side cursor, ``want`` at a time, and reading stops as
+soon as ``want`` different texts are in: the walk goes no further than it
+must (docs/performance.md, Semantic at scale). An exact sort reads its whole
+scope before its first row, so it is read in one statement as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, literal, select, text
@@ -67,8 +68,8 @@ class NearestRepository:
         # (one conversation: its index and an exact sort of its few thousand
         # rows; a tenant's history: the HNSW graph), which only the values
         # tell, and a cached generic plan would pick one for every scope.
-        # The rows come from a cursor, which Postgres would otherwise plan for
-        # its first 10% (cursor_tuple_fraction): planned as the statement it is.
+        # A walk's rows come from a cursor, which Postgres would otherwise plan
+        # for its first 10% (cursor_tuple_fraction): planned as the statement it is.
         self.session.execute(
             text(
                 "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
@@ -95,18 +96,18 @@ class NearestRepository:
             .order_by(order)
             .limit(want * ROWS_PER_SOURCE)
         )
-        found: list[tuple[str, str, int, float]] = []
-        sources: set[str] = set()
+        if exact:
+            # A sort reads every row of the scope before its first: a cursor
+            # would save nothing and cost three round trips more.
+            return _until(want, [self.session.execute(statement).all()], whole=False)
         result = self.session.execute(statement, execution_options={"yield_per": want})
         try:
-            for batch in result.partitions():
-                found += [(r[0], r[1], int(r[2]), -float(r[3])) for r in batch]
-                sources.update(r[1] for r in batch)
-                if len(sources) >= want:
-                    break  # the walk stops here: the cursor is closed unread
+            # Read ``want`` rows at a time; the walk stops where reading does.
+            # A batch is kept whole: relaxed order may put a nearer row after a
+            # farther one, and it is read already.
+            return _until(want, result.partitions(), whole=True)
         finally:
-            result.close()
-        return found
+            result.close()  # the cursor, closed with its rest unread
 
     def _exact_below(self, targets: Sequence[str]) -> int:
         if list(targets) == ["summary"] and self.has_summary_graph:
@@ -144,3 +145,21 @@ class NearestRepository:
             "EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params
         )
         return float(plan.scalar_one()[0]["Plan"]["Plan Rows"])
+
+
+def _until(
+    want: int, batches: Iterable[Sequence[Any]], *, whole: bool
+) -> list[tuple[str, str, int, float]]:
+    """The rows of ``batches`` up to the one (``whole``: the batch) where ``want``
+    different texts are in, all when fewer are: (target, source, conversation, similarity)."""
+    found: list[tuple[str, str, int, float]] = []
+    sources: set[str] = set()
+    for batch in batches:
+        for row in batch:
+            found.append((row[0], row[1], int(row[2]), -float(row[3])))
+            sources.add(row[1])
+            if len(sources) >= want and not whole:
+                return found
+        if len(sources) >= want:
+            return found
+    return found

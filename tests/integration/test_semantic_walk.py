@@ -161,8 +161,8 @@ def test_dense_hits_are_each_texts_best_chunk_walked_or_scored_exactly(
 def test_a_dense_read_past_the_deadline_refuses_the_grep(
     pg_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cursor is declared, then its rows are read (FETCH): a read past the
-    grep's statement deadline is cancelled there and the grep refused as
+    """A walk's cursor is declared, then its rows are read (FETCH): a read past
+    the grep's statement deadline is cancelled there and the grep refused as
     ``search_timeout`` (400), not a 500; the next grep runs normally."""
     from tests.conftest import api_client, auth
     from tests.integration.test_semantic import CAR, FILLER, post_messages, run_jobs
@@ -181,6 +181,7 @@ def test_a_dense_read_past_the_deadline_refuses_the_grep(
         return [*real(self, *args), text("pg_sleep(3) IS NOT NULL")]
 
     monkeypatch.setattr(EmbeddingRepository, "_bounds", slow)
+    monkeypatch.setattr(nearest_repository, "EXACT_SEARCH_BELOW", 0)  # the walk: a cursor
     body: dict[str, Any] = {"pattern": "why would the car not start", "mode": "semantic"}
     body |= {"scope": "messages", "all_conversations": True}
     started = time.monotonic()
