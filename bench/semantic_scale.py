@@ -190,7 +190,8 @@ def as_read(statement: str, params: Any) -> Any:
     """The dense statement's parameters as its cursor reads it: ``EXPLAIN ANALYZE``
     runs a statement to its ``LIMIT``, the cursor stops once it holds the texts it
     wants, which for the seeded vectors (one chunk a text) is the first
-    ``1 / ROWS_PER_SOURCE`` of the limit."""
+    ``1 / ROWS_PER_SOURCE`` of the limit. (An exact sort, read in one statement,
+    sorts its whole scope either way: the smaller limit changes nothing there.)"""
     found = _LIMIT.search(statement)
     if "FROM embeddings" not in statement or found is None:
         return params
@@ -203,7 +204,7 @@ def _explain(database: Database, call: Callable[[], object], label: str) -> None
         call()
     for statement, params in seen:
         plan = explain(database, statement, as_read(statement, params))
-        kind = "dense, as the cursor reads it" if "embeddings" in statement else "full text"
+        kind = "dense, as read" if "embeddings" in statement else "full text"
         graphs = [name for name in HNSW if any(name in line for line in plan)]
         uses = f"walks {graphs[0]}" if graphs else "no HNSW"
         print(f"  -- plan: {label}: {kind} ({uses})")
