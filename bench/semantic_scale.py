@@ -31,6 +31,7 @@ from lcm.retrieval.grep import GrepLimits, GrepQuery, grep
 from lcm.retrieval.scope import ScopeSelector, resolve_bounds
 from lcm.retrieval.semantic_grep import SemanticOptions
 from lcm.semantic import load_embedder
+from lcm.semantic.nearest_repository import ROWS_PER_SOURCE
 from lcm.settings import Settings
 from lcm.tenants.service import create_tenant
 
@@ -42,8 +43,9 @@ QUERIES = (
     "what did we decide about retrying the request",
     "the terminal output is garbled after resizing",
 )
-HNSW = "ix_embeddings_embedding_hnsw"
+HNSW = ("ix_embeddings_embedding_hnsw", "ix_embeddings_summary_hnsw")  # all; summaries alone
 _VECTOR = re.compile(r"'\[[^\]]*\]'::vector")
+_LIMIT = re.compile(r"LIMIT %\((\w+)\)s")
 LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
 
 
@@ -184,13 +186,27 @@ def explain(database: Database, statement: str, params: Any) -> list[str]:
         return [r[0] for r in rows]
 
 
+def as_read(statement: str, params: Any) -> Any:
+    """The dense statement's parameters as its cursor reads it: ``EXPLAIN ANALYZE``
+    runs a statement to its ``LIMIT``, the cursor stops once it holds the texts it
+    wants, which for the seeded vectors (one chunk a text) is the first
+    ``1 / ROWS_PER_SOURCE`` of the limit. (An exact sort, read in one statement,
+    sorts its whole scope either way: the smaller limit changes nothing there.)"""
+    found = _LIMIT.search(statement)
+    if "FROM embeddings" not in statement or found is None:
+        return params
+    key = found.group(1)
+    return {**params, key: params[key] // ROWS_PER_SOURCE}
+
+
 def _explain(database: Database, call: Callable[[], object], label: str) -> None:
     with captured(database) as seen:
         call()
     for statement, params in seen:
-        plan = explain(database, statement, params)
-        kind = "dense" if "embeddings" in statement else "full text"
-        uses = "uses HNSW" if any(HNSW in line for line in plan) else "no HNSW"
+        plan = explain(database, statement, as_read(statement, params))
+        kind = "dense, as read" if "embeddings" in statement else "full text"
+        graphs = [name for name in HNSW if any(name in line for line in plan)]
+        uses = f"walks {graphs[0]}" if graphs else "no HNSW"
         print(f"  -- plan: {label}: {kind} ({uses})")
         for line in plan:
             print("     " + _VECTOR.sub("'[384 floats]'::vector", line))

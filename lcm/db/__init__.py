@@ -41,8 +41,10 @@ if TYPE_CHECKING:
         UtcDateTime,
         utcnow,
     )
+    from lcm.db.search_objects import PGVECTOR_SUMMARY_INDEX
 
 __all__ = [
+    "PGVECTOR_SUMMARY_INDEX",
     "ApiKey",
     "Base",
     "CompactionDebt",
@@ -118,5 +120,6 @@ __getattr__ = lazy_exports(
             "UtcDateTime",
             "utcnow",
         ),
+        "lcm.db.search_objects": ("PGVECTOR_SUMMARY_INDEX",),
     },
 )

@@ -1,4 +1,4 @@
-"""Search structures that migrations 0002, 0010, 0031, 0032 own and the models do not declare.
+"""Search structures that migrations own (0002, 0010, 0028, 0031, 0032, 0035), not the models.
 
 Postgres gets generated ``tsvector`` columns and GIN indexes; SQLite gets FTS5
 virtual tables kept in sync by triggers, ``search_backlog``, the ids of
@@ -19,6 +19,8 @@ TSVECTOR_COLUMN = "content_tsv"
 # Postgres with pgvector only (migration 0028): the vector column and its HNSW index.
 PGVECTOR_COLUMN = "embedding"
 PGVECTOR_INDEX = "ix_embeddings_embedding_hnsw"
+# Migration 0035: the graph of summaries alone (partial, ``WHERE target = 'summary'``).
+PGVECTOR_SUMMARY_INDEX = "ix_embeddings_summary_hnsw"
 SEARCH_INDEXES = frozenset(
     {
         "ix_messages_content_tsv",
@@ -31,6 +33,7 @@ SEARCH_INDEXES = frozenset(
         "ix_summaries_conversation_content_tsv",
         "ix_summaries_conversation_content_trgm",
         PGVECTOR_INDEX,
+        PGVECTOR_SUMMARY_INDEX,
     }
 )
 # FTS5 tables and the shadow tables SQLite creates for them (``*_data``, ``*_idx`` …).

@@ -181,6 +181,13 @@ def _load() -> Embedder:
     tokenizer.enable_padding()
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: the int8 graph warns about nothing useful
+    # onnxruntime's pool spins its threads while they wait for work (the
+    # default). A grep runs its statements right after embedding its query,
+    # and on a small host those spinning threads take the cores Postgres
+    # needs: at load 6-7 on 2 cores a query's embedding cost 43 ms of process
+    # CPU with spinning against 25 ms without, in the same 21 ms of wall time,
+    # and 32 chunks of 1,000 characters 5.6 s against 4.8 s (docs/performance.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(
         str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
     )

@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import (
     String,
     and_,
-    bindparam,
     cast,
     delete,
     exists,
@@ -32,18 +31,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from lcm.db.models import Embedding, EmbeddingRun, LargeFile, Message, MessagePart, Summary
+from lcm.semantic.nearest_repository import NearestRepository
 from lcm.semantic.pending import Cursor, Pending
 
 _PGVECTOR_COLUMN: dict[str, bool] = {}  # per database URL: has migration 0028 added it
 Scope = Callable[[Any], list[Any]]  # a conversation id column -> the conditions on it
-# Below this many vectors in a dense search's bounds (as the planner
-# estimates them) the search is exact, a sort of every distance, rather than
-# the HNSW walk: a few ms of distances, where a filtered walk over a scope this
-# small can read most of the graph (bench/semantic_scale.py; docs/performance.md).
-# Exact costs ~3 us a vector through migration 0033's index; at 1M vectors a
-# tenant's 11,800 / 23,500 summaries took 53 / 74 ms exact against 200 / 133 ms
-# through the graph (p50), while 50,000 messages took 154 ms exact, 71 ms walked.
-EXACT_SEARCH_BELOW = 30_000
 # A message is embedded when it says something in words: it has a non-empty
 # text part. Tool calls, tool output and reasoning without one are machine
 # text the full-text side finds by its words; embedded, they crowded the
@@ -250,61 +242,12 @@ class EmbeddingRepository:
         since: datetime | None,
         before: datetime | None,
         query_vector: Sequence[float],
-        limit: int,
+        want: int,
     ) -> list[tuple[str, str, int, float]]:
-        """pgvector: the ``limit`` nearest (target, source, conversation, similarity)."""
-        from pgvector.sqlalchemy import Vector  # the semantic extra: only reached with it
-
-        # Iterative index scans (pgvector 0.8) keep walking the HNSW graph when
-        # the tenant/scope filter drops candidates, instead of returning fewer.
-        # A custom plan each time: the best plan depends on the scope's size
-        # (one conversation: its index and an exact sort of its few thousand
-        # rows; a tenant's history: the HNSW graph), which only the values
-        # tell, and a cached generic plan would pick one for every scope.
-        self.session.execute(
-            text(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                "set_config('plan_cache_mode', 'force_custom_plan', true)"
-            )
-        )
-        # <#> is the negated inner product: the vectors are unit length, so
-        # ordering by it ascending is by cosine similarity, highest first. The
-        # query is bound as a vector, not as text cast in the statement: a
-        # cast of a text parameter is redone for every row an exact sort reads.
-        q = bindparam("q", value=list(query_vector), type_=Vector(384))
-        distance = text("embedding <#> :q").bindparams(q)
+        """pgvector: the nearest (target, source, conversation, similarity) rows, read
+        until ``want`` different texts are in (:mod:`lcm.semantic.nearest_repository`)."""
         bounds = self._bounds(tenant_id, model, conversation_ids, targets, since, before)
-        # A scope of few vectors is scored exactly: the HNSW walk under a
-        # selective filter reads the graph until enough of its rows turn up
-        # (seconds for a small tenant's summaries), a sort of a few thousand
-        # distances takes milliseconds. ``+ 0`` is an order the index cannot
-        # serve, so the planner reads the scope through its btree filter.
-        exact = self.estimated_rows(bounds) < EXACT_SEARCH_BELOW
-        order = text("(embedding <#> :q) + 0").bindparams(q) if exact else distance
-        rows = self.session.execute(
-            select(Embedding.target, Embedding.source, Embedding.conversation_id, distance)
-            .where(*bounds)
-            .order_by(order)
-            .limit(limit)
-        ).all()
-        return [(r[0], r[1], int(r[2]), -float(r[3])) for r in rows]
-
-    def estimated_rows(self, bounds: Sequence[Any]) -> float:
-        """The planner's estimate of the vectors ``bounds`` holds (statistics, no rows read).
-
-        Not a count, even a bounded one: no index holds ``target``, so counting
-        a large tenant's summaries reads its messages' wide rows too (tens of
-        thousands of heap pages at 1M vectors). The estimate multiplies the
-        columns' statistics; a scope it misjudges costs time, never results.
-        """
-        statement = select(literal(1)).select_from(Embedding).where(*bounds)
-        compiled = statement.compile(
-            dialect=self.session.get_bind().dialect, compile_kwargs={"render_postcompile": True}
-        )
-        plan = self.session.connection().exec_driver_sql(
-            "EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params
-        )
-        return float(plan.scalar_one()[0]["Plan"]["Plan Rows"])
+        return NearestRepository(self.session).nearest(bounds, targets, query_vector, want)
 
     def recent_texts(self, tenant_id: str, limit: int) -> list[str]:
         """The tenant's newest ``limit`` messages as embedded (``role: text``), for word counts."""

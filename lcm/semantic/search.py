@@ -89,8 +89,9 @@ def search_vector(
         query.before,
     )
     if repo.uses_pgvector:
-        # Chunks of one text can fill several places: ask for more, keep the best.
-        rows = repo.nearest(*bounds, vector.tolist(), query.limit * 3)
+        # Chunks of one text can fill several places: rows are read until
+        # ``limit`` different texts are in; each text keeps its best chunk.
+        rows = repo.nearest(*bounds, vector.tolist(), query.limit)
         hits = _best_per_source((t, s, c, sim) for t, s, c, sim in rows)
         return DenseResult(hits[: query.limit], True, text)
     return _scan(repo.scan(*bounds), vector, query.limit, deadline, text)

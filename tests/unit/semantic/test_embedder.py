@@ -29,6 +29,12 @@ def test_the_embedder_is_loaded_once_per_process() -> None:
     assert load_embedder() is load_embedder()
 
 
+def test_the_models_threads_do_not_spin_while_they_wait() -> None:
+    """Spinning threads would take the cores the grep's statements run on next."""
+    options = load_embedder()._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_a_paraphrase_is_nearer_than_an_unrelated_text() -> None:
     query, paraphrase, unrelated = load_embedder().embed(
         [
