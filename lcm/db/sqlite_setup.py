@@ -108,35 +108,39 @@ def configure_sqlite(
             raise
 
     def _release(conn: Connection) -> None:
-        # Once per transaction: a failed COMMIT is followed by a ROLLBACK.
-        if conn.info.pop(_HOLDS_GATE, False):
-            gate.release()
+        _release_gate(conn, gate)
 
-    def _end(conn: Connection, end: str) -> None:
-        """A writer's COMMIT or ROLLBACK sent here, then the gate released.
+    event.listen(engine, "commit", lambda conn: _end_writer(conn, "COMMIT", gate))
+    event.listen(engine, "rollback", lambda conn: _end_writer(conn, "ROLLBACK", gate))
 
-        SQLAlchemy fires these events just *before* it ends the transaction.
-        Released there, the gate went to the next writer while this one's
-        COMMIT still held SQLite's lock (the driver lets other threads run
-        while it writes the log): that writer's ``BEGIN IMMEDIATE`` met the
-        lock, and SQLite's busy handler put it to sleep (1 ms, 2 ms, 5 ms
-        ...) holding the gate, every writer behind it waiting too. Ended
-        here, the lock is free when the gate passes on; the driver's own
-        COMMIT / ROLLBACK that SQLAlchemy sends next finds no transaction
-        and does nothing. A reader's transaction (no gate) is left to
-        SQLAlchemy.
-        """
-        if not conn.info.get(_HOLDS_GATE):
-            return
-        try:
-            if not conn.invalidated:
-                raw: Any = conn.connection.driver_connection
-                _send_end(raw, end)
-        finally:
-            _release(conn)
 
-    event.listen(engine, "commit", lambda conn: _end(conn, "COMMIT"))
-    event.listen(engine, "rollback", lambda conn: _end(conn, "ROLLBACK"))
+def _release_gate(conn: Connection, gate: WriteGate) -> None:
+    # Once per transaction: the mark is taken off as the gate is released.
+    if conn.info.pop(_HOLDS_GATE, False):
+        gate.release()
+
+
+def _end_writer(conn: Connection, end: str, gate: WriteGate) -> None:
+    """A writer's COMMIT or ROLLBACK sent here, then the gate released.
+
+    SQLAlchemy fires its ``commit`` and ``rollback`` events just *before*
+    it ends the transaction. Released there, the gate went to the next
+    writer while this one's COMMIT still held SQLite's lock (the driver lets
+    other threads run while it writes the log): that writer's ``BEGIN
+    IMMEDIATE`` met the lock, and SQLite's busy handler put it to sleep
+    (1 ms, 2 ms, 5 ms ...) holding the gate, every writer behind it waiting
+    too. Ended here, the lock is free when the gate passes on; the driver's
+    own COMMIT / ROLLBACK that SQLAlchemy sends next finds no transaction
+    and does nothing. A reader's transaction (no gate) is left to SQLAlchemy.
+    """
+    if not conn.info.get(_HOLDS_GATE):
+        return
+    try:
+        if not conn.invalidated:
+            raw: Any = conn.connection.driver_connection
+            _send_end(raw, end)
+    finally:
+        _release_gate(conn, gate)
 
 
 def _send_end(raw: sqlite3.Connection, end: str) -> None:
