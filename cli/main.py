@@ -60,7 +60,6 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from api.http_protocol import CoalescingHttpToolsProtocol
     from cli.embedded import bootstrap_local_tenant, embedded_settings
     from lcm.db.migrate import upgrade
     from lcm.services import Services
@@ -92,7 +91,6 @@ def serve(
             log_level=settings.log_level.lower(),
             log_config=None,  # the lines go through lcm.logs (LCM_LOG_FORMAT)
             access_log=access_logged(settings.log_level),
-            http=CoalescingHttpToolsProtocol,  # a response's writes in one system call
         )
     finally:
         worker.stop()
@@ -108,8 +106,6 @@ def api(
     """Scaled mode: the HTTP API (run `lcm db upgrade` first)."""
     import uvicorn
 
-    from api.http_protocol import CoalescingHttpToolsProtocol
-
     uvicorn.run(
         "cli.main:scaled_app",
         factory=True,
@@ -119,7 +115,6 @@ def api(
         log_level=get_settings().log_level.lower(),
         log_config=None,  # create_app configures lcm.logs in each process
         access_log=access_logged(get_settings().log_level),
-        http=CoalescingHttpToolsProtocol,  # a response's writes in one system call
     )
 
 
