@@ -30,10 +30,10 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import RequireKeyCheck, RequireSnapshotRead
 from api.inline_compaction import get_inline_jobs
+from api.turn_threads import run_in_turn_thread
 from api.validation import SessionKey
 from lcm.db.engine import Database
 from lcm.services import Services
@@ -131,10 +131,11 @@ class DirectEndpoint:
             return None
 
     async def serve(self, request: Request, key: str, body: Any) -> Response:
-        """The endpoint's response: its other arguments, then one thread-pool hop."""
+        """The endpoint's response: its other arguments, then one thread-pool hop
+        (``api/turn_threads.py``)."""
         state = request.app.state
         extra = await self.arguments(request, state.database, state.settings, state.services)
-        response = await run_in_threadpool(self.endpoint, key=key, body=body, **extra)
+        response = await run_in_turn_thread(self.endpoint, key=key, body=body, **extra)
         if not isinstance(response, Response):
             raise TypeError(f"{self.endpoint.__name__} must return an encoded Response")
         return response

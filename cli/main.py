@@ -18,7 +18,7 @@ from cli.secrets_access import secrets_app
 from cli.semantic import reindex
 from cli.surgery import summary_dissolve, summary_operation, summary_rewrite
 from cli.tenants import key_app, tenant_app
-from lcm.logs import configure_logging
+from lcm.logs import access_logged, configure_logging
 from lcm.settings import get_settings
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def serve(
             port=port,
             log_level=settings.log_level.lower(),
             log_config=None,  # the lines go through lcm.logs (LCM_LOG_FORMAT)
+            access_log=access_logged(settings.log_level),
         )
     finally:
         worker.stop()
@@ -113,6 +114,7 @@ def api(
         workers=processes,
         log_level=get_settings().log_level.lower(),
         log_config=None,  # create_app configures lcm.logs in each process
+        access_log=access_logged(get_settings().log_level),
     )
 
 

@@ -134,6 +134,18 @@ def configure_logging(level: str, log_format: str) -> None:
         logger.propagate = True
 
 
+def access_logged(level: str) -> bool:
+    """Whether uvicorn's access lines (INFO, one per request) show at ``level``.
+
+    Given to uvicorn as ``access_log``: when they do not show, uvicorn skips
+    them altogether, where otherwise it built each line's arguments (the
+    client's address, the path with its query) per response only for the
+    logger to drop the line.
+    """
+    number = logging.getLevelName(level.upper())
+    return not isinstance(number, int) or number <= logging.INFO
+
+
 def bind_log_fields(**fields: Any) -> Token[dict[str, Any] | None]:
     """Bind ``fields`` until :func:`unbind_log_fields` (for begin/end hooks, e.g. a task's)."""
     return _fields.set({**(_fields.get() or {}), **fields})

@@ -3,9 +3,15 @@
 Kombu's ``memory://`` consumer sleeps ``polling_interval`` (1 s) whenever its
 queues are empty, so every job of embedded mode (each wake-up, each chained
 pass, each expand-query) waited up to a second to start. This transport
-blocks on a condition that every publish, acknowledgement and rejection
-signals (an acknowledgement frees a prefetch slot a waiting message may
-need), and re-polls at the old interval only as a safety net.
+blocks on a condition that every publish signals, and re-polls at the old
+interval only as a safety net.
+
+An acknowledgement or rejection signals only when the channel's prefetch
+window was full: then a message may be waiting for the slot it frees.
+Otherwise nothing waits for it (the consumer takes a message whenever the
+window has room), and signalling every acknowledgement woke the consumer
+once more per job, to find the queues empty: under a gateway's load, as
+many empty wake-ups as jobs, each a thread switch and a scan of every queue.
 """
 
 from __future__ import annotations
@@ -52,12 +58,19 @@ class Channel(memory.Channel):
         ARRIVALS.signal()
 
     def basic_ack(self, *args: Any, **kwargs: Any) -> None:
+        # Read before the slot frees: a consumer that found the window full
+        # and waits has seen no acknowledgement since, so this one is the
+        # first after its look and sees the window full too.
+        full = not self.qos.can_consume()
         super().basic_ack(*args, **kwargs)
-        ARRIVALS.signal()
+        if full:
+            ARRIVALS.signal()
 
-    def basic_reject(self, *args: Any, **kwargs: Any) -> None:
-        super().basic_reject(*args, **kwargs)
-        ARRIVALS.signal()
+    def basic_reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        full = not self.qos.can_consume()
+        super().basic_reject(delivery_tag, requeue=requeue)
+        if full or requeue:  # a requeued message is an arrival
+            ARRIVALS.signal()
 
 
 class Transport(memory.Transport):

@@ -5,12 +5,13 @@ begins (a reader deferred and query-only, a writer ``BEGIN IMMEDIATE``).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from lcm.db.write_gate import WriteGate
 
@@ -67,8 +68,11 @@ def _begin(conn: Connection, read_only: bool, begin: str) -> None:
         raise OperationalError(begin, None, error) from error
 
 
-def configure_sqlite(engine: Engine, busy_timeout_ms: int, cache_mb: int) -> None:
-    gate = WriteGate()
+def configure_sqlite(
+    engine: Engine, busy_timeout_ms: int, cache_mb: int, gate: WriteGate | None = None
+) -> None:
+    """``engine``'s SQLite settings; its writers queue at ``gate`` (a new one by default)."""
+    gate = gate or WriteGate()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
@@ -104,12 +108,57 @@ def configure_sqlite(engine: Engine, busy_timeout_ms: int, cache_mb: int) -> Non
             raise
 
     def _release(conn: Connection) -> None:
-        # Once per transaction: a failed COMMIT is followed by a ROLLBACK.
-        if conn.info.pop(_HOLDS_GATE, False):
-            gate.release()
+        _release_gate(conn, gate)
 
-    # These fire just before COMMIT / ROLLBACK is sent; a writer handed the
-    # gate at that moment meets the lock for the few milliseconds the commit
-    # takes, which SQLite's busy handler covers.
-    event.listen(engine, "commit", _release)
-    event.listen(engine, "rollback", _release)
+    event.listen(engine, "commit", lambda conn: _end_writer(conn, "COMMIT", gate))
+    event.listen(engine, "rollback", lambda conn: _end_writer(conn, "ROLLBACK", gate))
+
+
+def _release_gate(conn: Connection, gate: WriteGate) -> None:
+    # Once per transaction: the mark is taken off as the gate is released.
+    if conn.info.pop(_HOLDS_GATE, False):
+        gate.release()
+
+
+def _end_writer(conn: Connection, end: str, gate: WriteGate) -> None:
+    """A writer's COMMIT or ROLLBACK sent here, then the gate released.
+
+    SQLAlchemy fires its ``commit`` and ``rollback`` events just *before*
+    it ends the transaction. Released there, the gate went to the next
+    writer while this one's COMMIT still held SQLite's lock (the driver lets
+    other threads run while it writes the log): that writer's ``BEGIN
+    IMMEDIATE`` met the lock, and SQLite's busy handler put it to sleep
+    (1 ms, 2 ms, 5 ms ...) holding the gate, every writer behind it waiting
+    too. Ended here, the lock is free when the gate passes on; the driver's
+    own COMMIT / ROLLBACK that SQLAlchemy sends next finds no transaction
+    and does nothing. A reader's transaction (no gate) is left to SQLAlchemy.
+    """
+    if not conn.info.get(_HOLDS_GATE):
+        return
+    try:
+        if not conn.invalidated:
+            raw: Any = conn.connection.driver_connection
+            _send_end(raw, end)
+    finally:
+        _release_gate(conn, gate)
+
+
+def _send_end(raw: sqlite3.Connection, end: str) -> None:
+    """``end`` (COMMIT or ROLLBACK) on the driver; a failed COMMIT raised as SQLAlchemy's error.
+
+    A failed COMMIT (a deferred foreign key broken, a full disk) leaves the
+    transaction open: it is rolled back here, before the gate passes on, and
+    raised as the error SQLAlchemy would have raised for it. A failed
+    ROLLBACK is not raised: SQLAlchemy's own ROLLBACK follows and meets (and
+    handles) whatever broke the connection.
+    """
+    try:
+        raw.execute(end)
+    except sqlite3.Error as error:
+        if end == "ROLLBACK":
+            return
+        if raw.in_transaction:
+            # A broken connection fails here too: the error raised below lets the pool drop it.
+            with contextlib.suppress(sqlite3.Error):
+                raw.execute("ROLLBACK")
+        raise DBAPIError.instance(end, None, error, sqlite3.Error) from error
