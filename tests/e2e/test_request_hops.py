@@ -16,6 +16,7 @@ import anyio.to_thread
 import pytest
 from fastapi.testclient import TestClient
 
+from api import direct_routes
 from lcm.db.engine import Database
 from tests.conftest import auth, new_tenant
 
@@ -28,15 +29,23 @@ TURN = {"messages": [{"role": "assistant", "content": "done"}], "token_budget": 
 
 @pytest.fixture
 def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every callable sent to the thread pool while the test runs."""
+    """The name of every callable sent to a thread while the test runs: through
+    anyio's pool (dependencies, other routes) or the turn routes' own executor
+    (``api/turn_threads.py``)."""
     seen: list[str] = []
     real = anyio.to_thread.run_sync
+    real_turn = direct_routes.run_in_turn_thread
 
     async def counting(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         seen.append(getattr(func, "__qualname__", repr(func)))
         return await real(func, *args, **kwargs)
 
+    async def counting_turn(func: Callable[..., Any], /, **kwargs: Any) -> Any:
+        seen.append(getattr(func, "__qualname__", repr(func)))
+        return await real_turn(func, **kwargs)
+
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    monkeypatch.setattr(direct_routes, "run_in_turn_thread", counting_turn)
     return seen
 
 
