@@ -46,7 +46,7 @@ QUERIES = (
 HNSW = ("ix_embeddings_embedding_hnsw", "ix_embeddings_summary_hnsw")  # all; summaries alone
 _VECTOR = re.compile(r"'\[[^\]]*\]'::vector")
 _LIMIT = re.compile(r"LIMIT %\((\w+)\)s")
-LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
+LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True))  # the default handling
 
 
 def run_scale(args: Any, sizes: list[int]) -> None:

@@ -190,3 +190,33 @@ def test_a_model_that_cannot_load_refuses_hybrid_before_any_statement(
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "semantic_unavailable"
     assert seen == []
+
+
+def test_hybrid_fuses_the_dense_sides_limit_with_three_times_as_many_full_text_rows(
+    sclient: TestClient,  # noqa: F811
+    seeded: IssuedKey,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dense side is asked for the grep's ``limit`` texts (a deeper walk of
+    the graph costs far more than its rows), full text for three times as many."""
+    from lcm.retrieval import semantic_grep as module
+
+    asked: dict[str, list[int]] = {"dense": [], "full text": []}
+    real_vector, real_full_text = module.search_vector, SearchRepository.full_text
+
+    def vector(session: Any, model: str, v: Any, query: Any, *rest: Any) -> Any:
+        asked["dense"].append(query.limit)
+        return real_vector(session, model, v, query, *rest)
+
+    def full_text(self: SearchRepository, *args: Any, **kwargs: Any) -> Any:
+        asked["full text"].append(args[4])  # target, bounds, query, sort, limit
+        return real_full_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(module, "search_vector", vector)
+    monkeypatch.setattr(SearchRepository, "full_text", full_text)
+    found = grep(sclient, seeded, QUESTION, "hybrid", sort="relevance", limit=5)
+    assert CAR.split(",")[0] in found["matches"][0]["snippet"].replace("«", "").replace("»", "")
+    assert asked == {"dense": [5], "full text": [15]}
+    asked["dense"].clear()
+    grep(sclient, seeded, QUESTION, "semantic", limit=5)
+    assert asked["dense"] == [5]
