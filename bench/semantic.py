@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "serve's home, database and imports in DIR, reused by the next run (vectors too)",
     )
     parser.add_argument(
+        "--grep-limit",
+        type=int,
+        default=20,
+        help="--scale: the limit each grep asks for (POST /v1/grep's default is 50)",
+    )
+    parser.add_argument(
         "--server",
         nargs="+",
         default=None,

@@ -119,6 +119,8 @@ def _scopes(load: VectorLoad) -> Iterator[tuple[str, str, ScopeSelector]]:
 
 def _measure(database: Database, load: VectorLoad, args: Any) -> None:
     embedder = load_embedder()
+    limit = getattr(args, "grep_limit", 20)
+    print(f"  each grep asks for {limit} matches", flush=True)
     embed = _timed(lambda i: embedder.embed([QUERIES[i % len(QUERIES)]]), args.repeat * 4)
     print(
         f"  query embedding alone: p50 {embed[0]:.1f} ms, p95 {embed[1]:.1f} ms "
@@ -131,7 +133,7 @@ def _measure(database: Database, load: VectorLoad, args: Any) -> None:
                     bounds = resolve_bounds(session, tenant_id, selector)
 
                 def once(i: int, mode: str = mode, scope: str = scope, bounds: Any = bounds) -> Any:
-                    query = GrepQuery(QUERIES[i % len(QUERIES)], mode, scope, "relevance", 20)  # type: ignore[arg-type]
+                    query = GrepQuery(QUERIES[i % len(QUERIES)], mode, scope, "relevance", limit)  # type: ignore[arg-type]
                     with database.read_session() as session:
                         return grep(session, bounds, query, LIMITS)
 
