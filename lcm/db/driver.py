@@ -27,14 +27,9 @@ SQLAlchemy would have applied around the call:
   error says it is gone.
 
 Rows come back as plain tuples (index them; no attribute access). On SQLite
-(embedded mode) a statement whose compiled form takes no ``IN`` list and
-fills in no ``onupdate`` value runs on the ``sqlite3`` connection the same
-way (its parameters in order, no binary format): assembly's window reads up
-to a thousand rows, and SQLAlchemy's per-row processing was a fifth of its
-time; the writes of a turn (a dozen statements under the one write lock)
-each paid ~100 µs of SQLAlchemy's execution layer around a call to SQLite
-of a few µs. Any other statement there is ``Connection.execute``, whose
-``Result`` has the same methods used here.
+(embedded mode) a statement the driver can run as is runs on the ``sqlite3``
+connection the same way (:mod:`lcm.db.driver_sqlite`); any other is
+``Connection.execute``, whose ``Result`` has the same methods used here.
 
 Only statements whose compiled form the driver can run as is are accepted:
 no ``IN`` lists expanded at execution (use ``= ANY(array)``), no
@@ -48,19 +43,18 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
 from psycopg.pq import ExecStatus
 from sqlalchemy import Connection, Executable, String, bindparam, func, select
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 
-Processor = Callable[[Any], Any]
+from lcm.db.driver_rows import DriverRows, Plan, Processor, processed, wrapped
+from lcm.db.driver_sqlite import execute_sqlite, execute_sqlite_each
 
 TUPLES_OK = ExecStatus.TUPLES_OK
 
@@ -121,53 +115,6 @@ def compile_all(dialect: Dialect) -> int:
     return len(statements)
 
 
-class DriverRows:
-    """A statement's rows, fetched whole (the cursor is reused for the next statement)."""
-
-    __slots__ = ("_rows", "rowcount")
-
-    def __init__(self, rows: list[Any], rowcount: int) -> None:
-        self._rows = rows
-        self.rowcount = rowcount
-
-    def all(self) -> list[Any]:
-        return self._rows
-
-    def first(self) -> Any | None:
-        return self._rows[0] if self._rows else None
-
-    def one(self) -> Any:
-        if len(self._rows) != 1:
-            raise ValueError(f"expected one row, got {len(self._rows)}")
-        return self._rows[0]
-
-    def one_or_none(self) -> Any | None:
-        if len(self._rows) > 1:
-            raise ValueError(f"expected at most one row, got {len(self._rows)}")
-        return self._rows[0] if self._rows else None
-
-    def scalar(self) -> Any:
-        return self._rows[0][0] if self._rows else None
-
-    def scalars(self) -> list[Any]:
-        return [row[0] for row in self._rows]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._rows)
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """A statement compiled for one dialect: its SQL and the processing around it."""
-
-    sql: str
-    defaults: dict[str, Any]  # parameters the statement carries a value for (literals)
-    generated: tuple[tuple[str, Callable[[], Any]], ...]  # an INSERT's callable defaults
-    binds: tuple[tuple[str, Processor], ...]  # only parameters whose type processes them
-    results: tuple[tuple[int, Processor], ...]  # only columns whose type processes them
-    order: tuple[str, ...] = ()  # SQLite: the parameters' names, one per ``?``
-
-
 class DriverStatement:
     """A statement built once, run on the driver's cursor on Postgres (see the module)."""
 
@@ -185,10 +132,10 @@ class DriverStatement:
         self.statement = statement
         self.elsewhere = statement if elsewhere is None else elsewhere
         self.column_keys = None if column_keys is None else list(column_keys)
-        self._plans: dict[str, _Plan] = {}
+        self._plans: dict[str, Plan] = {}
         # SQLite: the plan of ``elsewhere`` when it can run on the driver
         # (a SELECT with no IN list), None when not; unset until first run.
-        self._sqlite: _Plan | None = None
+        self._sqlite: Plan | None = None
         self._sqlite_known = False
         self._lock = threading.Lock()
         _BUILT.add(self)
@@ -202,7 +149,7 @@ class DriverStatement:
             if lite is None:
                 return connection.execute(self.elsewhere, params)
             values = _values(lite, params)
-            return _execute_sqlite(connection, lite, tuple(values[name] for name in lite.order))
+            return execute_sqlite(connection, lite, tuple(values[name] for name in lite.order))
         plan = self._plans.get(dialect.name) or self.compiled(dialect)
         return _execute(connection, plan, _values(plan, params))
 
@@ -231,9 +178,9 @@ class DriverStatement:
         for params in rows:
             values = _values(lite, params)
             batch.append(tuple(values[name] for name in lite.order))
-        return _execute_sqlite_each(connection, lite, batch)
+        return execute_sqlite_each(connection, lite, batch)
 
-    def _sqlite_plan(self, dialect: Dialect) -> _Plan | None:
+    def _sqlite_plan(self, dialect: Dialect) -> Plan | None:
         """``elsewhere`` compiled for SQLite when the driver can run it as is, else None."""
         with self._lock:
             if not self._sqlite_known:
@@ -244,7 +191,7 @@ class DriverStatement:
                 self._sqlite_known = True
             return self._sqlite
 
-    def compiled(self, dialect: Dialect) -> _Plan:
+    def compiled(self, dialect: Dialect) -> Plan:
         """The statement's plan for ``dialect``, compiled on first use.
 
         Under the lock: the pool threads of a worker that has just started
@@ -260,7 +207,7 @@ class DriverStatement:
             return plan
 
 
-def _values(plan: _Plan, params: Mapping[str, Any] | None) -> dict[str, Any]:
+def _values(plan: Plan, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """The statement's parameters by name, defaults filled in, each as its type sends it."""
     values = dict(plan.defaults)
     for name, generate in plan.generated:  # columns the parameters do not give
@@ -272,7 +219,7 @@ def _values(plan: _Plan, params: Mapping[str, Any] | None) -> dict[str, Any]:
     return values
 
 
-def _compile(statement: Executable, dialect: Dialect, column_keys: list[str] | None) -> _Plan:
+def _compile(statement: Executable, dialect: Dialect, column_keys: list[str] | None) -> Plan:
     """``statement``'s plan for ``dialect`` (raises ValueError if the driver cannot run it)."""
     compile: Any = statement.compile  # type: ignore[attr-defined]
     compiled = compile(dialect=dialect, column_keys=column_keys)
@@ -300,13 +247,13 @@ def _compile(statement: Executable, dialect: Dialect, column_keys: list[str] | N
     sql = compiled.string
     if dialect.name != "postgresql":  # SQLite's ``?`` in order
         order = tuple(compiled.positiontup or ())
-        return _Plan(sql, defaults, tuple(generated), binds, results, order)
+        return Plan(sql, defaults, tuple(generated), binds, results, order)
     # Every parameter in binary (``%(name)b``): psycopg dumps a list in
     # text format by default, quoting each element in Python (a batch's
     # contents cost ~40 µs a kilobyte), where the binary dump copies them.
     for name in named:
         sql = sql.replace(f"%({name})s", f"%({name})b")
-    return _Plan(sql, defaults, tuple(generated), binds, results)
+    return Plan(sql, defaults, tuple(generated), binds, results)
 
 
 def _processors(
@@ -327,7 +274,7 @@ def _processors(
     return tuple(binds), tuple(results)
 
 
-def _execute(connection: Connection, plan: _Plan, params: dict[str, Any]) -> DriverRows:
+def _execute(connection: Connection, plan: Plan, params: dict[str, Any]) -> DriverRows:
     fairy = connection.connection
     raw = fairy.driver_connection
     cursor = fairy.info.get(_CURSOR)
@@ -342,83 +289,9 @@ def _execute(connection: Connection, plan: _Plan, params: dict[str, Any]) -> Dri
         result = cursor.pgresult  # not ``description``: it builds column objects each time
         rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
     except connection.dialect.loaded_dbapi.Error as error:
-        raise _wrapped(connection, cursor, plan.sql, params, error) from error
+        raise wrapped(connection, cursor, plan.sql, params, error) from error
     if dispatch.after_cursor_execute:
         dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
     if plan.results:
-        rows = [_processed(row, plan.results) for row in rows]
+        rows = [processed(row, plan.results) for row in rows]
     return DriverRows(rows, cursor.rowcount)
-
-
-def _execute_sqlite(connection: Connection, plan: _Plan, params: tuple[Any, ...]) -> DriverRows:
-    """``plan`` (a SELECT) on the session connection's ``sqlite3`` connection, in its
-    transaction, with the events and errors of :func:`_execute`."""
-    raw: Any = connection.connection.driver_connection
-    cursor = raw.cursor()  # cheap on sqlite3 (no server-side state to keep)
-    dispatch = connection.dispatch
-    if dispatch.before_cursor_execute:
-        dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    try:
-        rows = cursor.execute(plan.sql, params).fetchall()
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise _wrapped(connection, cursor, plan.sql, params, error) from error
-    if dispatch.after_cursor_execute:
-        dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    if plan.results:
-        rows = [_processed(row, plan.results) for row in rows]
-    # Read after the fetch: an UPDATE … RETURNING counts its rows as they are stepped.
-    return DriverRows(rows, cursor.rowcount)
-
-
-def _execute_sqlite_each(
-    connection: Connection, plan: _Plan, batch: list[tuple[Any, ...]]
-) -> list[Any]:
-    """``plan`` once per parameter set, as :func:`_execute_sqlite`; the cursor events
-    once around the batch (an ``executemany``, as ``Connection.execute`` reports one)."""
-    raw: Any = connection.connection.driver_connection
-    cursor = raw.cursor()
-    dispatch = connection.dispatch
-    if dispatch.before_cursor_execute:
-        dispatch.before_cursor_execute(connection, cursor, plan.sql, batch, None, True)
-    found: list[Any] = []
-    try:
-        for params in batch:
-            found.extend(cursor.execute(plan.sql, params).fetchall())
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise _wrapped(connection, cursor, plan.sql, batch, error) from error
-    if dispatch.after_cursor_execute:
-        dispatch.after_cursor_execute(connection, cursor, plan.sql, batch, None, True)
-    if plan.results:
-        found = [_processed(row, plan.results) for row in found]
-    return found
-
-
-def _processed(
-    row: tuple[Any, ...], processors: tuple[tuple[int, Processor], ...]
-) -> tuple[Any, ...]:
-    values = list(row)
-    for index, process in processors:
-        value = values[index]
-        if value is not None:  # NULL stays None (every lcm type maps it so)
-            values[index] = process(value)
-    return tuple(values)
-
-
-def _wrapped(
-    connection: Connection, cursor: Any, sql: str, params: Any, error: Exception
-) -> DBAPIError:
-    """The driver's error as SQLAlchemy raises it; a dead connection is invalidated first."""
-    dialect = connection.dialect
-    gone = dialect.is_disconnect(error, connection.connection.dbapi_connection, cursor)  # type: ignore[arg-type]
-    if gone:
-        connection.invalidate(error)
-    wrapped = DBAPIError.instance(
-        sql,
-        params,
-        error,
-        dialect.loaded_dbapi.Error,
-        connection_invalidated=gone,
-        dialect=dialect,
-    )
-    assert isinstance(wrapped, DBAPIError)
-    return wrapped

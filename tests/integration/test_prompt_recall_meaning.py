@@ -26,15 +26,7 @@ from lcm.semantic import PROMPT_VECTORS
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, api_client, auth, new_tenant
 from tests.e2e.test_sessions_http import patch
-from tests.integration.test_semantic import (  # noqa: F401 (fixtures)
-    CAR,
-    FILLER,
-    post_messages,
-    run_jobs,
-    sclient,
-    sdb,
-    sender,
-)
+from tests.integration.semantic_helpers import CAR, FILLER, post_messages, run_jobs
 
 KEY = "agent:cue"
 BUDGET = 220
@@ -57,7 +49,7 @@ def assemble(client: TestClient, who: IssuedKey, **extra: Any) -> Any:
 
 
 @pytest.fixture
-def who(sdb: Database, sclient: TestClient, sender: RecordingSender) -> IssuedKey:  # noqa: F811
+def who(sdb: Database, sclient: TestClient, sender: RecordingSender) -> IssuedKey:
     tenant = new_tenant(sdb)
     patch(sclient, tenant, fresh_tail_count=4)
     post_messages(sclient, tenant, KEY, history())
@@ -81,8 +73,8 @@ def car_id(db: Database) -> int:
 
 
 def test_a_paraphrased_prompt_recalls_the_message_that_answers_it(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
     who: IssuedKey,
 ) -> None:
     plain = assemble(sclient, who)
@@ -122,7 +114,7 @@ def test_a_paraphrased_prompt_recalls_the_message_that_answers_it(
 
 
 def test_an_unrelated_prompt_recalls_nothing(
-    sclient: TestClient,  # noqa: F811
+    sclient: TestClient,
     who: IssuedKey,
 ) -> None:
     plain = assemble(sclient, who)
@@ -136,9 +128,9 @@ def test_an_unrelated_prompt_recalls_nothing(
 
 
 def test_an_identifier_and_a_meaning_are_fused(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
     who: IssuedKey,
 ) -> None:
     relay = "We set ORBIT_RELAY_PORT to 7443 in the staging config."
@@ -156,8 +148,8 @@ def test_an_identifier_and_a_meaning_are_fused(
 
 
 def test_a_dense_search_past_its_deadline_is_given_up_not_the_assembly(
-    sdb: Database,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sender: RecordingSender,
     who: IssuedKey,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -195,7 +187,7 @@ def test_a_dense_query_cancelled_at_its_deadline_keeps_the_assembly_and_the_name
 
 @pytest.fixture
 def who_pg(pg_db: Database) -> Iterator[tuple[Database, IssuedKey]]:
-    from tests.integration.test_semantic import run_jobs as embed
+    from tests.integration.semantic_helpers import run_jobs as embed
 
     database = Database(pg_db.settings.model_copy(update={"semantic": True}), RecordingSender())
     recorder = database.sender
@@ -211,9 +203,9 @@ def who_pg(pg_db: Database) -> Iterator[tuple[Database, IssuedKey]]:
 
 
 def test_expand_query_ranking_by_meaning_keeps_the_floor(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
 ) -> None:
     tenant = new_tenant(sdb)
     car = post_messages(sclient, tenant, "agent:car", [CAR, "Thanks, I will call a mechanic."])

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from lcm.db.engine import Database
 from lcm.db.models import Embedding, utcnow
@@ -30,70 +30,15 @@ from lcm.semantic.search import DenseQuery, dense_search
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, api_client, auth, new_tenant
 from tests.integration.retrieval_data import compact
-
-CAR = "My car would not start this morning, the battery was completely dead."
-FILLER = [
-    "We adopted a kitten from the shelter last week.",
-    "The quarterly budget review moved to Thursday afternoon.",
-    "Can you recommend a good recipe for lentil soup?",
-    "The new office plants need watering twice a week.",
-    "I finished reading the novel about the lighthouse keeper.",
-]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def sdb(request: pytest.FixtureRequest) -> Iterator[Database]:
-    """A database whose deployment has semantic recall on (``LCM_SEMANTIC=on``)."""
-    base: Database = request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
-    database = Database(base.settings.model_copy(update={"semantic": True}), RecordingSender())
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def sender(sdb: Database) -> RecordingSender:
-    assert isinstance(sdb.sender, RecordingSender)
-    return sdb.sender
-
-
-@pytest.fixture
-def sclient(sdb: Database, sender: RecordingSender) -> Iterator[TestClient]:
-    yield from api_client(sdb.settings, sdb, sender)
-
-
-def post_messages(client: TestClient, who: IssuedKey, key: str, texts: Sequence[str]) -> int:
-    body = {"messages": [{"role": "user", "content": t} for t in texts]}
-    response = client.post(f"/v1/conversations/{key}/messages", json=body, headers=auth(who))
-    assert response.status_code == 200, response.text
-    return int(response.json()["conversation_id"])
-
-
-def grep(client: TestClient, who: IssuedKey, pattern: str, mode: str, **extra: Any) -> Any:
-    body = {"pattern": pattern, "mode": mode, "scope": "messages", "all_conversations": True}
-    response = client.post("/v1/grep", json={**body, **extra}, headers=auth(who))
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def plain(snippet: str) -> str:
-    """A snippet without its highlight marks."""
-    return snippet.replace("«", "").replace("»", "")
-
-
-def vectors(db: Database, model: str | None = None) -> int:
-    with db.read_session() as session:
-        query = select(func.count()).select_from(Embedding)
-        if model is not None:
-            query = query.where(Embedding.model == model)
-        return int(session.scalar(query) or 0)
-
-
-def run_jobs(db: Database, sender: RecordingSender) -> None:
-    """What the worker does with the recorded embed jobs."""
-    for job in sender.jobs:
-        if isinstance(job, EmbedConversation):
-            embed_conversation(db.transaction, load_embedder(), job.conversation_id, 64)
-    sender.jobs.clear()
+from tests.integration.semantic_helpers import (
+    CAR,
+    FILLER,
+    grep,
+    plain,
+    post_messages,
+    run_jobs,
+    vectors,
+)
 
 
 def test_ingest_asks_for_embedding_after_commit_and_does_not_wait(

@@ -11,22 +11,13 @@ from lcm.db.engine import Database
 from lcm.retrieval import semantic_grep
 from lcm.retrieval.search_backlog import index_search_backlog
 from tests.conftest import RecordingSender, new_tenant
-from tests.integration.test_semantic import (  # noqa: F401 (fixtures)
-    FILLER,
-    grep,
-    plain,
-    post_messages,
-    run_jobs,
-    sclient,
-    sdb,
-    sender,
-)
+from tests.integration.semantic_helpers import FILLER, grep, plain, post_messages, run_jobs
 
 
 def test_hybrid_ranks_the_newest_keyword_matches_and_says_when_the_bound_cut(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(semantic_grep, "FULL_TEXT_CANDIDATES", 3)
@@ -56,9 +47,9 @@ def test_hybrid_ranks_the_newest_keyword_matches_and_says_when_the_bound_cut(
 
 
 def test_a_keyword_only_hit_is_found_under_the_bound_in_a_narrow_scope(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Many matches elsewhere in the tenant do not crowd out a scope's own match."""

@@ -5,7 +5,7 @@ resume from a cursor instead of re-reading every text before it."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,22 +18,8 @@ from lcm.semantic.backfill import embed_conversation, run_backfill
 from lcm.semantic.embedder import Embedder, load_embedder
 from lcm.semantic.pending import Cursor
 from lcm.semantic.repository import EmbeddingRepository
-from tests.conftest import RecordingSender, api_client, new_tenant
-from tests.integration.test_semantic import CAR, FILLER, post_messages, vectors
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def sdb(request: pytest.FixtureRequest) -> Iterator[Database]:
-    base: Database = request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
-    database = Database(base.settings.model_copy(update={"semantic": True}), RecordingSender())
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def sclient(sdb: Database) -> Iterator[TestClient]:
-    assert isinstance(sdb.sender, RecordingSender)
-    yield from api_client(sdb.settings, sdb, sdb.sender)
+from tests.conftest import new_tenant
+from tests.integration.semantic_helpers import CAR, FILLER, post_messages, vectors
 
 
 class _Counting:

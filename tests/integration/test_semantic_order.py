@@ -20,16 +20,7 @@ from lcm.semantic import embedder as embedder_module
 from lcm.semantic.embedder import Embedder
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, auth, new_tenant
-from tests.integration.test_semantic import (  # noqa: F401 (fixtures)
-    CAR,
-    FILLER,
-    grep,
-    post_messages,
-    run_jobs,
-    sclient,
-    sdb,
-    sender,
-)
+from tests.integration.semantic_helpers import CAR, FILLER, grep, post_messages, run_jobs
 
 QUESTION = "why would the car not start in the morning"
 _SLOW_MODEL = 0.3  # seconds the model is made to take: longer than full text here
@@ -37,9 +28,9 @@ _SLOW_MODEL = 0.3  # seconds the model is made to take: longer than full text he
 
 @pytest.fixture
 def seeded(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
 ) -> IssuedKey:
     who = new_tenant(sdb)
     post_messages(sclient, who, "agent:main", [CAR, *FILLER, "the morning standup moved"])
@@ -77,8 +68,8 @@ def _statements(db: Database, seen: list[tuple[str, float]]) -> Any:
 
 
 def test_hybrid_embeds_on_the_grep_thread_before_any_statement_and_finds_the_same(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
     seeded: IssuedKey,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -107,8 +98,8 @@ def test_hybrid_embeds_on_the_grep_thread_before_any_statement_and_finds_the_sam
 
 
 def test_semantic_mode_embeds_before_its_one_statement(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
     seeded: IssuedKey,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -165,8 +156,8 @@ def test_a_full_text_statement_past_the_deadline_still_refuses_the_grep(
 
 
 def test_a_model_that_cannot_load_refuses_hybrid_before_any_statement(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
     seeded: IssuedKey,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -193,7 +184,7 @@ def test_a_model_that_cannot_load_refuses_hybrid_before_any_statement(
 
 
 def test_hybrid_fuses_the_dense_sides_limit_with_three_times_as_many_full_text_rows(
-    sclient: TestClient,  # noqa: F811
+    sclient: TestClient,
     seeded: IssuedKey,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -25,7 +25,7 @@ from lcm.retrieval.search_repository import SearchRepository
 from lcm.retrieval.semantic_grep import SemanticOptions
 from tests.conftest import RecordingSender, api_client, new_tenant
 from tests.integration.retrieval_data import compact
-from tests.integration.test_semantic import FILLER, post_messages
+from tests.integration.semantic_helpers import FILLER, post_messages
 
 LIMITS = GrepLimits(30_000, 1_000, 168.0, SemanticOptions(True, "both"))
 # In the seeded text: "payments" 1 message in 500, "timeout" 1 in 300, "build" ~1 in 5.

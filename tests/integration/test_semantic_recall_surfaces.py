@@ -23,15 +23,7 @@ from lcm.retrieval.grants import issue_grant
 from lcm.retrieval.offline_answer import offline_answer
 from lcm.tenants.service import IssuedKey
 from tests.conftest import RecordingSender, api_client, new_tenant
-from tests.integration.test_semantic import (  # noqa: F401 (fixtures)
-    CAR,
-    FILLER,
-    post_messages,
-    run_jobs,
-    sclient,
-    sdb,
-    sender,
-)
+from tests.integration.semantic_helpers import CAR, FILLER, post_messages, run_jobs
 
 PARAPHRASE = "vehicle failed to turn over"
 # Nearer CAR than PARAPHRASE (0.52 against 0.42): above expand-query's
@@ -55,9 +47,9 @@ def plain_client(sqlite_db: Database) -> Iterator[TestClient]:
 
 
 def test_console_search_defaults_to_hybrid_and_finds_a_paraphrase(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
 ) -> None:
     who = new_tenant(sdb)
     post_messages(sclient, who, "agent:main", [CAR, *FILLER])
@@ -96,9 +88,9 @@ def test_console_search_offers_no_semantic_mode_where_it_is_off(
 
 
 def test_expand_query_ranks_conversations_by_meaning_where_semantic_is_on(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
 ) -> None:
     who = new_tenant(sdb)
     other = post_messages(sclient, who, "agent:other", FILLER)
@@ -122,9 +114,9 @@ def test_expand_query_ranks_conversations_by_meaning_where_semantic_is_on(
 
 
 def test_the_offline_answer_falls_back_to_hybrid_where_nothing_matches_exactly(
-    sdb: Database,  # noqa: F811
-    sclient: TestClient,  # noqa: F811
-    sender: RecordingSender,  # noqa: F811
+    sdb: Database,
+    sclient: TestClient,
+    sender: RecordingSender,
 ) -> None:
     who = new_tenant(sdb)
     cid = post_messages(sclient, who, "agent:main", [CAR, *FILLER])

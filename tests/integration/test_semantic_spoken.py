@@ -5,10 +5,8 @@ before the rule."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
@@ -19,8 +17,8 @@ from lcm.semantic.backfill import embed_conversation, vector_rows
 from lcm.semantic.embedder import load_embedder
 from lcm.semantic.pending import Pending
 from lcm.semantic.repository import EmbeddingRepository
-from tests.conftest import RecordingSender, api_client, auth, new_tenant
-from tests.integration.test_semantic import grep
+from tests.conftest import auth, new_tenant
+from tests.integration.semantic_helpers import grep
 
 TOOL_OUTPUT = "gradle wrapper finished: BUILD SUCCESSFUL in 41s, 12 actionable tasks"
 TURNS: list[dict[str, Any]] = [
@@ -51,20 +49,6 @@ TURNS: list[dict[str, Any]] = [
     },
 ]
 SPOKEN_SEQS = {1, 5}  # the user's request and the answer with a text part
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def sdb(request: pytest.FixtureRequest) -> Iterator[Database]:
-    base: Database = request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
-    database = Database(base.settings.model_copy(update={"semantic": True}), RecordingSender())
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def sclient(sdb: Database) -> Iterator[TestClient]:
-    assert isinstance(sdb.sender, RecordingSender)
-    yield from api_client(sdb.settings, sdb, sdb.sender)
 
 
 def _post(client: TestClient, who: Any) -> int:

@@ -165,7 +165,7 @@ def test_a_dense_read_past_the_deadline_refuses_the_grep(
     the grep's statement deadline is cancelled there and the grep refused as
     ``search_timeout`` (400), not a 500; the next grep runs normally."""
     from tests.conftest import api_client, auth
-    from tests.integration.test_semantic import CAR, FILLER, post_messages, run_jobs
+    from tests.integration.semantic_helpers import CAR, FILLER, post_messages, run_jobs
 
     limited = {"semantic": True, "statement_timeout_ms": 500}
     sender = RecordingSender()
