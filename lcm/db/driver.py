@@ -53,7 +53,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 
-from lcm.db.driver_rows import DriverRows, Plan, Processor, processed, wrapped
+from lcm.db.driver_rows import DriverRows, Plan, Processor, run_plan
 from lcm.db.driver_sqlite import execute_sqlite, execute_sqlite_each
 
 TUPLES_OK = ExecStatus.TUPLES_OK
@@ -281,17 +281,11 @@ def _execute(connection: Connection, plan: Plan, params: dict[str, Any]) -> Driv
     if cursor is None or cursor.connection is not raw or cursor.closed:
         cursor = raw.cursor()  # type: ignore[union-attr]
         fairy.info[_CURSOR] = cursor
-    dispatch = connection.dispatch
-    if dispatch.before_cursor_execute:
-        dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    try:
+
+    def fetch() -> list[Any]:
         cursor.execute(plan.sql, params, binary=True)  # rows in binary too
         result = cursor.pgresult  # not ``description``: it builds column objects each time
-        rows = cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise wrapped(connection, cursor, plan.sql, params, error) from error
-    if dispatch.after_cursor_execute:
-        dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    if plan.results:
-        rows = [processed(row, plan.results) for row in rows]
+        return cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+
+    rows = run_plan(connection, cursor, plan, params, fetch)
     return DriverRows(rows, cursor.rowcount)

@@ -61,6 +61,33 @@ class Plan:
     order: tuple[str, ...] = ()  # SQLite: the parameters' names, one per ``?``
 
 
+def run_plan(
+    connection: Connection,
+    cursor: Any,
+    plan: Plan,
+    params: Any,
+    run: Callable[[], list[Any]],
+    *,
+    many: bool = False,
+) -> list[Any]:
+    """``run()``, the driver's call of ``plan`` returning its rows, as
+    ``Connection.execute`` would run it: between the ``before_cursor_execute``
+    and ``after_cursor_execute`` events, a driver error raised as SQLAlchemy's
+    own, each row through the plan's result processors."""
+    dispatch = connection.dispatch
+    if dispatch.before_cursor_execute:
+        dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, many)
+    try:
+        rows = run()
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise wrapped(connection, cursor, plan.sql, params, error) from error
+    if dispatch.after_cursor_execute:
+        dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, many)
+    if plan.results:
+        rows = [processed(row, plan.results) for row in rows]
+    return rows
+
+
 def processed(
     row: tuple[Any, ...], processors: tuple[tuple[int, Processor], ...]
 ) -> tuple[Any, ...]:

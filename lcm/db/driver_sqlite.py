@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from lcm.db.driver_rows import DriverRows, Plan, processed, wrapped
+from lcm.db.driver_rows import DriverRows, Plan, run_plan
 
 
 def execute_sqlite(connection: Connection, plan: Plan, params: tuple[Any, ...]) -> DriverRows:
@@ -27,17 +27,9 @@ def execute_sqlite(connection: Connection, plan: Plan, params: tuple[Any, ...]) 
     transaction, with the events and errors of the Postgres path."""
     raw: Any = connection.connection.driver_connection
     cursor = raw.cursor()  # cheap on sqlite3 (no server-side state to keep)
-    dispatch = connection.dispatch
-    if dispatch.before_cursor_execute:
-        dispatch.before_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    try:
-        rows = cursor.execute(plan.sql, params).fetchall()
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise wrapped(connection, cursor, plan.sql, params, error) from error
-    if dispatch.after_cursor_execute:
-        dispatch.after_cursor_execute(connection, cursor, plan.sql, params, None, False)
-    if plan.results:
-        rows = [processed(row, plan.results) for row in rows]
+    rows = run_plan(
+        connection, cursor, plan, params, lambda: cursor.execute(plan.sql, params).fetchall()
+    )
     # Read after the fetch: an UPDATE … RETURNING counts its rows as they are stepped.
     return DriverRows(rows, cursor.rowcount)
 
@@ -49,17 +41,11 @@ def execute_sqlite_each(
     once around the batch (an ``executemany``, as ``Connection.execute`` reports one)."""
     raw: Any = connection.connection.driver_connection
     cursor = raw.cursor()
-    dispatch = connection.dispatch
-    if dispatch.before_cursor_execute:
-        dispatch.before_cursor_execute(connection, cursor, plan.sql, batch, None, True)
-    found: list[Any] = []
-    try:
+
+    def each() -> list[Any]:
+        found: list[Any] = []
         for params in batch:
             found.extend(cursor.execute(plan.sql, params).fetchall())
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise wrapped(connection, cursor, plan.sql, batch, error) from error
-    if dispatch.after_cursor_execute:
-        dispatch.after_cursor_execute(connection, cursor, plan.sql, batch, None, True)
-    if plan.results:
-        found = [processed(row, plan.results) for row in found]
-    return found
+        return found
+
+    return run_plan(connection, cursor, plan, batch, each, many=True)
