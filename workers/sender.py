@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 # once, a drain indexed the ~10 messages committed while the last one ran,
 # and under a gateway's load on ``lcm serve`` indexing was about a quarter
 # of the process's CPU. Started a second later, one drain takes a second's
-# commits: 17% less CPU a turn (bench gateway_ab --embedded). Grep reads
-# the messages not indexed yet from the backlog, so no result waits for it.
+# commits: 17% less CPU a turn for two unsaturated ``lcm serve`` side by side
+# (bench gateway_ab --embedded). Grep reads the messages not indexed yet from
+# the backlog, so no result waits for the index.
 DRAIN_DELAY_SECONDS = 1.0
 
 
@@ -51,12 +52,10 @@ class DrainRequests:
     Here a request while a drain is queued sends nothing: that drain takes
     every row committed before it starts. A request while one runs sends
     nothing either but marks it: the running drain may have passed the
-    rows already, so it drains again when it ends (:meth:`finished`).
+    rows already, so it sends the next one when it ends (:meth:`finished`).
 
-    A drain is sent to start :data:`DRAIN_DELAY_SECONDS` after the commit
-    that asks for it, so it indexes that second's commits in one go. A
-    drain that finds rows committed as it ran sends the next one the same
-    way (:meth:`finished`).
+    Every drain is sent to start :data:`DRAIN_DELAY_SECONDS` after it is
+    asked for, so it indexes that second's commits in one go.
 
     A drain this process sent may run in another process (an API process
     beside a worker on the same SQLite file) and never report here: a drain

@@ -72,12 +72,10 @@ def test_a_commit_while_the_drain_runs_sends_the_next_drain_after_the_delay(
     drains = DrainRequests(clock=clock)
     sender = CelerySender(drains)
     sender.send([IndexSearchBacklog()])
-    indexed = []
 
     def index() -> int:  # the worker's drain: it may have read the backlog already
         sender.send([IndexSearchBacklog()])
         sender.send([IndexSearchBacklog()])
-        indexed.append(1)
         return 12
 
     assert drain(index, drains) == 12
