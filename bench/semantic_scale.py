@@ -119,7 +119,7 @@ def _scopes(load: VectorLoad) -> Iterator[tuple[str, str, ScopeSelector]]:
 
 def _measure(database: Database, load: VectorLoad, args: Any) -> None:
     embedder = load_embedder()
-    limit = getattr(args, "grep_limit", 20)
+    limit = args.grep_limit
     print(f"  each grep asks for {limit} matches", flush=True)
     embed = _timed(lambda i: embedder.embed([QUERIES[i % len(QUERIES)]]), args.repeat * 4)
     print(
