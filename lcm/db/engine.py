@@ -22,7 +22,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from lcm.db.driver import compile_all
-from lcm.db.sqlite_setup import READ_ONLY, configure_sqlite
+from lcm.db.sqlite_setup import READ_ONLY, ReaderEngine, configure_sqlite
 from lcm.message_cache import MESSAGE_CACHE, MessageCache
 from lcm.outbox import JobSender, drop_jobs, take_jobs
 from lcm.semantic_settings import SEMANTIC_ON
@@ -135,6 +135,33 @@ def _commit_if_active(session: Session) -> None:
         session.commit()
 
 
+def _reading_engines(engine: Engine) -> tuple[Engine, Engine]:
+    """What read sessions and lookup sessions run on.
+
+    SQLite: connections of their own (:class:`ReaderEngine`), which stay
+    query_only: one switched between readers and writers compiled its
+    statements again at every switch (a database in memory, which exists
+    only on its one connection, shares it). Postgres: the same pool, each read
+    transaction READ ONLY (a flag on the driver's connection, no extra round
+    trip): a write slipped into a read session fails loudly, as query_only
+    makes it on SQLite, so ending one with COMMIT (see
+    ``Database.read_session``) can never keep a stray write. A lookup runs
+    in autocommit there (a flag too, reset when the connection goes back to
+    the pool).
+    """
+    if engine.dialect.name != "postgresql":
+        if engine.url.database in (None, "", ":memory:"):
+            # Each connection to memory is a database of its own: share them.
+            shared = engine.execution_options(**{READ_ONLY: True})
+            return shared, shared
+        readers = ReaderEngine(engine)
+        return readers, readers
+    return (
+        engine.execution_options(**{READ_ONLY: True, "postgresql_readonly": True}),
+        engine.execution_options(**{READ_ONLY: True, "isolation_level": "AUTOCOMMIT"}),
+    )
+
+
 class Database:
     """An engine plus a session factory; one per process.
 
@@ -169,30 +196,13 @@ class Database:
         )
         event.listen(self._sessions, "after_commit", self._send_outbox)
         event.listen(self._sessions, "after_rollback", drop_jobs)
-        read_options: dict[str, Any] = {READ_ONLY: True}
-        if self.engine.dialect.name == "postgresql":
-            # BEGIN READ ONLY (a flag on the driver's connection, no extra
-            # round trip): a write slipped into a read session fails loudly,
-            # as query_only makes it on SQLite, so ending one with COMMIT
-            # (see read_session) can never keep a stray write.
-            read_options["postgresql_readonly"] = True
+        readers, lookups = _reading_engines(self.engine)
+        # SQLite's readers' pool, disposed with the writers'.
+        self.readers = readers if isinstance(readers, ReaderEngine) else None
         self._read_sessions = sessionmaker(
-            self.engine.execution_options(**read_options),
-            expire_on_commit=False,
-            autoflush=False,
-            info=info,
+            readers, expire_on_commit=False, autoflush=False, info=info
         )
-        lookup_options: dict[str, Any] = {READ_ONLY: True}
-        if self.engine.dialect.name == "postgresql":
-            # A flag on the driver's connection (no round trip), reset when
-            # the connection goes back to the pool.
-            lookup_options["isolation_level"] = "AUTOCOMMIT"
-        self._lookups = sessionmaker(
-            self.engine.execution_options(**lookup_options),
-            expire_on_commit=False,
-            autoflush=False,
-            info=info,
-        )
+        self._lookups = sessionmaker(lookups, expire_on_commit=False, autoflush=False, info=info)
 
     @property
     def dialect(self) -> str:
@@ -301,3 +311,5 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.readers is not None:
+            self.readers.dispose()

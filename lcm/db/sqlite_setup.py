@@ -1,6 +1,7 @@
 """SQLite's side of an engine (embedded mode): the pragmas of each connection,
-the write gate writers queue at in arrival order, and how each transaction
-begins (a reader deferred and query-only, a writer ``BEGIN IMMEDIATE``).
+the write gate writers queue at in arrival order, how each transaction
+begins (a reader deferred and query-only, a writer ``BEGIN IMMEDIATE``), and
+the readers' own pool of connections.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.base import OptionEngine
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.pool import Pool
 
 from lcm.db.write_gate import WriteGate
 
@@ -49,12 +52,13 @@ def _begin(conn: Connection, read_only: bool, begin: str) -> None:
     On the driver, not ``exec_driver_sql``: every transaction of a turn
     (five or six) paid SQLAlchemy's execution layer twice here, ~0.2 ms of
     CPU, around two calls to SQLite of a few µs. The switch is sent only
-    when the connection's last transaction was of the other kind (the pool
-    hands readers and writers the same connections); the mode is kept on
-    the connection's record, which lives exactly as long as the ``sqlite3``
-    connection it describes. A failed ``BEGIN`` (the lock held by another
-    process past the busy timeout) is raised as SQLAlchemy's own error,
-    which ``lcm.db.busy`` reads.
+    when the connection's last transaction was of the other kind, which
+    with readers on a pool of their own (:class:`ReaderEngine`) is once in
+    a connection's life; the mode is kept on the connection's record, which
+    lives exactly as long as the ``sqlite3`` connection it describes. A
+    failed ``BEGIN`` (the lock held by another process past the busy
+    timeout) is raised as SQLAlchemy's own error, which ``lcm.db.busy``
+    reads.
     """
     raw: Any = conn.connection.driver_connection
     info = conn.connection.info
@@ -162,3 +166,33 @@ def _send_end(raw: sqlite3.Connection, end: str) -> None:
             with contextlib.suppress(sqlite3.Error):
                 raw.execute("ROLLBACK")
         raise DBAPIError.instance(end, None, error, sqlite3.Error) from error
+
+
+class ReaderEngine(OptionEngine):
+    """``proxied`` marked :data:`READ_ONLY`, on a pool of connections of its own.
+
+    Setting ``query_only`` (like any of SQLite's flag pragmas) expires every
+    statement the connection has prepared, so the next run of each one is
+    compiled again: when readers and writers took turns on the same
+    connections, nearly every statement of a turn was, at 3-10 times the
+    cost of running it (~2 ms of CPU a gateway turn, in process). Readers
+    here never get a writer's connection, nor writers a reader's, so a
+    connection's mode is set once. Everything else is ``proxied``'s: its
+    events (the pragmas of a new connection, how a transaction begins, any
+    listener added later), its dialect and its statement cache; the pool is
+    a copy of its pool (same size, same connection events).
+    """
+
+    def __init__(self, proxied: Engine) -> None:
+        super().__init__(proxied, {READ_ONLY: True})
+        self._readers_pool = proxied.pool.recreate()
+
+    # OptionEngine reads and sets its parent's pool; this engine keeps its own
+    # (``dispose()`` replaces it through the setter).
+    @property
+    def pool(self) -> Pool:
+        return self._readers_pool
+
+    @pool.setter
+    def pool(self, pool: Pool) -> None:
+        self._readers_pool = pool
