@@ -60,7 +60,7 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from cli.embedded import bootstrap_local_tenant, embedded_settings
+    from cli.embedded import bootstrap_local_tenant, embedded_settings, tune_collector
     from lcm.db.migrate import upgrade
     from lcm.services import Services
     from workers.embedded import EmbeddedWorker
@@ -78,6 +78,7 @@ def serve(
             "[yellow]No ANTHROPIC_API_KEY nor LCM_OPENAI_API_KEY/LCM_OPENAI_BASE_URL: "
             "summaries use the offline extractive summarizer.[/yellow]"
         )
+    tune_collector()
     worker = EmbeddedWorker(services)
     worker.start()
     console.print(
