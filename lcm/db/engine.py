@@ -140,8 +140,7 @@ def _reading_engines(engine: Engine) -> tuple[Engine, Engine]:
 
     SQLite: connections of their own (:class:`ReaderEngine`), which stay
     query_only: one switched between readers and writers compiled its
-    statements again at every switch (a database in memory, which exists
-    only on its one connection, shares it). Postgres: the same pool, each read
+    statements again at every switch. Postgres: the same pool, each read
     transaction READ ONLY (a flag on the driver's connection, no extra round
     trip): a write slipped into a read session fails loudly, as query_only
     makes it on SQLite, so ending one with COMMIT (see
@@ -150,10 +149,6 @@ def _reading_engines(engine: Engine) -> tuple[Engine, Engine]:
     the pool).
     """
     if engine.dialect.name != "postgresql":
-        if engine.url.database in (None, "", ":memory:"):
-            # Each connection to memory is a database of its own: share them.
-            shared = engine.execution_options(**{READ_ONLY: True})
-            return shared, shared
         readers = ReaderEngine(engine)
         return readers, readers
     return (
