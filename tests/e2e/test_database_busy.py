@@ -137,30 +137,33 @@ def test_a_read_session_refuses_to_write(busy_db: Database) -> None:
             session.flush()
 
 
-def test_one_connection_switches_between_readers_and_writers(
+def test_readers_and_writers_taking_turns_each_keep_their_own_connection(
     tmp_path: Path, sqlite_template: Path
 ) -> None:
-    """The read-only switch is sent only on a change of kind, and every change sends it.
+    """Readers and writers alternate: each reader refuses to write, each writer writes.
 
-    One pooled connection serves a reader, two writers, two readers and a
-    writer in turn: each writer writes, and each reader, even right after a
-    writer and right after another reader, refuses to write.
+    With a pool of one connection each, a reader, two writers, two readers
+    and a writer in turn use two ``sqlite3`` connections in all: a reader's
+    never serves a writer (switching ``query_only`` on a connection would
+    make SQLite compile its statements again), and each reader, even right
+    after a writer and right after another reader, refuses to write.
     """
     path = tmp_path / "lcm.db"
     shutil.copyfile(sqlite_template, path)
     db = Database(settings_for(f"sqlite:///{path}", db_pool_size=1))
-    raw: set[int] = set()
+    readers: set[int] = set()
+    writers: set[int] = set()
 
     def refuses(n: int) -> None:
         with db.read_session() as session:
-            raw.add(id(session.connection().connection.driver_connection))
+            readers.add(id(session.connection().connection.driver_connection))
             session.add(Tenant(id=f"t_r{n}", name=f"switch {n}", settings_overrides={}))
             with pytest.raises(OperationalError, match="readonly"):
                 session.flush()
 
     def writes(n: int) -> None:
         with db.transaction() as session:
-            raw.add(id(session.connection().connection.driver_connection))
+            writers.add(id(session.connection().connection.driver_connection))
             session.add(Tenant(id=f"t_w{n}", name=f"switch {n}", settings_overrides={}))
 
     try:
@@ -171,7 +174,9 @@ def test_one_connection_switches_between_readers_and_writers(
     finally:
         db.dispose()
     assert names == {"t_w1", "t_w2", "t_w5"}
-    assert len(raw) == 1  # the same sqlite3 connection throughout
+    assert len(readers) == 1
+    assert len(writers) == 1
+    assert not readers & writers
 
 
 def test_postgres_lock_timeouts_are_busy_and_outages_are_not(pg_db: Database) -> None:
