@@ -1,4 +1,4 @@
-"""``lcm serve``'s collector settings (``cli.embedded.tune_collector``)."""
+"""``lcm serve``'s collector thresholds (``cli.embedded.tune_collector``)."""
 
 from __future__ import annotations
 
@@ -20,21 +20,17 @@ class Node:
 def restored() -> Iterator[None]:
     thresholds = gc.get_threshold()
     yield
-    gc.unfreeze()
     gc.set_threshold(*thresholds)
 
 
-def test_the_start_is_frozen_and_the_young_collected_less_often(restored: None) -> None:
+def test_the_collections_are_rarer(restored: None) -> None:
     assert gc.get_threshold() != GC_THRESHOLDS
-    start = Node()  # tracked by the collector, alive at the start
     tune_collector()
     assert gc.get_threshold() == GC_THRESHOLDS
-    assert gc.get_freeze_count() > 0
-    # What existed then is in no generation a collection walks.
-    assert not any(o is start for g in range(3) for o in gc.get_objects(generation=g))
+    assert gc.isenabled()
 
 
-def test_a_cycle_made_after_the_start_is_still_collected(restored: None) -> None:
+def test_a_cycle_is_still_collected(restored: None) -> None:
     tune_collector()
     a, b = Node(), Node()
     a.other, b.other = b, a
