@@ -60,8 +60,9 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from cli.embedded import bootstrap_local_tenant, embedded_settings, tune_collector
+    from cli.embedded import bootstrap_local_tenant, embedded_settings
     from lcm.db.migrate import upgrade
+    from lcm.heap import collect_less_often
     from lcm.services import Services
     from workers.embedded import EmbeddedWorker
     from workers.link import CeleryLink
@@ -78,7 +79,7 @@ def serve(
             "[yellow]No ANTHROPIC_API_KEY nor LCM_OPENAI_API_KEY/LCM_OPENAI_BASE_URL: "
             "summaries use the offline extractive summarizer.[/yellow]"
         )
-    tune_collector()
+    collect_less_often()
     worker = EmbeddedWorker(services)
     worker.start()
     console.print(

@@ -33,3 +33,26 @@ def freeze_startup_heap() -> None:
     _frozen = True
     gc.collect()
     gc.freeze()
+
+
+# ``gc.set_threshold`` in ``lcm serve`` (Python's: 700, 10, 10): the youngest
+# generation collected every 50,000 allocations, the middle one every 50 of
+# those, the oldest every 100 of those.
+GC_THRESHOLDS = (50_000, 50, 100)
+
+
+def collect_less_often() -> None:
+    """Fewer, larger collections (:data:`GC_THRESHOLDS`), for ``lcm serve``.
+
+    ``lcm serve`` runs the API and the worker on one interpreter lock, so its
+    turns a second are bound by one core's Python. A turn builds thousands
+    of containers (rows, assembled messages, their JSON) that live past a
+    young collection at Python's threshold of 700 allocations and are
+    walked again by the older ones; the startup heap is out of every
+    collection already (:func:`freeze_startup_heap`). Measured under
+    ``bench gateway_ab --embedded``: ``lcm serve`` spent 2% less CPU a turn
+    (median of four runs, -4.3% to +0.6%). Garbage in a cycle waits longer
+    to be freed; what refcounting frees (nearly everything) is freed at
+    once as before.
+    """
+    gc.set_threshold(*GC_THRESHOLDS)

@@ -1,4 +1,4 @@
-"""``lcm serve``'s collector thresholds (``cli.embedded.tune_collector``)."""
+"""``lcm serve``'s collector thresholds (``lcm.heap.collect_less_often``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cli.embedded import GC_THRESHOLDS, tune_collector
+from lcm.heap import GC_THRESHOLDS, collect_less_often
 
 
 class Node:
@@ -25,13 +25,13 @@ def restored() -> Iterator[None]:
 
 def test_the_collections_are_rarer(restored: None) -> None:
     assert gc.get_threshold() != GC_THRESHOLDS
-    tune_collector()
+    collect_less_often()
     assert gc.get_threshold() == GC_THRESHOLDS
     assert gc.isenabled()
 
 
 def test_a_cycle_is_still_collected(restored: None) -> None:
-    tune_collector()
+    collect_less_often()
     a, b = Node(), Node()
     a.other, b.other = b, a
     gone = weakref.ref(a)
