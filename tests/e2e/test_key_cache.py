@@ -65,16 +65,21 @@ def test_a_revocation_elsewhere_holds_within_the_bound(
 ) -> None:
     issued = new_tenant(db)
     assert bounded_client.post(URL, json=ASK, headers=auth(issued)).status_code == 200
-    revoked_at = time.monotonic()
     with db.transaction() as session:  # as another process revokes: nothing told this one
         session.execute(
             update(ApiKey).where(ApiKey.id == issued.key.id).values(revoked_at=ApiKey.created_at)
         )
-    statuses = []
-    while time.monotonic() - revoked_at < BOUND + 0.3:
-        statuses.append(bounded_client.post(URL, json=ASK, headers=auth(issued)).status_code)
+    revoked_at = time.monotonic()
+    # Timed by when each request began, not ended: on a busy host one
+    # request can take longer than the margin, and a request that began
+    # within the bound may still be answered from what was remembered.
+    seen: list[tuple[float, int]] = []
+    while not seen or seen[-1][0] < BOUND + 0.1:
+        began = time.monotonic() - revoked_at
+        seen.append((began, bounded_client.post(URL, json=ASK, headers=auth(issued)).status_code))
         time.sleep(0.02)
-    assert statuses[-1] == 401
+    statuses = [status for _, status in seen]
+    assert statuses[-1] == 401, seen  # began past the bound: the key was read again
     refused_from = statuses.index(401)
     assert all(status == 401 for status in statuses[refused_from:])
 
