@@ -39,6 +39,6 @@ def test_a_cycle_is_still_collected_without_being_asked(restored: None) -> None:
     assert gone() is not None  # a cycle: refcounting alone does not free it
     # No explicit gc.collect(): more new containers than the young
     # generation's threshold, and the collector runs by itself.
-    kept = [[] for _ in range(GC_THRESHOLDS[0] + 1_000)]
+    kept: list[list[object]] = [[] for _ in range(GC_THRESHOLDS[0] + 1_000)]
     assert gone() is None
     assert len(kept) > GC_THRESHOLDS[0]
